@@ -1,0 +1,294 @@
+/*
+ * qjit.h — the whole public API of qjit, a JIT generator of (quantized) GEMM kernels
+ * for NVIDIA GPUs.  This header is the specification: every function says what it
+ * takes, what it returns, who owns what, and whether it is thread-safe.
+ *
+ * Semantics (see DESIGN.md §2):  D[m,n] = cast_out( sum_k Â[m,k]·B̂[n,k] (+ bias[n]) )
+ *   A is M×K (K contiguous), B is N×K (K contiguous, a Linear layer's weight),
+ *   D is M×N (N contiguous).  Leading dimensions are in elements.
+ *
+ * Main call sequence:
+ *
+ *     qjit_gemm_desc d;
+ *     qjit_gemm *g;
+ *     if (qjit_gemm_desc_parse("gemm a=bf16 b=bf16 out=bf16", &d) != QJIT_OK ||
+ *         qjit_get_gemm(&d, &g) != QJIT_OK) {
+ *         fprintf(stderr, "qjit: %s\n", qjit_last_error());
+ *         return 1;
+ *     }
+ *     qjit_gemm_args a = { .a = dA, .b = dB, .d = dD, .m = M, .n = N, .k = K,
+ *                          .lda = K, .ldb = K, .ldd = N };
+ *     qjit_status s = qjit_gemm_launch(g, &a, stream);   // legal inside graph capture
+ *
+ * Errors: every call returns a qjit_status.  The detail (field name and value, NVRTC
+ * log with template file:line, Lua traceback, CUresult name, SQLite message) is kept
+ * per thread and read with qjit_last_error().  The library never aborts, exits or
+ * prints; warnings go to the log callback of the context.
+ */
+#ifndef QJIT_H
+#define QJIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define QJIT_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define QJIT_API __attribute__((visibility("default")))
+#else
+#define QJIT_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- version */
+#define QJIT_VERSION_MAJOR 0
+#define QJIT_VERSION_MINOR 1
+#define QJIT_VERSION_PATCH 0
+#define QJIT_VERSION_NUMBER (QJIT_VERSION_MAJOR * 10000 + QJIT_VERSION_MINOR * 100 + QJIT_VERSION_PATCH)
+
+/* Run-time version: QJIT_VERSION_NUMBER of the library actually linked. */
+QJIT_API unsigned qjit_version_number(void);
+/* "0.1.0"; static storage. */
+QJIT_API const char *qjit_version_string(void);
+
+/* ---------------------------------------------------------------- status */
+typedef enum qjit_status {
+    QJIT_OK = 0,
+    QJIT_ERROR_INVALID_ARGUMENT = 1, /* a field or argument is out of its domain */
+    QJIT_ERROR_UNSUPPORTED = 2,      /* valid, but no kernel/arch can do it */
+    QJIT_ERROR_OUT_OF_MEMORY = 3,
+    QJIT_ERROR_TEMPLATE = 4,         /* Lua template failed (traceback in message) */
+    QJIT_ERROR_COMPILE = 5,          /* NVRTC failed (log in message) */
+    QJIT_ERROR_CACHE = 6,            /* SQLite failure that could not be degraded */
+    QJIT_ERROR_CUDA = 7,             /* a driver call failed (CUresult name in message) */
+    QJIT_ERROR_NO_DEVICE = 8,        /* no driver, no device, or no current context */
+    QJIT_ERROR_CAPTURING = 9,        /* a miss while the caller's stream is capturing */
+    QJIT_ERROR_NOT_FOUND = 10,       /* a lookup found nothing (cache tools) */
+    QJIT_ERROR_IO = 11,              /* a file could not be read or written */
+    QJIT_STATUS_COUNT
+} qjit_status;
+
+/* Name of a status, e.g. "QJIT_ERROR_COMPILE"; never NULL. */
+QJIT_API const char *qjit_status_string(qjit_status s);
+/* Detailed message of the last failing call on this thread ("" if none).  The string
+ * stays valid until the next qjit call on this thread. */
+QJIT_API const char *qjit_last_error(void);
+
+/* ---------------------------------------------------------------- types */
+/* Element types.  Explicit values; new ones only at the end. */
+typedef enum qjit_dtype {
+    QJIT_DTYPE_NONE = 0,
+    QJIT_DTYPE_F16 = 1,
+    QJIT_DTYPE_BF16 = 2,
+    QJIT_DTYPE_F32 = 3,
+    QJIT_DTYPE_S8 = 4,
+    QJIT_DTYPE_S4 = 5,   /* two per byte along K, element 2i in bits 0-3 */
+    QJIT_DTYPE_U4 = 6,
+    QJIT_DTYPE_E4M3 = 7,
+    QJIT_DTYPE_E5M2 = 8,
+    QJIT_DTYPE_E2M1 = 9, /* OCP FP4, packed like s4 */
+    QJIT_DTYPE_E8M0 = 10,/* MX scale */
+    QJIT_DTYPE_COUNT
+} qjit_dtype;
+
+typedef enum qjit_scale_mode {
+    QJIT_SCALE_NONE = 0,
+    QJIT_SCALE_TENSOR = 1, /* one f32 in device memory */
+    QJIT_SCALE_ROW = 2,    /* A: f32[M] */
+    QJIT_SCALE_COL = 3,    /* B: f32[N] */
+    QJIT_SCALE_GROUP = 4,  /* B: [N][K/g] of f16/bf16/f32, optional zeros */
+    QJIT_SCALE_BLOCK = 5,  /* 1x128 (A) / 128x128 (B), f32 */
+    QJIT_SCALE_MX = 6,     /* e8m0 [rows][K/32] */
+    QJIT_SCALE_COUNT
+} qjit_scale_mode;
+
+/* Target architectures.  QJIT_ARCH_AUTO: the context's override, else the device's. */
+typedef enum qjit_arch {
+    QJIT_ARCH_AUTO = 0,
+    QJIT_ARCH_SM80 = 80,
+    QJIT_ARCH_SM86 = 86,
+    QJIT_ARCH_SM89 = 89,
+    QJIT_ARCH_SM90A = 90
+} qjit_arch;
+
+/* Kernel templates.  AUTO: chosen by tuned results, else the heuristic. */
+typedef enum qjit_kernel {
+    QJIT_KERNEL_AUTO = 0,
+    QJIT_KERNEL_MMA = 1,   /* multistage mma.sync + ldmatrix + cp.async (sm_80+) */
+    QJIT_KERNEL_COUNT
+} qjit_kernel;
+
+/* ---------------------------------------------------------------- descriptor */
+/* Names one kernel.  Plain data: copy it freely.  Configuration fields that are 0 mean
+ * "auto".  Canonical text form (qjit_gemm_desc_format), fields in this order:
+ *   gemm a=bf16 b=bf16 sa=none sb=none out=bf16 bias=0 arch=sm_90a kernel=mma
+ *        tile=128x128x32 warps=2x2 stages=4 split=1
+ * For sb=group:G, "gs=<dtype>" (group-scale type) and "zeros=0|1" follow sb.
+ * Auto fields print as "auto" (tile=auto, warps=auto, stages=auto, split=auto, arch=auto,
+ * kernel=auto).  Parsing accepts the fields in any order; omitted fields take the
+ * defaults of qjit_gemm_desc_init. */
+typedef struct qjit_gemm_desc {
+    qjit_dtype a, b, out;
+    qjit_scale_mode sa, sb;
+    int group;              /* group size g for QJIT_SCALE_GROUP (32, 64, 128, 256) */
+    qjit_dtype group_scale; /* f16/bf16/f32 for QJIT_SCALE_GROUP */
+    int zeros;              /* 1: zero points for u4 group mode */
+    int bias;               /* 1: add bias[n] (type = out) */
+    qjit_arch arch;
+    qjit_kernel kernel;
+    int bm, bn, bk;         /* tile; 0 = auto (all three together) */
+    int wm, wn;             /* warps along M and N; 0 = auto */
+    int stages;             /* pipeline depth 2..6; 0 = auto */
+    int split_k;            /* 1 = none; 0 = auto */
+} qjit_gemm_desc;
+
+/* Fill with defaults: a=f16 b=f16 out=f16, no scales, no bias, everything else auto. */
+QJIT_API void qjit_gemm_desc_init(qjit_gemm_desc *d);
+/* Parse the text form.  On error nothing is written to *d and the message names the
+ * token, field and value.  Thread-safe. */
+QJIT_API qjit_status qjit_gemm_desc_parse(const char *text, qjit_gemm_desc *d);
+/* Canonical text into buf (always NUL-terminated when cap > 0).  *len (may be NULL)
+ * gets the full length; QJIT_ERROR_INVALID_ARGUMENT if it did not fit. */
+QJIT_API qjit_status qjit_gemm_desc_format(const qjit_gemm_desc *d, char *buf, size_t cap,
+                                           size_t *len);
+/* Check every field on its own and in combination; the message names the first bad
+ * field and its value.  Auto fields are valid. */
+QJIT_API qjit_status qjit_gemm_desc_validate(const qjit_gemm_desc *d);
+
+/* ---------------------------------------------------------------- context */
+typedef struct qjit_context qjit_context;
+
+typedef enum qjit_log_level {
+    QJIT_LOG_DEBUG = 0,
+    QJIT_LOG_INFO = 1,
+    QJIT_LOG_WARN = 2,
+    QJIT_LOG_ERROR = 3
+} qjit_log_level;
+typedef void (*qjit_log_fn)(void *user, qjit_log_level level, const char *message);
+
+typedef struct qjit_options {
+    /* Directory of the writable cache DB (qjit.db inside).  NULL: $QJIT_CACHE_DIR,
+     * else $XDG_CACHE_HOME/qjit, else $HOME/.cache/qjit.  An unusable directory
+     * degrades to an in-memory cache with a warning. */
+    const char *cache_dir;
+    /* Read-only DB file consulted first (a shipped cache).  NULL: $QJIT_SHIPPED_CACHE. */
+    const char *shipped_cache;
+    /* 1: no DB at all, memory only. */
+    int memory_only;
+    /* Size cap of the writable DB in bytes (LRU eviction); 0: $QJIT_CACHE_MAX_BYTES or
+     * unlimited. */
+    uint64_t cache_max_bytes;
+    /* Directory whose files override the built-in templates (development). NULL:
+     * $QJIT_TEMPLATE_DIR or none. */
+    const char *template_dir;
+    /* Target override for descriptors with arch=auto; AUTO = the current device's. */
+    qjit_arch arch;
+    /* Warnings and info; NULL = silent. Called from any thread. */
+    qjit_log_fn log;
+    void *log_user;
+} qjit_options;
+
+QJIT_API void qjit_options_init(qjit_options *o);
+/* Create a context.  Touches no GPU (the driver loads at the first GPU use).  The
+ * strings in *o are copied.  Thread-safe. */
+QJIT_API qjit_status qjit_context_create(const qjit_options *o, qjit_context **out);
+/* Destroys the context and every handle it gave out (their modules are unloaded).
+ * NULL is fine.  No handle of it may be in use. */
+QJIT_API void qjit_context_destroy(qjit_context *ctx);
+/* The process-wide context behind qjit_get_gemm, created on first use from the
+ * environment (QJIT_CACHE_DIR, QJIT_SHIPPED_CACHE, QJIT_TEMPLATE_DIR, ...). */
+QJIT_API qjit_status qjit_default_context(qjit_context **out);
+
+typedef struct qjit_stats {
+    uint64_t gets;          /* qjit_*get_gemm calls */
+    uint64_t memory_hits;   /* served from the in-process map */
+    uint64_t disk_hits;     /* served from a DB */
+    uint64_t compiles;      /* NVRTC compilations */
+    uint64_t compile_failures;
+    double compile_ms;      /* total NVRTC time */
+} qjit_stats;
+QJIT_API void qjit_context_stats(qjit_context *ctx, qjit_stats *out);
+
+/* ---------------------------------------------------------------- gemm handles */
+typedef struct qjit_gemm qjit_gemm;
+struct CUstream_st; /* = CUstream of cuda.h; NULL is the legacy default stream */
+
+/* Get (compile, or load from a cache) the kernel of a descriptor, for the CUDA context
+ * current on this thread, through the default context.  The handle is immutable and
+ * owned by the qjit context: valid until qjit_context_destroy, never freed by the
+ * caller.  Thread-safe; concurrent requests for one descriptor compile once. */
+QJIT_API qjit_status qjit_get_gemm(const qjit_gemm_desc *d, qjit_gemm **out);
+/* Same, with an explicit context.  If `capture_stream` is not NULL and is capturing,
+ * a descriptor not yet loaded gives QJIT_ERROR_CAPTURING (nothing is compiled or
+ * loaded, so the capture is not broken); a loaded one is returned. */
+QJIT_API qjit_status qjit_context_get_gemm(qjit_context *ctx, const qjit_gemm_desc *d,
+                                           struct CUstream_st *capture_stream,
+                                           qjit_gemm **out);
+
+/* Fill the "auto" fields of *d as qjit_get_gemm would for `arch` (AUTO: the
+ * context's override, else the current device's).  Touches no GPU when arch is named. */
+QJIT_API qjit_status qjit_gemm_resolve(qjit_context *ctx, const qjit_gemm_desc *d,
+                                       qjit_arch arch, qjit_gemm_desc *resolved);
+/* Whether descriptor d can run on arch (after resolving auto fields); on
+ * QJIT_ERROR_UNSUPPORTED `why` gets the reason.  No compile. */
+QJIT_API qjit_status qjit_gemm_supports(qjit_context *ctx, const qjit_gemm_desc *d,
+                                        qjit_arch arch, char *why, size_t why_cap);
+
+/* Compile d for a named arch and store it in the context's cache, with no GPU.  The
+ * key is the one qjit_get_gemm looks up on a device of that arch.  *was_cached (may be
+ * NULL) gets 1 when it was already there.  Thread-safe. */
+QJIT_API qjit_status qjit_gemm_precompile(qjit_context *ctx, const qjit_gemm_desc *d,
+                                          qjit_arch arch, int *was_cached);
+
+/* Launch arguments.  Device pointers; sizes and leading dimensions in elements (for
+ * 4-bit types, in elements too: lda/ldb count values, two per byte). */
+typedef struct qjit_gemm_args {
+    const void *a, *b;
+    void *d;
+    const void *bias;     /* [N] of the output type, when the descriptor has bias */
+    const void *scale_a;  /* per sa */
+    const void *scale_b;  /* per sb */
+    const void *zeros_b;  /* group zero points, when zeros=1 */
+    int64_t m, n, k;
+    int64_t lda, ldb, ldd;
+} qjit_gemm_args;
+
+/* Launch on `stream`.  Validates everything first (null/misaligned pointers, sizes
+ * the kernel cannot do, leading dimensions too small) and launches nothing on error.
+ * Does not allocate, synchronize, read device memory or load modules: legal inside
+ * stream capture in any mode.  M == 0 or N == 0 launches nothing and returns QJIT_OK.
+ * Thread-safe. */
+QJIT_API qjit_status qjit_gemm_launch(const qjit_gemm *g, const qjit_gemm_args *args,
+                                      struct CUstream_st *stream);
+
+/* What a launch would do, without launching: for tools that drive cuLaunchKernel
+ * themselves (benchmarks of launch overhead).  Validates like qjit_gemm_launch. */
+typedef struct qjit_launch_config {
+    void *function;         /* CUfunction */
+    unsigned grid[3], block[3];
+    unsigned shared_bytes;
+    unsigned char params[128]; /* the kernel's single by-value parameter */
+    size_t params_size;
+} qjit_launch_config;
+QJIT_API qjit_status qjit_gemm_launch_config(const qjit_gemm *g, const qjit_gemm_args *args,
+                                             qjit_launch_config *cfg);
+
+/* Facts of a handle. */
+typedef struct qjit_gemm_info {
+    qjit_gemm_desc desc;        /* resolved: no auto fields */
+    char text[256];             /* canonical text of desc */
+    uint8_t key[16];            /* cache key (XXH3-128, big-endian) */
+    unsigned threads, shared_bytes, registers;
+    int k_multiple;             /* K must be a multiple of this */
+    int ld_multiple;            /* lda, ldb must be multiples of this */
+    int ptr_align;              /* a, b must be aligned to this many bytes */
+} qjit_gemm_info;
+QJIT_API qjit_status qjit_gemm_get_info(const qjit_gemm *g, qjit_gemm_info *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* QJIT_H */

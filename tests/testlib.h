@@ -1,0 +1,41 @@
+/*
+ * testlib.h — the few helpers every qjit test uses: checks that count and report,
+ * a GPU-skip exit code, and a scratch directory.
+ */
+#ifndef QJIT_TESTLIB_H
+#define QJIT_TESTLIB_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+extern int tl_passed, tl_failed;
+
+#define TL_SKIP 77
+
+/* CHECK(cond, fmt, ...): count a pass, or print the failure with file:line. */
+#define CHECK(cond, ...)                                                                 \
+    do {                                                                                 \
+        if (cond) {                                                                      \
+            tl_passed++;                                                                 \
+        } else {                                                                         \
+            tl_failed++;                                                                 \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);              \
+            fprintf(stderr, __VA_ARGS__);                                                \
+            fprintf(stderr, "\n");                                                       \
+        }                                                                                \
+    } while (0)
+
+/* CHECK_OK(status_expr): the call returned QJIT_OK; prints qjit_last_error() if not. */
+#define CHECK_OK(expr)                                                                   \
+    do {                                                                                 \
+        qjit_status tl_s_ = (expr);                                                      \
+        CHECK(tl_s_ == QJIT_OK, "%s -> %s: %s", #expr, qjit_status_string(tl_s_),        \
+              qjit_last_error());                                                        \
+    } while (0)
+
+/* Print "N passed, N failed" and return the exit code for main. */
+int tl_finish(const char *name);
+/* A fresh empty directory under the build tree (or /tmp); static storage per call. */
+const char *tl_tmpdir(const char *tag);
+
+#endif
