@@ -63,8 +63,20 @@ qjit_status qjit_err_prefix(qjit_status st, const char *fmt, ...)
     va_start(ap, fmt);
     int n = vsnprintf(tls_msg, sizeof tls_msg, fmt, ap);
     va_end(ap);
-    if (n >= 0 && (size_t)n < sizeof tls_msg)
-        snprintf(tls_msg + n, sizeof tls_msg - (size_t)n, ": %s", old);
+    /* append ": old", cut at the buffer's end */
+    size_t used = n < 0 ? 0 : (size_t)n < sizeof tls_msg ? (size_t)n : sizeof tls_msg - 1;
+    size_t room = sizeof tls_msg - 1 - used;
+    size_t oldlen = strnlen(old, sizeof old - 1);
+    if (room >= 2) {
+        memcpy(tls_msg + used, ": ", 2);
+        used += 2;
+        room -= 2;
+        if (oldlen > room)
+            oldlen = room;
+        memcpy(tls_msg + used, old, oldlen);
+        used += oldlen;
+    }
+    tls_msg[used] = 0;
     return st;
 }
 

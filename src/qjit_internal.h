@@ -170,4 +170,24 @@ QJIT_HIDDEN qjit_status qjit_drv_load(const qjit_cu_api **out);
 /* "CUDA_ERROR_...: description" of a result. */
 QJIT_HIDDEN const char *qjit_drv_error_name(qjit_cu_result r);
 
+/* ---------------------------------------------------------------- context.c */
+typedef struct qjit_map_entry qjit_map_entry;
+typedef struct qjit_inflight qjit_inflight;
+
+struct qjit_context {
+    qjit_options opt;            /* strings point at the owned copies below */
+    char *cache_dir, *shipped, *template_dir;
+    qjit_cache *cache;
+    pthread_mutex_t mu;          /* guards everything below */
+    pthread_cond_t cv;           /* signalled when an in-flight build ends */
+    qjit_map_entry *slots;       /* open addressing, power-of-two size */
+    size_t nslots, nused;
+    struct qjit_gemm **handles;  /* every handle made, for destroy */
+    size_t nhandles, cap_handles;
+    qjit_inflight *inflight;     /* builds under way, for compile-once */
+    qjit_stats stats;
+};
+/* Frees the handles of a context (gemm.c). */
+QJIT_HIDDEN void qjit_gemm_destroy_all(qjit_context *ctx);
+
 #endif /* QJIT_INTERNAL_H */

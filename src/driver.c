@@ -1,0 +1,94 @@
+/*
+ * driver.c — loads libcuda.so.1 lazily, once, and resolves the entry points qjit uses.
+ */
+#include "driver.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+static qjit_cu_api api;
+static qjit_status load_status = QJIT_ERROR_NO_DEVICE;
+static char load_msg[512];
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+
+static void load(void)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        const char *e = dlerror();
+        snprintf(load_msg, sizeof load_msg,
+                 "the CUDA driver (libcuda.so.1) could not be loaded: %s", e ? e : "?");
+        return;
+    }
+    static const struct {
+        const char *sym;
+        size_t off;
+    } syms[] = {
+#define SYM(field, name) {name, offsetof(qjit_cu_api, field)}
+        SYM(Init, "cuInit"),
+        SYM(GetErrorName, "cuGetErrorName"),
+        SYM(GetErrorString, "cuGetErrorString"),
+        SYM(CtxGetCurrent, "cuCtxGetCurrent"),
+        SYM(CtxGetDevice, "cuCtxGetDevice"),
+        SYM(CtxPushCurrent, "cuCtxPushCurrent_v2"),
+        SYM(CtxPopCurrent, "cuCtxPopCurrent_v2"),
+        SYM(DeviceGetAttribute, "cuDeviceGetAttribute"),
+        SYM(ModuleLoadData, "cuModuleLoadData"),
+        SYM(ModuleUnload, "cuModuleUnload"),
+        SYM(ModuleGetFunction, "cuModuleGetFunction"),
+        SYM(FuncSetAttribute, "cuFuncSetAttribute"),
+        SYM(FuncGetAttribute, "cuFuncGetAttribute"),
+        SYM(LaunchKernel, "cuLaunchKernel"),
+        SYM(StreamIsCapturing, "cuStreamIsCapturing"),
+#undef SYM
+    };
+    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
+        void *f = dlsym(lib, syms[i].sym);
+        if (!f) {
+            snprintf(load_msg, sizeof load_msg, "libcuda.so.1 has no %s", syms[i].sym);
+            return; /* keep the library loaded: harmless, and dlclose races are worse */
+        }
+        memcpy((char *)&api + syms[i].off, &f, sizeof f);
+    }
+    CUresult r = api.Init(0);
+    if (r != CUDA_SUCCESS) {
+        const char *n = "?";
+        api.GetErrorName(r, &n);
+        snprintf(load_msg, sizeof load_msg, "cuInit failed: %s", n);
+        return;
+    }
+    load_status = QJIT_OK;
+}
+
+qjit_status qjit_drv_load(const qjit_cu_api **out)
+{
+    pthread_once(&load_once, load);
+    if (load_status != QJIT_OK) {
+        *out = NULL;
+        return qjit_err_set(load_status, "%s", load_msg);
+    }
+    *out = &api;
+    return QJIT_OK;
+}
+
+const char *qjit_drv_error_name(qjit_cu_result r)
+{
+    const char *n = NULL;
+    if (load_status != QJIT_OK || api.GetErrorName((CUresult)r, &n) != CUDA_SUCCESS || !n)
+        return "CUDA_ERROR_UNKNOWN";
+    return n;
+}
+
+qjit_status qjit_drv_fail(const qjit_cu_api *cu, CUresult r, const char *what)
+{
+    const char *n = "CUDA_ERROR_UNKNOWN", *d = "";
+    if (cu) {
+        cu->GetErrorName(r, &n);
+        cu->GetErrorString(r, &d);
+    }
+    qjit_status st = (r == CUDA_ERROR_NO_DEVICE || r == CUDA_ERROR_INVALID_CONTEXT)
+                         ? QJIT_ERROR_NO_DEVICE
+                         : QJIT_ERROR_CUDA;
+    return qjit_err_set(st, "%s: %s (%s)", what, n ? n : "?", d ? d : "");
+}

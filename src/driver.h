@@ -1,0 +1,35 @@
+/*
+ * driver.h — the CUDA driver entry points qjit uses, resolved from libcuda.so.1 at
+ * first GPU use so that compile-only work runs on machines with no driver.
+ */
+#ifndef QJIT_DRIVER_H
+#define QJIT_DRIVER_H
+
+#include "qjit_internal.h"
+
+#include <cuda.h>
+
+struct qjit_cu_api {
+    CUresult (*Init)(unsigned);
+    CUresult (*GetErrorName)(CUresult, const char **);
+    CUresult (*GetErrorString)(CUresult, const char **);
+    CUresult (*CtxGetCurrent)(CUcontext *);
+    CUresult (*CtxGetDevice)(CUdevice *);
+    CUresult (*CtxPushCurrent)(CUcontext);
+    CUresult (*CtxPopCurrent)(CUcontext *);
+    CUresult (*DeviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
+    CUresult (*ModuleLoadData)(CUmodule *, const void *);
+    CUresult (*ModuleUnload)(CUmodule);
+    CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
+    CUresult (*FuncSetAttribute)(CUfunction, CUfunction_attribute, int);
+    CUresult (*FuncGetAttribute)(int *, CUfunction_attribute, CUfunction);
+    CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, unsigned, CUstream, void **, void **);
+    CUresult (*StreamIsCapturing)(CUstream, CUstreamCaptureStatus *);
+};
+
+/* Set this thread's message to "<what>: CUDA_ERROR_X (description)" and return
+ * QJIT_ERROR_CUDA (or QJIT_ERROR_NO_DEVICE for the no-device results). */
+QJIT_HIDDEN qjit_status qjit_drv_fail(const qjit_cu_api *cu, CUresult r, const char *what);
+
+#endif

@@ -1,0 +1,765 @@
+/*
+ * gemm.c — the data path of a GEMM handle: descriptor → resolve → key → cache →
+ * template → NVRTC → module → handle, the in-process map in front of it (compile
+ * once, warm gets without SQLite/Lua/NVRTC), and launch.
+ */
+#define _GNU_SOURCE
+#include "driver.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+/* The kernel's one by-value parameter; the templates declare the same layout. */
+typedef struct gemm_params {
+    const void *a, *b;
+    void *d;
+    const void *bias, *scale_a, *scale_b, *zeros_b;
+    long long m, n, k, lda, ldb, ldd;
+} gemm_params;
+
+struct qjit_gemm {
+    qjit_gemm_desc desc; /* resolved */
+    char text[256];
+    uint8_t key[16];
+    const qjit_cu_api *cu;
+    CUcontext cuctx;
+    CUmodule module;
+    CUfunction fn;
+    unsigned threads, smem, registers;
+    int bm, bn, split;
+    int k_multiple, ld_multiple, ptr_align;
+    int out_bytes;
+};
+
+struct qjit_map_entry {
+    uint64_t hash;           /* 0 = empty slot */
+    qjit_gemm_desc desc;     /* as the caller passed it */
+    CUcontext cuctx;
+    qjit_gemm *g;
+};
+
+struct qjit_inflight {
+    qjit_gemm_desc desc;     /* resolved */
+    CUcontext cuctx;
+    struct qjit_inflight *next;
+};
+
+/* ------------------------------------------------------------ small helpers */
+static const char *mode_name(qjit_scale_mode m)
+{
+    static const char *const n[] = {"none", "tensor", "row", "col", "group", "block", "mx"};
+    return (unsigned)m < QJIT_SCALE_COUNT ? n[m] : "?";
+}
+
+static void desc_text(const qjit_gemm_desc *d, char *buf, size_t cap)
+{
+    if (qjit_gemm_desc_format(d, buf, cap, NULL) != QJIT_OK)
+        snprintf(buf, cap, "gemm (unprintable descriptor)");
+}
+
+static int dtype_bytes(qjit_dtype t) { return qjit_desc_dtype_bits(t) / 8; }
+
+/* ------------------------------------------------------------ architecture */
+/* Maximum dynamic shared memory one block may opt into, per target. */
+static unsigned arch_smem_limit(qjit_arch a)
+{
+    switch (a) {
+    case QJIT_ARCH_SM80: return 166912;
+    case QJIT_ARCH_SM86:
+    case QJIT_ARCH_SM89: return 101376;
+    case QJIT_ARCH_SM90A: return 232448;
+    default: return 0;
+    }
+}
+
+/* The target compiled for a device of compute capability major.minor. */
+static qjit_arch arch_for_device(int major, int minor)
+{
+    if (major == 9 && minor == 0)
+        return QJIT_ARCH_SM90A;
+    if (major == 8)
+        return minor >= 9 ? QJIT_ARCH_SM89 : minor >= 6 ? QJIT_ARCH_SM86 : QJIT_ARCH_SM80;
+    return QJIT_ARCH_AUTO;
+}
+
+/* Whether a cubin for `a` loads on a device of major.minor. */
+static bool arch_runs_on(qjit_arch a, int major, int minor)
+{
+    if (a == QJIT_ARCH_SM90A)
+        return major == 9 && minor == 0;
+    return major == 8 && minor >= (int)a % 10;
+}
+
+static qjit_status current_device(const qjit_cu_api **cu, CUcontext *cuctx, int *major,
+                                  int *minor)
+{
+    qjit_status st = qjit_drv_load(cu);
+    if (st != QJIT_OK)
+        return st;
+    CUresult r = (*cu)->CtxGetCurrent(cuctx);
+    if (r != CUDA_SUCCESS)
+        return qjit_drv_fail(*cu, r, "cuCtxGetCurrent");
+    if (!*cuctx)
+        return qjit_err_set(QJIT_ERROR_NO_DEVICE,
+                            "no CUDA context is current on this thread (make one current, e.g. "
+                            "cudaSetDevice + cudaFree(0), before qjit_get_gemm)");
+    CUdevice dev;
+    if ((r = (*cu)->CtxGetDevice(&dev)) != CUDA_SUCCESS)
+        return qjit_drv_fail(*cu, r, "cuCtxGetDevice");
+    if ((r = (*cu)->DeviceGetAttribute(major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                       dev)) != CUDA_SUCCESS ||
+        (r = (*cu)->DeviceGetAttribute(minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                                       dev)) != CUDA_SUCCESS)
+        return qjit_drv_fail(*cu, r, "cuDeviceGetAttribute(compute capability)");
+    return QJIT_OK;
+}
+
+/* ------------------------------------------------------------ resolve and supports */
+/* Fills auto fields for a named arch.  The heuristic favours large-M throughput; tuned
+ * results (later) override it. */
+static void resolve_fill(const qjit_gemm_desc *d, qjit_arch arch, qjit_gemm_desc *r)
+{
+    *r = *d;
+    r->arch = arch;
+    if (r->kernel == QJIT_KERNEL_AUTO)
+        r->kernel = QJIT_KERNEL_MMA;
+    bool small_smem = arch == QJIT_ARCH_SM86 || arch == QJIT_ARCH_SM89;
+    if (!r->bm) {
+        r->bm = 128;
+        r->bn = 256;
+        r->bk = 32;
+        if (!r->wm) {
+            r->wm = 2;
+            r->wn = 4;
+        }
+    }
+    if (!r->wm) {
+        /* warp tiles of 64x64 where the tile allows, else smaller */
+        r->wm = r->bm >= 128 ? r->bm / 64 : 2;
+        r->wn = r->bn >= 128 ? r->bn / 64 : 2;
+        while (r->wm * r->wn > 8 && r->wm > 1)
+            r->wm /= 2;
+    }
+    if (!r->stages)
+        r->stages = small_smem ? 3 : 4;
+    while (r->stages > 2 &&
+           (unsigned)(r->stages * (r->bm + r->bn) * r->bk * 2) > arch_smem_limit(arch))
+        r->stages--;
+    if (!r->split_k)
+        r->split_k = 1;
+}
+
+static unsigned mma_smem_bytes(const qjit_gemm_desc *r)
+{
+    return (unsigned)(r->stages * (r->bm + r->bn) * r->bk * dtype_bytes(r->a));
+}
+
+/* Whether the resolved descriptor has a kernel on its arch; `why` gets the reason. */
+static qjit_status supports_resolved(const qjit_gemm_desc *r, char *why, size_t cap)
+{
+    char text[256];
+    desc_text(r, text, sizeof text);
+#define NO(...)                                                                          \
+    do {                                                                                 \
+        snprintf(why, cap, __VA_ARGS__);                                                 \
+        return QJIT_ERROR_UNSUPPORTED;                                                   \
+    } while (0)
+    bool float_pair = (r->a == QJIT_DTYPE_F16 && r->b == QJIT_DTYPE_F16) ||
+                      (r->a == QJIT_DTYPE_BF16 && r->b == QJIT_DTYPE_BF16);
+    if (!float_pair)
+        NO("pair a=%s b=%s has no kernel in this build of qjit (kernels: f16xf16, bf16xbf16)",
+           qjit_desc_dtype_name(r->a), qjit_desc_dtype_name(r->b));
+    if (r->sa != QJIT_SCALE_NONE || r->sb != QJIT_SCALE_NONE)
+        NO("pair a=%s b=%s takes no scales (sa=%s sb=%s)", qjit_desc_dtype_name(r->a),
+           qjit_desc_dtype_name(r->b), mode_name(r->sa), mode_name(r->sb));
+    if (r->kernel != QJIT_KERNEL_MMA)
+        NO("kernel %s is not available", qjit_desc_kernel_name(r->kernel));
+    if (r->split_k != 1)
+        NO("kernel mma has no split-K path yet (split=%d)", r->split_k);
+    if (!((r->bm == 64 || r->bm == 128 || r->bm == 256) &&
+          (r->bn == 64 || r->bn == 128 || r->bn == 256) && (r->bk == 32 || r->bk == 64)))
+        NO("kernel mma takes tiles with BM, BN in {64,128,256} and BK in {32,64} (tile=%dx%dx%d)",
+           r->bm, r->bn, r->bk);
+    if (r->bm % r->wm || r->bn % r->wn || (r->bm / r->wm) % 16 || (r->bn / r->wn) % 16)
+        NO("warps=%dx%d do not split tile %dx%d into warp tiles that are multiples of 16x16",
+           r->wm, r->wn, r->bm, r->bn);
+    int wtm = r->bm / r->wm, wtn = r->bn / r->wn;
+    if (wtm * wtn > 64 * 64)
+        NO("warp tile %dx%d needs %d accumulator registers per thread (at most 128)", wtm, wtn,
+           wtm * wtn / 32);
+    if (r->wm * r->wn > 16)
+        NO("warps=%dx%d is more than 16 warps", r->wm, r->wn);
+    if (r->stages < 2 || r->stages > 6)
+        NO("stages=%d: kernel mma takes 2..6", r->stages);
+    unsigned smem = mma_smem_bytes(r);
+    if (smem > arch_smem_limit(r->arch))
+        NO("tile %dx%dx%d with %d stages needs %u bytes of shared memory; %s allows %u",
+           r->bm, r->bn, r->bk, r->stages, smem, qjit_desc_arch_name(r->arch),
+           arch_smem_limit(r->arch));
+#undef NO
+    (void)text;
+    return QJIT_OK;
+}
+
+/* Validate, pick the arch (named, override, or the device's), fill auto fields. */
+static qjit_status resolve(qjit_context *ctx, const qjit_gemm_desc *d, qjit_arch arch,
+                           qjit_gemm_desc *r)
+{
+    qjit_status st = qjit_gemm_desc_validate(d);
+    if (st != QJIT_OK)
+        return st;
+    if (arch == QJIT_ARCH_AUTO)
+        arch = d->arch;
+    if (arch == QJIT_ARCH_AUTO && ctx)
+        arch = ctx->opt.arch;
+    if (arch == QJIT_ARCH_AUTO) {
+        const qjit_cu_api *cu;
+        CUcontext cuctx;
+        int major, minor;
+        if ((st = current_device(&cu, &cuctx, &major, &minor)) != QJIT_OK)
+            return qjit_err_prefix(st, "arch=auto needs the current device");
+        arch = arch_for_device(major, minor);
+        if (arch == QJIT_ARCH_AUTO)
+            return qjit_err_set(QJIT_ERROR_UNSUPPORTED,
+                                "the current device is sm_%d%d; qjit targets sm_80, sm_86, "
+                                "sm_89 and sm_90a",
+                                major, minor);
+    }
+    if (!qjit_nvrtc_options(arch))
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "arch %d is not a target", (int)arch);
+    resolve_fill(d, arch, r);
+    return QJIT_OK;
+}
+
+qjit_status qjit_gemm_resolve(qjit_context *ctx, const qjit_gemm_desc *d, qjit_arch arch,
+                              qjit_gemm_desc *resolved)
+{
+    if (!d || !resolved)
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "qjit_gemm_resolve: NULL argument");
+    qjit_gemm_desc r;
+    qjit_status st = resolve(ctx, d, arch, &r);
+    if (st == QJIT_OK)
+        *resolved = r;
+    return st;
+}
+
+qjit_status qjit_gemm_supports(qjit_context *ctx, const qjit_gemm_desc *d, qjit_arch arch,
+                               char *why, size_t why_cap)
+{
+    char local[512];
+    if (!why || !why_cap) {
+        why = local;
+        why_cap = sizeof local;
+    }
+    why[0] = 0;
+    if (!d)
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "qjit_gemm_supports: desc is NULL");
+    qjit_gemm_desc r;
+    qjit_status st = resolve(ctx, d, arch, &r);
+    if (st != QJIT_OK) {
+        snprintf(why, why_cap, "%s", qjit_last_error());
+        return st;
+    }
+    st = supports_resolved(&r, why, why_cap);
+    if (st != QJIT_OK) {
+        char text[256];
+        desc_text(&r, text, sizeof text);
+        return qjit_err_set(st, "%s: %s", text, why);
+    }
+    return QJIT_OK;
+}
+
+/* ------------------------------------------------------------ build: expand, key, cubin */
+static const char *template_for(qjit_kernel k)
+{
+    return k == QJIT_KERNEL_MMA ? "gemm_mma.cu" : NULL;
+}
+
+static qjit_status expand(const qjit_context *ctx, const qjit_gemm_desc *r, qjit_expansion *e)
+{
+    qjit_tparam p[] = {
+        {"A", QJIT_TP_STR, 0, qjit_desc_dtype_name(r->a)},
+        {"B", QJIT_TP_STR, 0, qjit_desc_dtype_name(r->b)},
+        {"OUT", QJIT_TP_STR, 0, qjit_desc_dtype_name(r->out)},
+        {"SA", QJIT_TP_STR, 0, mode_name(r->sa)},
+        {"SB", QJIT_TP_STR, 0, mode_name(r->sb)},
+        {"GROUP", QJIT_TP_INT, r->sb == QJIT_SCALE_GROUP ? r->group : 0, NULL},
+        {"GS", QJIT_TP_STR, 0,
+         r->sb == QJIT_SCALE_GROUP ? qjit_desc_dtype_name(r->group_scale) : "none"},
+        {"ZEROS", QJIT_TP_BOOL, r->zeros, NULL},
+        {"BIAS", QJIT_TP_BOOL, r->bias, NULL},
+        {"ARCH", QJIT_TP_INT, (int)r->arch, NULL},
+        {"KERNEL", QJIT_TP_STR, 0, qjit_desc_kernel_name(r->kernel)},
+        {"BM", QJIT_TP_INT, r->bm, NULL},
+        {"BN", QJIT_TP_INT, r->bn, NULL},
+        {"BK", QJIT_TP_INT, r->bk, NULL},
+        {"WM", QJIT_TP_INT, r->wm, NULL},
+        {"WN", QJIT_TP_INT, r->wn, NULL},
+        {"STAGES", QJIT_TP_INT, r->stages, NULL},
+        {"SPLIT_K", QJIT_TP_INT, r->split_k, NULL},
+    };
+    return qjit_sandbox_expand(ctx ? ctx->template_dir : NULL, template_for(r->kernel), p,
+                               (int)(sizeof p / sizeof p[0]), NULL, e);
+}
+
+/* The cubin of a resolved, supported descriptor: from a cache, else compiled and
+ * stored.  Compiles outside any cache transaction. */
+static qjit_status obtain_cubin(qjit_context *ctx, const qjit_gemm_desc *r, const char *text,
+                                uint8_t key_out[16], void **cubin, size_t *cubin_len,
+                                int *was_cached)
+{
+    qjit_expansion e;
+    qjit_key key = {{0}, {0}};
+    qjit_status st = expand(ctx, r, &e);
+    if (st != QJIT_OK)
+        return qjit_err_prefix(st, "%s", text);
+    if ((st = qjit_key_build(text, &e, r->arch, &key)) != QJIT_OK)
+        goto done;
+    memcpy(key_out, key.hash, 16);
+    st = qjit_cache_get(ctx->cache, key.hash, key.material.data, key.material.len, cubin,
+                        cubin_len);
+    if (st == QJIT_OK) {
+        *was_cached = 1;
+        goto done;
+    }
+    if (st != QJIT_ERROR_NOT_FOUND)
+        goto done;
+    *was_cached = 0;
+    double ms = 0;
+    st = qjit_nvrtc_compile(e.source.data, e.source.len, e.files[0].name, r->arch, cubin,
+                            cubin_len, &ms);
+    pthread_mutex_lock(&ctx->mu);
+    ctx->stats.compiles++;
+    ctx->stats.compile_ms += ms;
+    if (st != QJIT_OK)
+        ctx->stats.compile_failures++;
+    pthread_mutex_unlock(&ctx->mu);
+    if (st != QJIT_OK) {
+        qjit_err_prefix(st, "%s", text);
+        goto done;
+    }
+    qjit_cache_row row = {{0},
+                          key.material.data,
+                          key.material.len,
+                          text,
+                          qjit_desc_arch_name(r->arch),
+                          *cubin,
+                          *cubin_len,
+                          e.source.data,
+                          e.source.len,
+                          ms};
+    memcpy(row.key, key.hash, 16);
+    qjit_status pst = qjit_cache_put(ctx->cache, &row, NULL);
+    if (pst != QJIT_OK) /* the kernel is good; only the cache failed to keep it */
+        qjit_log(ctx, QJIT_LOG_WARN, "qjit: could not store %s in the cache: %s", text,
+                 qjit_last_error());
+    qjit_log(ctx, QJIT_LOG_INFO, "qjit: compiled %s in %.0f ms", text, ms);
+done:
+    qjit_key_free(&key);
+    qjit_expansion_free(&e);
+    return st;
+}
+
+qjit_status qjit_gemm_precompile(qjit_context *ctx, const qjit_gemm_desc *d, qjit_arch arch,
+                                 int *was_cached)
+{
+    if (!ctx || !d)
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "qjit_gemm_precompile: NULL argument");
+    if (arch == QJIT_ARCH_AUTO && d->arch == QJIT_ARCH_AUTO && ctx->opt.arch == QJIT_ARCH_AUTO)
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
+                            "qjit_gemm_precompile: name an arch (sm_80, sm_86, sm_89, sm_90a)");
+    qjit_gemm_desc r;
+    char why[512], text[256];
+    qjit_status st = resolve(ctx, d, arch, &r);
+    if (st != QJIT_OK)
+        return st;
+    desc_text(&r, text, sizeof text);
+    if ((st = supports_resolved(&r, why, sizeof why)) != QJIT_OK)
+        return qjit_err_set(st, "%s: %s", text, why);
+    void *cubin = NULL;
+    size_t n = 0;
+    uint8_t key[16];
+    int cached = 0;
+    st = obtain_cubin(ctx, &r, text, key, &cubin, &n, &cached);
+    free(cubin);
+    if (st == QJIT_OK && was_cached)
+        *was_cached = cached;
+    return st;
+}
+
+/* ------------------------------------------------------------ handles */
+static qjit_status make_handle(qjit_context *ctx, const qjit_cu_api *cu, CUcontext cuctx,
+                               const qjit_gemm_desc *r, qjit_gemm **out)
+{
+    char text[256];
+    desc_text(r, text, sizeof text);
+    void *cubin = NULL;
+    size_t n = 0;
+    int cached = 0;
+    qjit_gemm *g = calloc(1, sizeof *g);
+    if (!g)
+        return qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "%s", text);
+    qjit_status st = obtain_cubin(ctx, r, text, g->key, &cubin, &n, &cached);
+    if (st != QJIT_OK)
+        goto fail;
+    CUresult cr = cu->ModuleLoadData(&g->module, cubin);
+    if (cr != CUDA_SUCCESS) {
+        st = qjit_drv_fail(cu, cr, "cuModuleLoadData");
+        qjit_err_prefix(st, "%s", text);
+        goto fail;
+    }
+    if ((cr = cu->ModuleGetFunction(&g->fn, g->module, "qjit_gemm_kernel")) != CUDA_SUCCESS) {
+        st = qjit_err_prefix(qjit_drv_fail(cu, cr, "cuModuleGetFunction(qjit_gemm_kernel)"), "%s",
+                             text);
+        goto fail;
+    }
+    g->desc = *r;
+    memcpy(g->text, text, sizeof g->text);
+    g->cu = cu;
+    g->cuctx = cuctx;
+    g->threads = 32u * (unsigned)(r->wm * r->wn);
+    g->smem = mma_smem_bytes(r);
+    g->bm = r->bm;
+    g->bn = r->bn;
+    g->split = r->split_k;
+    g->k_multiple = 16 / dtype_bytes(r->a);
+    g->ld_multiple = 16 / dtype_bytes(r->a);
+    g->ptr_align = 16;
+    g->out_bytes = dtype_bytes(r->out);
+    if ((cr = cu->FuncSetAttribute(g->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                   (int)g->smem)) != CUDA_SUCCESS) {
+        st = qjit_err_prefix(qjit_drv_fail(cu, cr, "cuFuncSetAttribute(max dynamic smem)"), "%s",
+                             text);
+        goto fail;
+    }
+    int regs = 0;
+    if (cu->FuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, g->fn) == CUDA_SUCCESS)
+        g->registers = (unsigned)regs;
+    pthread_mutex_lock(&ctx->mu);
+    if (cached)
+        ctx->stats.disk_hits++;
+    pthread_mutex_unlock(&ctx->mu);
+    free(cubin);
+    *out = g;
+    return QJIT_OK;
+fail:
+    if (g->module)
+        cu->ModuleUnload(g->module);
+    free(g);
+    free(cubin);
+    return st;
+}
+
+static uint64_t map_hash(const qjit_gemm_desc *d, CUcontext cuctx)
+{
+    struct {
+        qjit_gemm_desc d;
+        CUcontext c;
+    } k;
+    memset(&k, 0, sizeof k);
+    k.d = *d;
+    k.c = cuctx;
+    uint64_t h = XXH3_64bits(&k, sizeof k);
+    return h ? h : 1;
+}
+
+/* Caller holds ctx->mu. */
+static qjit_gemm *map_find(qjit_context *ctx, const qjit_gemm_desc *d, CUcontext cuctx,
+                           uint64_t h)
+{
+    if (!ctx->nslots)
+        return NULL;
+    for (size_t i = h & (ctx->nslots - 1);; i = (i + 1) & (ctx->nslots - 1)) {
+        qjit_map_entry *e = &ctx->slots[i];
+        if (!e->hash)
+            return NULL;
+        if (e->hash == h && e->cuctx == cuctx && memcmp(&e->desc, d, sizeof *d) == 0)
+            return e->g;
+    }
+}
+
+/* Caller holds ctx->mu. */
+static bool map_insert(qjit_context *ctx, const qjit_gemm_desc *d, CUcontext cuctx,
+                       qjit_gemm *g)
+{
+    if ((ctx->nused + 1) * 2 > ctx->nslots) {
+        size_t n = ctx->nslots ? ctx->nslots * 2 : 64;
+        qjit_map_entry *s = calloc(n, sizeof *s);
+        if (!s)
+            return false;
+        for (size_t i = 0; i < ctx->nslots; i++) {
+            qjit_map_entry *e = &ctx->slots[i];
+            if (!e->hash)
+                continue;
+            size_t j = e->hash & (n - 1);
+            while (s[j].hash)
+                j = (j + 1) & (n - 1);
+            s[j] = *e;
+        }
+        free(ctx->slots);
+        ctx->slots = s;
+        ctx->nslots = n;
+    }
+    uint64_t h = map_hash(d, cuctx);
+    size_t j = h & (ctx->nslots - 1);
+    while (ctx->slots[j].hash)
+        j = (j + 1) & (ctx->nslots - 1);
+    ctx->slots[j] = (qjit_map_entry){h, *d, cuctx, g};
+    ctx->nused++;
+    return true;
+}
+
+static qjit_inflight **inflight_find(qjit_context *ctx, const qjit_gemm_desc *r,
+                                     CUcontext cuctx)
+{
+    for (qjit_inflight **p = &ctx->inflight; *p; p = &(*p)->next)
+        if ((*p)->cuctx == cuctx && memcmp(&(*p)->desc, r, sizeof *r) == 0)
+            return p;
+    return NULL;
+}
+
+qjit_status qjit_context_get_gemm(qjit_context *ctx, const qjit_gemm_desc *d,
+                                  struct CUstream_st *capture_stream, qjit_gemm **out)
+{
+    if (!ctx || !d || !out)
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "qjit_get_gemm: NULL argument");
+    const qjit_cu_api *cu;
+    qjit_status st = qjit_drv_load(&cu);
+    if (st != QJIT_OK)
+        return st;
+    CUcontext cuctx = NULL;
+    CUresult cr = cu->CtxGetCurrent(&cuctx);
+    if (cr != CUDA_SUCCESS)
+        return qjit_drv_fail(cu, cr, "cuCtxGetCurrent");
+
+    /* warm path: one lock, one probe */
+    uint64_t h = map_hash(d, cuctx);
+    pthread_mutex_lock(&ctx->mu);
+    ctx->stats.gets++;
+    qjit_gemm *g = map_find(ctx, d, cuctx, h);
+    if (g)
+        ctx->stats.memory_hits++;
+    pthread_mutex_unlock(&ctx->mu);
+    if (g) {
+        *out = g;
+        return QJIT_OK;
+    }
+
+    /* cold path */
+    int major = 0, minor = 0;
+    if ((st = current_device(&cu, &cuctx, &major, &minor)) != QJIT_OK)
+        return st;
+    qjit_gemm_desc r;
+    if ((st = resolve(ctx, d, QJIT_ARCH_AUTO, &r)) != QJIT_OK)
+        return st;
+    char text[256], why[512];
+    desc_text(&r, text, sizeof text);
+    if (!arch_runs_on(r.arch, major, minor))
+        return qjit_err_set(QJIT_ERROR_UNSUPPORTED,
+                            "%s: a cubin for %s does not run on the current device (sm_%d%d)",
+                            text, qjit_desc_arch_name(r.arch), major, minor);
+    if ((st = supports_resolved(&r, why, sizeof why)) != QJIT_OK)
+        return qjit_err_set(st, "%s: %s", text, why);
+
+    pthread_mutex_lock(&ctx->mu);
+    for (;;) {
+        g = map_find(ctx, &r, cuctx, map_hash(&r, cuctx));
+        if (g || !inflight_find(ctx, &r, cuctx))
+            break;
+        pthread_cond_wait(&ctx->cv, &ctx->mu); /* another thread is building this key */
+    }
+    if (g) {
+        map_insert(ctx, d, cuctx, g); /* alias for the caller's spelling; best effort */
+        ctx->stats.memory_hits++;
+        pthread_mutex_unlock(&ctx->mu);
+        *out = g;
+        return QJIT_OK;
+    }
+    if (capture_stream) {
+        CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+        cr = cu->StreamIsCapturing((CUstream)capture_stream, &cs);
+        if (cr != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE) {
+            pthread_mutex_unlock(&ctx->mu);
+            return qjit_err_set(QJIT_ERROR_CAPTURING,
+                                "%s is not loaded yet and the stream is capturing: loading a "
+                                "module now would break the capture; get the kernel before "
+                                "cuStreamBeginCapture",
+                                text);
+        }
+    }
+    qjit_inflight me = {r, cuctx, ctx->inflight};
+    ctx->inflight = &me;
+    pthread_mutex_unlock(&ctx->mu);
+
+    st = make_handle(ctx, cu, cuctx, &r, &g);
+
+    pthread_mutex_lock(&ctx->mu);
+    *inflight_find(ctx, &r, cuctx) = me.next;
+    if (st == QJIT_OK) {
+        bool ok = true;
+        if (ctx->nhandles == ctx->cap_handles) {
+            size_t n = ctx->cap_handles ? ctx->cap_handles * 2 : 16;
+            qjit_gemm **p = realloc(ctx->handles, n * sizeof *p);
+            if (p) {
+                ctx->handles = p;
+                ctx->cap_handles = n;
+            } else {
+                ok = false;
+            }
+        }
+        ok = ok && map_insert(ctx, &r, cuctx, g);
+        if (ok) {
+            ctx->handles[ctx->nhandles++] = g;
+            if (memcmp(&r, d, sizeof r) != 0)
+                map_insert(ctx, d, cuctx, g);
+        } else {
+            g->cu->ModuleUnload(g->module);
+            free(g);
+            st = qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "%s: handle map", text);
+        }
+    }
+    pthread_cond_broadcast(&ctx->cv);
+    pthread_mutex_unlock(&ctx->mu);
+    if (st == QJIT_OK)
+        *out = g;
+    return st;
+}
+
+qjit_status qjit_get_gemm(const qjit_gemm_desc *d, qjit_gemm **out)
+{
+    qjit_context *ctx;
+    qjit_status st = qjit_default_context(&ctx);
+    if (st != QJIT_OK)
+        return st;
+    return qjit_context_get_gemm(ctx, d, NULL, out);
+}
+
+void qjit_gemm_destroy_all(qjit_context *ctx)
+{
+    for (size_t i = 0; i < ctx->nhandles; i++) {
+        qjit_gemm *g = ctx->handles[i];
+        /* the module belongs to the CUDA context it was loaded in */
+        if (g->cu->CtxPushCurrent(g->cuctx) == CUDA_SUCCESS) {
+            g->cu->ModuleUnload(g->module);
+            CUcontext popped;
+            g->cu->CtxPopCurrent(&popped);
+        }
+        free(g);
+    }
+    free(ctx->handles);
+    free(ctx->slots);
+    ctx->handles = NULL;
+    ctx->slots = NULL;
+    ctx->nhandles = ctx->cap_handles = ctx->nslots = ctx->nused = 0;
+}
+
+qjit_status qjit_gemm_get_info(const qjit_gemm *g, qjit_gemm_info *o)
+{
+    if (!g || !o)
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "qjit_gemm_get_info: NULL argument");
+    memset(o, 0, sizeof *o);
+    o->desc = g->desc;
+    memcpy(o->text, g->text, sizeof o->text);
+    memcpy(o->key, g->key, 16);
+    o->threads = g->threads;
+    o->shared_bytes = g->smem;
+    o->registers = g->registers;
+    o->k_multiple = g->k_multiple;
+    o->ld_multiple = g->ld_multiple;
+    o->ptr_align = g->ptr_align;
+    return QJIT_OK;
+}
+
+/* ------------------------------------------------------------ launch */
+/* Everything checked on the host before any kernel runs; nothing touches the device. */
+static qjit_status check_args(const qjit_gemm *g, const qjit_gemm_args *a)
+{
+#define BAD(...) return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, __VA_ARGS__)
+    if (a->m < 0 || a->n < 0 || a->k < 0)
+        BAD("%s: negative size m=%lld n=%lld k=%lld", g->text, (long long)a->m,
+            (long long)a->n, (long long)a->k);
+    if (a->m == 0 || a->n == 0)
+        return QJIT_OK;
+    if (!a->a || !a->b || !a->d)
+        BAD("%s: argument '%s' is NULL", g->text, !a->a ? "a" : !a->b ? "b" : "d");
+    if (g->desc.bias && !a->bias)
+        BAD("%s: argument 'bias' is NULL but the descriptor has bias=1", g->text);
+    if ((uintptr_t)a->a % (uintptr_t)g->ptr_align || (uintptr_t)a->b % (uintptr_t)g->ptr_align)
+        BAD("%s: argument '%s' = %p is not %d-byte aligned", g->text,
+            (uintptr_t)a->a % (uintptr_t)g->ptr_align ? "a" : "b",
+            (uintptr_t)a->a % (uintptr_t)g->ptr_align ? a->a : a->b, g->ptr_align);
+    if ((uintptr_t)a->d % (uintptr_t)g->out_bytes)
+        BAD("%s: argument 'd' = %p is not %d-byte aligned", g->text, a->d, g->out_bytes);
+    if (g->desc.bias && (uintptr_t)a->bias % (uintptr_t)g->out_bytes)
+        BAD("%s: argument 'bias' = %p is not %d-byte aligned", g->text, a->bias, g->out_bytes);
+    if (a->k == 0 || a->k % g->k_multiple)
+        BAD("%s: k=%lld must be a positive multiple of %d (16-byte loads along K)", g->text,
+            (long long)a->k, g->k_multiple);
+    if (a->lda < a->k || a->lda % g->ld_multiple)
+        BAD("%s: lda=%lld must be >= k=%lld and a multiple of %d", g->text, (long long)a->lda,
+            (long long)a->k, g->ld_multiple);
+    if (a->ldb < a->k || a->ldb % g->ld_multiple)
+        BAD("%s: ldb=%lld must be >= k=%lld and a multiple of %d", g->text, (long long)a->ldb,
+            (long long)a->k, g->ld_multiple);
+    if (a->ldd < a->n)
+        BAD("%s: ldd=%lld must be >= n=%lld", g->text, (long long)a->ldd, (long long)a->n);
+    if ((a->m + g->bm - 1) / g->bm > 65535)
+        BAD("%s: m=%lld needs more than 65535 row tiles of %d", g->text, (long long)a->m, g->bm);
+    if ((a->n + g->bn - 1) / g->bn > 0x7fffffff)
+        BAD("%s: n=%lld is too large", g->text, (long long)a->n);
+#undef BAD
+    return QJIT_OK;
+}
+
+static void fill_config(const qjit_gemm *g, const qjit_gemm_args *a, unsigned grid[3],
+                        gemm_params *p)
+{
+    *p = (gemm_params){a->a,       a->b,       a->d,       a->bias, a->scale_a,
+                       a->scale_b, a->zeros_b, a->m,       a->n,    a->k,
+                       a->lda,     a->ldb,     a->ldd};
+    grid[0] = (unsigned)((a->n + g->bn - 1) / g->bn);
+    grid[1] = (unsigned)((a->m + g->bm - 1) / g->bm);
+    grid[2] = (unsigned)g->split;
+}
+
+qjit_status qjit_gemm_launch(const qjit_gemm *g, const qjit_gemm_args *a,
+                             struct CUstream_st *stream)
+{
+    if (!g || !a)
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "qjit_gemm_launch: NULL argument");
+    qjit_status st = check_args(g, a);
+    if (st != QJIT_OK || a->m == 0 || a->n == 0)
+        return st;
+    gemm_params p;
+    unsigned grid[3];
+    fill_config(g, a, grid, &p);
+    void *params[] = {&p};
+    CUresult r = g->cu->LaunchKernel(g->fn, grid[0], grid[1], grid[2], g->threads, 1, 1,
+                                     g->smem, (CUstream)stream, params, NULL);
+    if (r != CUDA_SUCCESS)
+        return qjit_err_prefix(qjit_drv_fail(g->cu, r, "cuLaunchKernel"), "%s", g->text);
+    return QJIT_OK;
+}
+
+qjit_status qjit_gemm_launch_config(const qjit_gemm *g, const qjit_gemm_args *a,
+                                    qjit_launch_config *cfg)
+{
+    if (!g || !a || !cfg)
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
+                            "qjit_gemm_launch_config: NULL argument");
+    qjit_status st = check_args(g, a);
+    if (st != QJIT_OK)
+        return st;
+    memset(cfg, 0, sizeof *cfg);
+    gemm_params p;
+    fill_config(g, a, cfg->grid, &p);
+    cfg->function = g->fn;
+    cfg->block[0] = g->threads;
+    cfg->block[1] = cfg->block[2] = 1;
+    cfg->shared_bytes = g->smem;
+    memcpy(cfg->params, &p, sizeof p);
+    cfg->params_size = sizeof p;
+    return QJIT_OK;
+}

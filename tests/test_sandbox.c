@@ -1,0 +1,173 @@
+/*
+ * test_sandbox.c — template expansion: holes and Lua lines, #line marks, determinism,
+ * includes, the sandbox's limits and removed functions, and errors that name the
+ * template file and line (from Lua and from NVRTC).
+ */
+#include "qjit_internal.h"
+#include "testlib.h"
+
+#include <string.h>
+
+static const char *dir;
+
+static void put(const char *name, const char *text)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        fprintf(stderr, "cannot write %s\n", path);
+        exit(1);
+    }
+    fputs(text, f);
+    fclose(f);
+}
+
+static qjit_status expand(const char *root, qjit_expansion *e)
+{
+    qjit_tparam p[] = {{"BM", QJIT_TP_INT, 128, NULL},
+                       {"A", QJIT_TP_STR, 0, "bf16"},
+                       {"BIAS", QJIT_TP_BOOL, 1, NULL}};
+    qjit_sandbox_limits lim;
+    qjit_sandbox_default_limits(&lim);
+    lim.max_steps = 5000000;
+    lim.max_memory = 8u << 20;
+    return qjit_sandbox_expand(dir, root, p, 3, &lim, e);
+}
+
+static void test_holes_and_lines(void)
+{
+    put("t1.cu", "constexpr int BM = $(BM);\n"
+                 "% for i = 0, 2 do\n"
+                 "int v$(i) = $(i * (BM + 1));\n"
+                 "% end\n"
+                 "% if BIAS then\n"
+                 "// bias on, type $(A), half $(BM / 2)\n"
+                 "% end\n"
+                 "tail\n");
+    qjit_expansion e;
+    CHECK_OK(expand("t1.cu", &e));
+    const char *want = "#line 1 \"t1.cu\"\n"
+                       "constexpr int BM = 128;\n"
+                       "#line 3 \"t1.cu\"\n"
+                       "int v0 = 0;\n"
+                       "#line 3 \"t1.cu\"\n"
+                       "int v1 = 129;\n"
+                       "#line 3 \"t1.cu\"\n"
+                       "int v2 = 258;\n"
+                       "#line 6 \"t1.cu\"\n"
+                       "// bias on, type bf16, half 64\n"
+                       "#line 8 \"t1.cu\"\n"
+                       "tail\n";
+    CHECK(e.source.data && strcmp(e.source.data, want) == 0, "got:\n%s", e.source.data);
+    CHECK(e.nfiles == 1 && strcmp(e.files[0].name, "t1.cu") == 0, "files %d", e.nfiles);
+    qjit_expansion_free(&e);
+}
+
+static void test_include_and_determinism(void)
+{
+    put("inc.cuh", "// included $(BM)\n");
+    put("t2.cu", "% local t = {zeta = 1, alpha = 2, mid = 3, [10] = 4, [2] = 5}\n"
+                 "% for k, v in pairs(t) do\n"
+                 "$(k)=$(v)\n"
+                 "% end\n"
+                 "% include(\"inc.cuh\")\n"
+                 "after\n");
+    qjit_expansion a, b;
+    CHECK_OK(expand("t2.cu", &a));
+    CHECK_OK(expand("t2.cu", &b));
+    CHECK(a.source.data && b.source.data && strcmp(a.source.data, b.source.data) == 0,
+          "two expansions differ");
+    /* numbers sort before strings, each in order */
+    const char *p2 = strstr(a.source.data, "2=5"), *p10 = strstr(a.source.data, "10=4");
+    const char *pa = strstr(a.source.data, "alpha=2"), *pz = strstr(a.source.data, "zeta=1");
+    CHECK(p2 && p10 && pa && pz && p2 < p10 && p10 < pa && pa < pz, "order:\n%s",
+          a.source.data);
+    CHECK(strstr(a.source.data, "#line 1 \"inc.cuh\"\n// included 128\n") != NULL,
+          "include:\n%s", a.source.data);
+    CHECK(strstr(a.source.data, "#line 6 \"t2.cu\"\nafter\n") != NULL, "mark after include");
+    CHECK(a.nfiles == 2 && strcmp(a.files[1].name, "inc.cuh") == 0, "files list");
+    qjit_expansion_free(&a);
+    qjit_expansion_free(&b);
+}
+
+static void test_limits(void)
+{
+    qjit_expansion e;
+    put("loop.cu", "% while true do end\n");
+    CHECK(expand("loop.cu", &e) == QJIT_ERROR_TEMPLATE, "runaway loop not stopped");
+    CHECK(strstr(qjit_last_error(), "budget") != NULL, "msg: %s", qjit_last_error());
+
+    put("mem.cu", "% local t = {} for i = 1, 1e9 do t[i] = string.rep('x', 64) .. i end\n");
+    CHECK(expand("mem.cu", &e) == QJIT_ERROR_TEMPLATE, "unbounded allocation not stopped");
+    CHECK(strstr(qjit_last_error(), "memory") != NULL, "msg: %s", qjit_last_error());
+
+    put("out.cu", "% for i = 1, 1e7 do\nxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n% end\n");
+    CHECK(expand("out.cu", &e) == QJIT_ERROR_TEMPLATE, "unbounded output not stopped");
+
+    static const char *const banned[] = {"io.open('/etc/passwd')", "os.exit(1)",
+                                         "require('x')", "load('return 1')",
+                                         "dofile('/x')", "debug.traceback()",
+                                         "package.loaded", "string.dump(print)", NULL};
+    for (int i = 0; banned[i]; i++) {
+        char t[256];
+        snprintf(t, sizeof t, "%% local x = %s\n", banned[i]);
+        put("ban.cu", t);
+        CHECK(expand("ban.cu", &e) == QJIT_ERROR_TEMPLATE, "'%s' was allowed", banned[i]);
+    }
+}
+
+static void test_errors_name_lines(void)
+{
+    qjit_expansion e;
+    put("err.cu", "line one\n"
+                  "line two\n"
+                  "% local x = nil + 1\n");
+    CHECK(expand("err.cu", &e) == QJIT_ERROR_TEMPLATE, "Lua error not reported");
+    CHECK(strstr(qjit_last_error(), "err.cu:3:") != NULL, "msg: %s", qjit_last_error());
+    CHECK(strstr(qjit_last_error(), "traceback") != NULL, "no traceback: %s",
+          qjit_last_error());
+
+    put("hole.cu", "ok\nvalue $(nothing_here)\n");
+    CHECK(expand("hole.cu", &e) == QJIT_ERROR_TEMPLATE, "nil hole not reported");
+    CHECK(strstr(qjit_last_error(), "hole.cu:2:") != NULL, "msg: %s", qjit_last_error());
+
+    put("open.cu", "x\ny $(BM\n");
+    CHECK(expand("open.cu", &e) == QJIT_ERROR_TEMPLATE, "unterminated hole");
+    CHECK(strstr(qjit_last_error(), "open.cu:2") != NULL, "msg: %s", qjit_last_error());
+
+    put("missing.cu", "% include('no_such_file.cuh')\n");
+    CHECK(expand("missing.cu", &e) == QJIT_ERROR_TEMPLATE, "missing include");
+    CHECK(strstr(qjit_last_error(), "no_such_file.cuh") != NULL, "msg: %s", qjit_last_error());
+
+    /* an NVRTC error names the template file and line through the #line marks */
+    put("bad.cu", "extern \"C\" __global__ void k(int *p) {\n"
+                  "% for i = 1, 2 do\n"
+                  "  p[$(i)] = $(i);\n"
+                  "% end\n"
+                  "  p[0] = undeclared_name_$(BM);\n"
+                  "}\n");
+    CHECK_OK(expand("bad.cu", &e));
+    void *cubin = NULL;
+    size_t n = 0;
+    qjit_status st = qjit_nvrtc_compile(e.source.data, e.source.len, "bad.cu", QJIT_ARCH_SM80,
+                                        &cubin, &n, NULL);
+    CHECK(st == QJIT_ERROR_COMPILE, "compile of a bad template: %s", qjit_status_string(st));
+    CHECK(strstr(qjit_last_error(), "bad.cu(5)") != NULL, "msg: %s", qjit_last_error());
+    CHECK(strstr(qjit_last_error(), "undeclared_name_128") != NULL, "msg: %s",
+          qjit_last_error());
+    CHECK(cubin == NULL, "cubin on failure");
+    qjit_expansion_free(&e);
+}
+
+int main(void)
+{
+    dir = tl_tmpdir("sandbox");
+    if (!dir)
+        return 1;
+    test_holes_and_lines();
+    test_include_and_determinism();
+    test_limits();
+    test_errors_name_lines();
+    return tl_finish("test_sandbox");
+}
