@@ -1,0 +1,492 @@
+/*
+ * test_gpu_gemm.c — every f16/bf16 tile and stage variant against a CPU reference in
+ * double on fresh random data, with poisoned outputs and tail shapes; CUDA graph
+ * capture replaying bit-identically; bad launch input rejected with nothing written;
+ * a miss during capture refused without breaking the capture.  Skips with no GPU.
+ */
+#include "qjit.h"
+#include "testlib.h"
+
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#define CK(x)                                                                            \
+    do {                                                                                 \
+        cudaError_t e_ = (x);                                                            \
+        if (e_ != cudaSuccess) {                                                         \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,                   \
+                    cudaGetErrorString(e_));                                             \
+            exit(1);                                                                     \
+        }                                                                                \
+    } while (0)
+
+/* ------------------------------------------------------------ host number formats */
+static uint16_t f32_to_f16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000u;
+    int exp = (int)((x >> 23) & 0xff) - 127 + 15;
+    uint32_t man = x & 0x7fffffu;
+    if (((x >> 23) & 0xff) == 0xff)
+        return (uint16_t)(sign | 0x7c00u | (man ? 0x200u : 0));
+    if (exp >= 31)
+        return (uint16_t)(sign | 0x7c00u);
+    if (exp <= 0) {
+        if (exp < -10)
+            return (uint16_t)sign;
+        man |= 0x800000u;
+        int shift = 14 - exp;
+        uint32_t half = man >> shift, rem = man & ((1u << shift) - 1), mid = 1u << (shift - 1);
+        if (rem > mid || (rem == mid && (half & 1)))
+            half++;
+        return (uint16_t)(sign | half);
+    }
+    uint32_t h = sign | ((uint32_t)exp << 10) | (man >> 13);
+    uint32_t rem = man & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1)))
+        h++;
+    return (uint16_t)h;
+}
+
+static float f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ffu;
+    float f;
+    if (exp == 0) {
+        f = ldexpf((float)man, -24);
+        return sign ? -f : f;
+    }
+    if (exp == 31) {
+        uint32_t x = sign | 0x7f800000u | (man << 13);
+        memcpy(&f, &x, 4);
+        return f;
+    }
+    uint32_t x = sign | ((exp - 15 + 127) << 23) | (man << 13);
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+static uint16_t f32_to_bf16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((x >> 16) | 0x40);
+    x += 0x7fffu + ((x >> 16) & 1);
+    return (uint16_t)(x >> 16);
+}
+
+static float bf16_to_f32(uint16_t h)
+{
+    uint32_t x = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static float frand(void) /* uniform in [-1, 1) */
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 40) & 0xffffff) / 8388608.0f - 1.0f;
+}
+
+/* Values of type t (f16/bf16/f32) as raw bytes, and their exact doubles. */
+static void fill(qjit_dtype t, size_t n, void *raw, double *val)
+{
+    for (size_t i = 0; i < n; i++) {
+        float f = frand();
+        if (t == QJIT_DTYPE_F16) {
+            ((uint16_t *)raw)[i] = f32_to_f16(f);
+            val[i] = f16_to_f32(((uint16_t *)raw)[i]);
+        } else if (t == QJIT_DTYPE_BF16) {
+            ((uint16_t *)raw)[i] = f32_to_bf16(f);
+            val[i] = bf16_to_f32(((uint16_t *)raw)[i]);
+        } else {
+            ((float *)raw)[i] = f;
+            val[i] = f;
+        }
+    }
+}
+
+static double read_out(qjit_dtype t, const void *raw, size_t i)
+{
+    if (t == QJIT_DTYPE_F16)
+        return f16_to_f32(((const uint16_t *)raw)[i]);
+    if (t == QJIT_DTYPE_BF16)
+        return bf16_to_f32(((const uint16_t *)raw)[i]);
+    return ((const float *)raw)[i];
+}
+
+static int tsize(qjit_dtype t) { return t == QJIT_DTYPE_F32 ? 4 : 2; }
+
+/* ------------------------------------------------------------ one checked GEMM */
+typedef struct problem {
+    int64_t m, n, k, lda, ldb, ldd;
+} problem;
+
+/* Runs g on fresh random data and checks against the double reference; returns the
+ * normalized error ‖D − ref‖ / ‖ref‖, or a negative value on a hard failure (an element
+ * left poisoned, a write outside M×N). */
+static double run_checked(qjit_gemm *g, const qjit_gemm_desc *d, problem p)
+{
+    size_t na = (size_t)(p.m * p.lda), nb = (size_t)(p.n * p.ldb), nd = (size_t)(p.m * p.ldd);
+    int ea = tsize(d->a), eo = tsize(d->out);
+    void *ha = malloc(na * ea), *hb = malloc(nb * ea), *hd = malloc(nd * eo),
+         *hbias = malloc((size_t)p.n * eo);
+    double *va = malloc(na * sizeof(double)), *vb = malloc(nb * sizeof(double)),
+           *vbias = malloc((size_t)p.n * sizeof(double));
+    fill(d->a, na, ha, va);
+    fill(d->b, nb, hb, vb);
+    fill(d->out, (size_t)p.n, hbias, vbias);
+    void *da, *db, *dd, *dbias;
+    CK(cudaMalloc(&da, na * ea));
+    CK(cudaMalloc(&db, nb * ea));
+    CK(cudaMalloc(&dd, nd * eo));
+    CK(cudaMalloc(&dbias, (size_t)p.n * eo));
+    CK(cudaMemcpy(da, ha, na * ea, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(db, hb, nb * ea, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dbias, hbias, (size_t)p.n * eo, cudaMemcpyHostToDevice));
+    CK(cudaMemset(dd, 0xff, nd * eo)); /* poison: NaN in every output type */
+    qjit_gemm_args a = {da, db, dd, d->bias ? dbias : NULL, NULL, NULL, NULL,
+                        p.m, p.n, p.k, p.lda, p.ldb, p.ldd};
+    qjit_status st = qjit_gemm_launch(g, &a, NULL);
+    double err = -1;
+    if (st != QJIT_OK) {
+        fprintf(stderr, "launch: %s\n", qjit_last_error());
+        goto out;
+    }
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(hd, dd, nd * eo, cudaMemcpyDeviceToHost));
+    double num = 0, den = 0;
+    long unwritten = 0, stray = 0;
+    for (int64_t i = 0; i < p.m; i++) {
+        for (int64_t j = 0; j < p.ldd; j++) {
+            double v = read_out(d->out, hd, (size_t)(i * p.ldd + j));
+            if (j >= p.n) {
+                stray += !isnan(v);
+                continue;
+            }
+            if (isnan(v)) {
+                unwritten++;
+                continue;
+            }
+            double r = d->bias ? vbias[j] : 0;
+            const double *ra = va + i * p.lda, *rb = vb + j * p.ldb;
+            for (int64_t kk = 0; kk < p.k; kk++)
+                r += ra[kk] * rb[kk];
+            num += (v - r) * (v - r);
+            den += r * r;
+        }
+    }
+    if (unwritten || stray)
+        fprintf(stderr, "  %ld outputs left poisoned, %ld writes outside M x N\n", unwritten,
+                stray);
+    else
+        err = sqrt(num / (den > 0 ? den : 1));
+out:
+    cudaFree(da);
+    cudaFree(db);
+    cudaFree(dd);
+    cudaFree(dbias);
+    free(ha);
+    free(hb);
+    free(hd);
+    free(hbias);
+    free(va);
+    free(vb);
+    free(vbias);
+    return err;
+}
+
+static double bound_for(qjit_dtype out)
+{
+    /* inputs are exact; f32 accumulation of K ≤ 1000 products, then one rounding */
+    return out == QJIT_DTYPE_F32 ? 1e-5 : out == QJIT_DTYPE_F16 ? 2e-3 : 1e-2;
+}
+
+/* ------------------------------------------------------------ variants */
+static const char *const configs[] = {
+    "tile=128x128x32 warps=2x2 stages=4", "tile=128x256x32 warps=2x4 stages=3",
+    "tile=128x256x32 warps=2x4 stages=4", "tile=256x128x32 warps=4x2 stages=3",
+    "tile=128x128x64 warps=2x2 stages=3", "tile=64x64x32 warps=2x2 stages=2",
+    "tile=64x128x32 warps=2x2 stages=5", "tile=128x64x64 warps=2x2 stages=6",
+    "tile=auto",
+};
+#define NCONF (int)(sizeof configs / sizeof configs[0])
+
+typedef struct job {
+    qjit_context *ctx;
+    char text[256];
+} job;
+
+static void *precompile_one(void *p)
+{
+    job *j = p;
+    qjit_gemm_desc d;
+    if (qjit_gemm_desc_parse(j->text, &d) == QJIT_OK)
+        qjit_gemm_precompile(j->ctx, &d, QJIT_ARCH_SM90A, NULL);
+    return NULL;
+}
+
+static void test_variants(qjit_context *ctx)
+{
+    static const char *const types[] = {"f16", "bf16"};
+    static const char *const outs[] = {"f16", "bf16", "f32"};
+    static const problem shapes[] = {
+        {1, 200, 264, 264, 264, 200},     {7, 257, 40, 48, 40, 259},
+        {128, 128, 256, 256, 256, 128},   {1000, 333, 1000, 1000, 1000, 336},
+        {129, 1, 8, 8, 8, 1},             {77, 600, 520, 520, 528, 601},
+    };
+    job jobs[2 * 3 * NCONF];
+    int nj = 0;
+    for (int t = 0; t < 2; t++)
+        for (int o = 0; o < 3; o++)
+            for (int c = 0; c < NCONF; c++) {
+                jobs[nj].ctx = ctx;
+                snprintf(jobs[nj].text, sizeof jobs[nj].text, "gemm a=%s b=%s out=%s bias=%d %s",
+                         types[t], types[t], outs[o], (c + o) % 2, configs[c]);
+                nj++;
+            }
+    /* compile in parallel first (precompile fills the cache), then get = disk hits */
+    pthread_t th[2 * 3 * NCONF];
+    for (int i = 0; i < nj; i++)
+        pthread_create(&th[i], NULL, precompile_one, &jobs[i]);
+    for (int i = 0; i < nj; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < nj; i++) {
+        qjit_gemm_desc d;
+        qjit_gemm *g = NULL;
+        CHECK_OK(qjit_gemm_desc_parse(jobs[i].text, &d));
+        qjit_status st = qjit_context_get_gemm(ctx, &d, NULL, &g);
+        CHECK(st == QJIT_OK, "%s: %s", jobs[i].text, qjit_last_error());
+        if (st != QJIT_OK)
+            continue;
+        qjit_gemm_info info;
+        qjit_gemm_get_info(g, &info);
+        double worst = 0;
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            double e = run_checked(g, &d, shapes[s]);
+            CHECK(e >= 0 && e <= bound_for(d.out), "%s m=%lld n=%lld k=%lld: error %.3g (bound %.0e)",
+                  info.text, (long long)shapes[s].m, (long long)shapes[s].n,
+                  (long long)shapes[s].k, e, bound_for(d.out));
+            if (e > worst || e < 0)
+                worst = e < 0 ? INFINITY : e;
+        }
+        printf("  %-110s regs %3u  max err %.2e\n", info.text, info.registers, worst);
+    }
+    qjit_stats s;
+    qjit_context_stats(ctx, &s);
+    CHECK(s.disk_hits > 0, "gets after precompile were not disk hits (%llu)",
+          (unsigned long long)s.disk_hits);
+}
+
+/* ------------------------------------------------------------ graphs */
+static void test_graph(qjit_context *ctx)
+{
+    qjit_gemm_desc d;
+    qjit_gemm *g;
+    CHECK_OK(qjit_gemm_desc_parse("gemm a=bf16 b=bf16 out=bf16 bias=1", &d));
+    CHECK_OK(qjit_context_get_gemm(ctx, &d, NULL, &g));
+    const int64_t M = 333, N = 520, K = 776, L = 10;
+    size_t na = M * K, nb = N * K, nd = M * N;
+    uint16_t *h = malloc((na + nb + N) * 2);
+    double *v = malloc((na + nb + N) * sizeof(double));
+    void *da, *db, *dbias, *dd[10], *de[10];
+    CK(cudaMalloc(&da, na * 2));
+    CK(cudaMalloc(&db, nb * 2));
+    CK(cudaMalloc(&dbias, N * 2));
+    for (int i = 0; i < L; i++) {
+        CK(cudaMalloc(&dd[i], nd * 2));
+        CK(cudaMalloc(&de[i], nd * 2));
+    }
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    /* a kernel never loaded, asked for during capture: refused, capture intact */
+    qjit_gemm_desc other;
+    qjit_gemm *og = NULL;
+    CHECK_OK(qjit_gemm_desc_parse("gemm a=f16 b=f16 out=f32 tile=64x64x64 warps=2x2 stages=2", &other));
+
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    qjit_status st = qjit_context_get_gemm(ctx, &other, (struct CUstream_st *)s, &og);
+    CHECK(st == QJIT_ERROR_CAPTURING, "miss during capture gave %s", qjit_status_string(st));
+    CHECK(strstr(qjit_last_error(), "capturing") != NULL, "msg: %s", qjit_last_error());
+    qjit_gemm *g2 = NULL;
+    CHECK_OK(qjit_context_get_gemm(ctx, &d, (struct CUstream_st *)s, &g2)); /* a hit is fine */
+    CHECK(g2 == g, "hit during capture returned another handle");
+    for (int i = 0; i < L; i++) {
+        qjit_gemm_args a = {da, db, dd[i], dbias, NULL, NULL, NULL, M, N - i, K, K, K, N};
+        CHECK_OK(qjit_gemm_launch(g, &a, (struct CUstream_st *)s));
+    }
+    CK(cudaStreamEndCapture(s, &graph));
+    CK(cudaGraphInstantiate(&exec, graph, 0));
+
+    for (int round = 0; round < 3; round++) {
+        /* fresh contents each round: the graph must pick them up */
+        fill(QJIT_DTYPE_BF16, na + nb + N, h, v);
+        CK(cudaMemcpy(da, h, na * 2, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(db, h + na, nb * 2, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dbias, h + na + nb, N * 2, cudaMemcpyHostToDevice));
+        for (int i = 0; i < L; i++) {
+            CK(cudaMemset(dd[i], 0xff, nd * 2));
+            CK(cudaMemset(de[i], 0xff, nd * 2));
+            qjit_gemm_args a = {da, db, de[i], dbias, NULL, NULL, NULL, M, N - i, K, K, K, N};
+            CHECK_OK(qjit_gemm_launch(g, &a, (struct CUstream_st *)s));
+        }
+        CK(cudaGraphLaunch(exec, s));
+        CK(cudaStreamSynchronize(s));
+        int same = 1;
+        uint16_t *x = malloc(nd * 2), *y = malloc(nd * 2);
+        for (int i = 0; i < L; i++) {
+            CK(cudaMemcpy(x, dd[i], nd * 2, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(y, de[i], nd * 2, cudaMemcpyDeviceToHost));
+            same &= memcmp(x, y, nd * 2) == 0;
+        }
+        /* and the eager result is right, not just equal */
+        double num = 0, den = 0;
+        for (int64_t i = 0; i < M; i += 37)
+            for (int64_t j = 0; j < N; j += 11) {
+                double r = v[na + nb + j];
+                for (int64_t k = 0; k < K; k++)
+                    r += v[i * K + k] * v[na + j * K + k];
+                double q = bf16_to_f32(y[i * N + j]);
+                num += (q - r) * (q - r);
+                den += r * r;
+            }
+        free(x);
+        free(y);
+        CHECK(same, "round %d: graph replay differs from eager launches", round);
+        CHECK(sqrt(num / den) < 1e-2, "round %d: error %.3g", round, sqrt(num / den));
+    }
+    CK(cudaGraphExecDestroy(exec));
+    CK(cudaGraphDestroy(graph));
+    CK(cudaStreamDestroy(s));
+    cudaFree(da);
+    cudaFree(db);
+    cudaFree(dbias);
+    for (int i = 0; i < L; i++) {
+        cudaFree(dd[i]);
+        cudaFree(de[i]);
+    }
+    free(h);
+    free(v);
+}
+
+/* ------------------------------------------------------------ bad input */
+static void test_bad_launch(qjit_context *ctx)
+{
+    qjit_gemm_desc d;
+    qjit_gemm *g;
+    CHECK_OK(qjit_gemm_desc_parse("gemm a=f16 b=f16 out=f16 bias=1", &d));
+    CHECK_OK(qjit_context_get_gemm(ctx, &d, NULL, &g));
+    void *da, *db, *dd, *dbias;
+    CK(cudaMalloc(&da, 1 << 20));
+    CK(cudaMalloc(&db, 1 << 20));
+    CK(cudaMalloc(&dd, 1 << 20));
+    CK(cudaMalloc(&dbias, 1 << 12));
+    CK(cudaMemset(dd, 0x5a, 1 << 20));
+    qjit_gemm_args ok = {da, db, dd, dbias, NULL, NULL, NULL, 64, 64, 64, 64, 64, 64};
+    struct {
+        const char *what, *needle;
+        qjit_gemm_args a;
+    } bad[] = {
+        {"null a", "'a'", ok},  {"null d", "'d'", ok},  {"null bias", "'bias'", ok},
+        {"misaligned a", "aligned", ok},       {"misaligned b", "aligned", ok},
+        {"odd d", "aligned", ok},              {"k not multiple", "k=60", ok},
+        {"lda small", "lda=32", ok},           {"ldb odd", "ldb=65", ok},
+        {"ldd small", "ldd=63", ok},           {"negative m", "negative", ok},
+    };
+    bad[0].a.a = NULL;
+    bad[1].a.d = NULL;
+    bad[2].a.bias = NULL;
+    bad[3].a.a = (char *)da + 8;
+    bad[4].a.b = (char *)db + 2;
+    bad[5].a.d = (char *)dd + 1;
+    bad[6].a.k = 60;
+    bad[6].a.lda = bad[6].a.ldb = 64;
+    bad[7].a.lda = 32;
+    bad[8].a.ldb = 65;
+    bad[9].a.ldd = 63;
+    bad[10].a.m = -1;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        qjit_status st = qjit_gemm_launch(g, &bad[i].a, NULL);
+        CHECK(st == QJIT_ERROR_INVALID_ARGUMENT, "%s: %s", bad[i].what, qjit_status_string(st));
+        CHECK(strstr(qjit_last_error(), bad[i].needle) != NULL, "%s: message '%s'",
+              bad[i].what, qjit_last_error());
+    }
+    CK(cudaDeviceSynchronize());
+    unsigned char *h = malloc(1 << 20);
+    CK(cudaMemcpy(h, dd, 1 << 20, cudaMemcpyDeviceToHost));
+    int untouched = 1;
+    for (int i = 0; i < (1 << 20); i++)
+        untouched &= h[i] == 0x5a;
+    CHECK(untouched, "a rejected launch wrote the output");
+    /* M == 0 is a no-op that succeeds */
+    qjit_gemm_args empty = ok;
+    empty.m = 0;
+    CHECK_OK(qjit_gemm_launch(g, &empty, NULL));
+    free(h);
+    cudaFree(da);
+    cudaFree(db);
+    cudaFree(dd);
+    cudaFree(dbias);
+}
+
+static void test_warm_get(qjit_context *ctx)
+{
+    qjit_gemm_desc d;
+    qjit_gemm *g1, *g2;
+    CHECK_OK(qjit_gemm_desc_parse("gemm a=bf16 b=bf16 out=f32", &d));
+    CHECK_OK(qjit_context_get_gemm(ctx, &d, NULL, &g1));
+    qjit_stats before, after;
+    qjit_context_stats(ctx, &before);
+    CHECK_OK(qjit_context_get_gemm(ctx, &d, NULL, &g2));
+    qjit_context_stats(ctx, &after);
+    CHECK(g1 == g2, "second get returned another handle");
+    CHECK(after.memory_hits == before.memory_hits + 1 && after.compiles == before.compiles &&
+              after.disk_hits == before.disk_hits,
+          "second get was not an in-memory hit");
+    /* an arch the device cannot run is refused up front */
+    qjit_gemm_desc d80 = d;
+    d80.arch = QJIT_ARCH_SM80;
+    qjit_gemm *g3 = NULL;
+    qjit_status st = qjit_context_get_gemm(ctx, &d80, NULL, &g3);
+    CHECK(st == QJIT_ERROR_UNSUPPORTED && strstr(qjit_last_error(), "sm_80"),
+          "sm_80 kernel on sm_90: %s %s", qjit_status_string(st), qjit_last_error());
+}
+
+int main(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+        printf("test_gpu_gemm: no GPU visible, skipped\n");
+        return TL_SKIP;
+    }
+    CK(cudaSetDevice(0));
+    CK(cudaFree(0));
+    int major = 0;
+    CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+    if (major != 9) {
+        printf("test_gpu_gemm: written for sm_90 (device is sm_%d0), skipped\n", major);
+        return TL_SKIP;
+    }
+    qjit_options o;
+    qjit_options_init(&o);
+    o.cache_dir = tl_tmpdir("gpu-gemm");
+    qjit_context *ctx;
+    CHECK_OK(qjit_context_create(&o, &ctx));
+    test_variants(ctx);
+    test_graph(ctx);
+    test_bad_launch(ctx);
+    test_warm_get(ctx);
+    qjit_context_destroy(ctx);
+    return tl_finish("test_gpu_gemm");
+}
