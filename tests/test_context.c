@@ -1,0 +1,94 @@
+/*
+ * test_context.c — the public API around contexts on a machine without a GPU (or
+ * without a current CUDA context): version, status strings, options, the default
+ * context, and a get that fails clearly instead of crashing; resolve and precompile
+ * need no GPU when the arch is named.
+ */
+#include "qjit.h"
+#include "testlib.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void on_log(void *user, qjit_log_level lvl, const char *msg)
+{
+    (void)lvl;
+    (void)msg;
+    ++*(int *)user;
+}
+
+int main(void)
+{
+    CHECK(qjit_version_number() == QJIT_VERSION_NUMBER, "version %u", qjit_version_number());
+    CHECK(strcmp(qjit_version_string(), "0.1.0") == 0, "%s", qjit_version_string());
+    for (int s = 0; s < QJIT_STATUS_COUNT; s++)
+        CHECK(strncmp(qjit_status_string((qjit_status)s), "QJIT_", 5) == 0, "status %d", s);
+    CHECK(strcmp(qjit_status_string((qjit_status)999), "QJIT_STATUS_UNKNOWN") == 0, "bad status");
+
+    qjit_options o;
+    qjit_options_init(&o);
+    o.arch = (qjit_arch)77;
+    qjit_context *ctx = (qjit_context *)0x1;
+    CHECK(qjit_context_create(&o, &ctx) == QJIT_ERROR_INVALID_ARGUMENT, "bad arch accepted");
+    CHECK(strstr(qjit_last_error(), "'arch'") && strstr(qjit_last_error(), "77"), "msg %s",
+          qjit_last_error());
+
+    int logs = 0;
+    qjit_options_init(&o);
+    o.cache_dir = tl_tmpdir("context");
+    o.log = on_log;
+    o.log_user = &logs;
+    CHECK_OK(qjit_context_create(&o, &ctx));
+
+    /* resolve with a named arch touches no GPU and fills every auto field */
+    qjit_gemm_desc d, r;
+    CHECK_OK(qjit_gemm_desc_parse("gemm a=bf16 b=bf16 out=bf16", &d));
+    CHECK_OK(qjit_gemm_resolve(ctx, &d, QJIT_ARCH_SM90A, &r));
+    CHECK(r.arch == QJIT_ARCH_SM90A && r.kernel == QJIT_KERNEL_MMA && r.bm && r.bn && r.bk &&
+              r.wm && r.wn && r.stages && r.split_k == 1,
+          "resolve left auto fields");
+    char text[256];
+    CHECK_OK(qjit_gemm_desc_format(&r, text, sizeof text, NULL));
+    CHECK(strstr(text, "auto") == NULL, "resolved text has auto: %s", text);
+    CHECK_OK(qjit_gemm_supports(ctx, &d, QJIT_ARCH_SM86, NULL, 0));
+
+    /* precompile needs a named arch, not a GPU */
+    CHECK(qjit_gemm_precompile(ctx, &d, QJIT_ARCH_AUTO, NULL) == QJIT_ERROR_INVALID_ARGUMENT,
+          "precompile without an arch");
+    int was = -1;
+    CHECK_OK(qjit_gemm_precompile(ctx, &d, QJIT_ARCH_SM80, &was));
+    CHECK(was == 0, "first precompile was_cached=%d", was);
+    CHECK_OK(qjit_gemm_precompile(ctx, &d, QJIT_ARCH_SM80, &was));
+    CHECK(was == 1, "second precompile was_cached=%d", was);
+
+    /* another context on the same directory sees the row: a new "process" */
+    qjit_context *ctx2;
+    CHECK_OK(qjit_context_create(&o, &ctx2));
+    CHECK_OK(qjit_gemm_precompile(ctx2, &d, QJIT_ARCH_SM80, &was));
+    CHECK(was == 1, "other context missed the row");
+    qjit_stats s;
+    qjit_context_stats(ctx2, &s);
+    CHECK(s.compiles == 0, "other context compiled");
+    qjit_context_destroy(ctx2);
+
+    /* with no GPU (or no current CUDA context) a get fails clearly */
+    qjit_gemm *g = (qjit_gemm *)0x1;
+    qjit_status st = qjit_context_get_gemm(ctx, &d, NULL, &g);
+    if (st != QJIT_OK) {
+        CHECK(st == QJIT_ERROR_NO_DEVICE, "get without GPU: %s", qjit_status_string(st));
+        CHECK(strlen(qjit_last_error()) > 10, "no message");
+        CHECK(g == (qjit_gemm *)0x1, "output written on failure");
+        printf("get without a GPU: %s: %s\n", qjit_status_string(st), qjit_last_error());
+    }
+    /* invalid descriptors are refused before anything else */
+    d.stages = 9;
+    st = qjit_context_get_gemm(ctx, &d, NULL, &g);
+    CHECK(st == QJIT_ERROR_INVALID_ARGUMENT || st == QJIT_ERROR_NO_DEVICE, "stages=9: %s",
+          qjit_status_string(st));
+    CHECK(qjit_gemm_precompile(ctx, &d, QJIT_ARCH_SM80, NULL) == QJIT_ERROR_INVALID_ARGUMENT,
+          "stages=9 precompiled");
+    CHECK(strstr(qjit_last_error(), "stages"), "msg %s", qjit_last_error());
+    qjit_context_destroy(ctx);
+    qjit_context_destroy(NULL);
+    return tl_finish("test_context");
+}
