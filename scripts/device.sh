@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Runs on the lent H100 over a carried build/ (built on a CPU machine): the GPU tests,
+# then the benchmark.  Logs go to $OUT when set.  Usage: bash scripts/device.sh [bench args]
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="$root/build"
+out="${OUT:-/tmp/qjit-out}"
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$build:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+rc=0
+for t in "$build"/tests/test_gpu_*; do
+  [ -x "$t" ] || continue
+  echo "== $(basename "$t")"
+  "$t" > "$out/$(basename "$t").log" 2>&1
+  code=$?
+  tail -n 40 "$out/$(basename "$t").log"
+  [ $code -eq 0 ] || [ $code -eq 77 ] || rc=1
+done
+if [ "${QJIT_SKIP_BENCH:-0}" != 1 ]; then
+  echo "== qjit-bench $*"
+  "$build/tools/qjit-bench" "$@" 2>&1 | tee "$out/bench.log" | tail -n 60
+fi
+exit $rc
