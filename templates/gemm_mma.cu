@@ -1,0 +1,303 @@
+// gemm_mma.cu — multistage tensor-core GEMM for f16×f16 and bf16×bf16, sm_80 … sm_90a.
+// D[m,n] = cast_out(sum_k A[m,k]·B[n,k] + bias[n]), f32 accumulation: mma.sync m16n8k16
+// fed by ldmatrix.x4 from XOR-swizzled shared memory that a STAGES-deep cp.async pipeline fills.
+//
+// Dynamic shared memory in bytes (src/gemm.c computes the same): STAGES*(BM+BN)*BK*2
+// qjit:smem=STAGES*(BM+BN)*BK*2
+% assert((A == "f16" or A == "bf16") and B == A, "gemm_mma: A and B must both be f16 or both bf16")
+% assert(OUT == "f16" or OUT == "bf16" or OUT == "f32", "gemm_mma: OUT must be f16, bf16 or f32")
+% assert(BK == 32 or BK == 64, "gemm_mma: BK must be 32 or 64")
+% assert(BM % (16 * WM) == 0 and BN % (16 * WN) == 0, "gemm_mma: warp tile must be a multiple of 16x16")
+% assert(STAGES >= 2 and STAGES <= 8, "gemm_mma: STAGES must be 2..8")
+% assert(SPLIT_K == 1, "gemm_mma: SPLIT_K must be 1")
+% assert(ARCH >= 80, "gemm_mma: needs sm_80 or newer")
+
+struct qjit_params {
+    const void *a, *b;
+    void *d;
+    const void *bias;
+    const void *scale_a, *scale_b, *zeros_b;
+    long long m, n, k, lda, ldb, ldd;
+};
+
+namespace {
+
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+% if OUT == "f32" then
+typedef float out_t;
+% else
+typedef u16 out_t; // $(OUT) bits
+% end
+
+constexpr int BM = $(BM), BN = $(BN), BK = $(BK);
+constexpr int WM = $(WM), WN = $(WN);
+constexpr int STAGES = $(STAGES);
+constexpr int THREADS = 32 * WM * WN;
+constexpr int WTM = BM / WM, WTN = BN / WN; // warp tile
+constexpr int MT = WTM / 16, NT = WTN / 8;  // m16n8k16 tiles per warp
+constexpr int KSTEPS = BK / 16;
+constexpr int CPR = BK / 8;                 // 16-byte chunks per shared-memory row
+constexpr int ROW_BYTES = BK * 2;
+constexpr int A_BYTES = BM * ROW_BYTES, STAGE_BYTES = (BM + BN) * ROW_BYTES;
+constexpr int QJIT_SMEM_BYTES = STAGES * STAGE_BYTES;
+static_assert(QJIT_SMEM_BYTES <= 227 * 1024, "gemm_mma: tile and stages need more shared memory than an SM has");
+constexpr int LD_ROWS = THREADS / CPR;      // tile rows one cp.async pass covers
+constexpr int GROUP_M = 8;                  // tile rows per rasterization band
+
+// Chunk c of row r lives at chunk c ^ f(r): the 8 rows that one ldmatrix phase reads (and
+// the 8 chunks one cp.async wavefront writes) fall in 8 different 16-byte bank groups.
+// With BK=32 two rows share a 128-byte line, so f takes bits 1..2 of the row.
+constexpr int SWZ_SHIFT = CPR == 8 ? 0 : 1;
+__device__ __forceinline__ u32 swz(int row, int chunk)
+{
+    return row * ROW_BYTES + ((chunk ^ ((row >> SWZ_SHIFT) & (CPR - 1))) << 4);
+}
+
+__device__ __forceinline__ u32 smem_addr(const void *p)
+{
+    u32 r;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
+    return r;
+}
+
+// src_bytes 0 reads nothing and fills the 16 bytes with zeros (tails of M, N and K).
+__device__ __forceinline__ void cp_async16(u32 dst, const void *src, int src_bytes)
+{
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n"
+                 :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N> __device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
+}
+
+__device__ __forceinline__ void ldsm_x4(u32 (&r)[4], u32 addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+
+__device__ __forceinline__ void mma(float (&c)[4], const u32 (&a)[4], const u32 (&b)[2])
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.$(A).$(B).f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// Stores x at p[0] and, when `second`, y at p[1]; `paired` means one aligned wide store.
+% if OUT == "f32" then
+__device__ __forceinline__ void store2(out_t *p, float x, float y, bool paired, bool second)
+{
+    if (paired) {
+        asm volatile("st.global.v2.f32 [%0], {%1, %2};\n" :: "l"(p), "f"(x), "f"(y) : "memory");
+    } else {
+        p[0] = x;
+        if (second)
+            p[1] = y;
+    }
+}
+% else
+__device__ __forceinline__ u16 cvt_out(float x)
+{
+    u16 r;
+    asm("cvt.rn.$(OUT).f32 %0, %1;\n" : "=h"(r) : "f"(x));
+    return r;
+}
+__device__ __forceinline__ void store2(out_t *p, float x, float y, bool paired, bool second)
+{
+    if (paired) {
+        u32 r; // the first operand goes to the upper half
+        asm("cvt.rn.$(OUT)x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(y), "f"(x));
+        *reinterpret_cast<u32 *>(p) = r;
+    } else {
+        p[0] = cvt_out(x);
+        if (second)
+            p[1] = cvt_out(y);
+    }
+}
+% end
+
+% if BIAS then
+__device__ __forceinline__ float bias_at(const out_t *bias, int n)
+{
+%   if OUT == "f32" then
+    return bias[n];
+%   elseif OUT == "f16" then
+    float f;
+    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(bias[n]));
+    return f;
+%   else
+    float f; // bf16 is the top half of an f32
+    asm("mov.b32 %0, %1;\n" : "=f"(f) : "r"((u32)bias[n] << 16));
+    return f;
+%   end
+}
+% end
+
+} // namespace
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const qjit_params p)
+{
+    extern __shared__ __align__(128) unsigned char smem[];
+    const u16 *__restrict__ A = static_cast<const u16 *>(p.a);
+    const u16 *__restrict__ B = static_cast<const u16 *>(p.b);
+    const int M = (int)p.m, N = (int)p.n, K = (int)p.k;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int warp_m = warp / WN, warp_n = warp % WN;
+
+    // Rasterize in bands of GROUP_M tile rows, walking down a band before across it, so
+    // that the CTAs resident at one time share their A rows and B columns in L2.
+    const int tiles_n = gridDim.x, tiles_m = gridDim.y;
+    const int pid = blockIdx.y * tiles_n + blockIdx.x;
+    const int band = pid / (GROUP_M * tiles_n), in_band = pid % (GROUP_M * tiles_n);
+    const int band_rows = tiles_m - band * GROUP_M < GROUP_M ? tiles_m - band * GROUP_M : GROUP_M;
+    const int m0 = (band * GROUP_M + in_band % band_rows) * BM;
+    const int n0 = (in_band / band_rows) * BN;
+
+    // Loads: each thread copies chunk ld_chunk of rows ld_row + i*LD_ROWS of both tiles.
+    const int ld_row = tid / CPR, ld_chunk = tid % CPR;
+    const u32 ld_off = swz(ld_row, ld_chunk);
+    const u16 *a_src = A + (long long)(m0 + ld_row) * p.lda + ld_chunk * 8;
+    const u16 *b_src = B + (long long)(n0 + ld_row) * p.ldb + ld_chunk * 8;
+    const long long a_pass = LD_ROWS * p.lda, b_pass = LD_ROWS * p.ldb;
+
+    const u32 smem0 = smem_addr(smem);
+    auto load_tile = [&](u32 stage, int kt) {
+        const int k = kt * BK;
+        const bool k_ok = k + ld_chunk * 8 < K; // K % 8 == 0: a chunk is all in or all out
+#pragma unroll
+        for (int i = 0; i < (BM + LD_ROWS - 1) / LD_ROWS; ++i) {
+            const int row = ld_row + i * LD_ROWS;
+            if (BM % LD_ROWS == 0 || row < BM) {
+                const bool ok = k_ok && m0 + row < M;
+                const u32 dst = LD_ROWS % 8 == 0 ? ld_off + i * LD_ROWS * ROW_BYTES : swz(row, ld_chunk);
+                cp_async16(stage + dst, ok ? a_src + i * a_pass + k : A, ok ? 16 : 0);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < (BN + LD_ROWS - 1) / LD_ROWS; ++i) {
+            const int row = ld_row + i * LD_ROWS;
+            if (BN % LD_ROWS == 0 || row < BN) {
+                const bool ok = k_ok && n0 + row < N;
+                const u32 dst = LD_ROWS % 8 == 0 ? ld_off + i * LD_ROWS * ROW_BYTES : swz(row, ld_chunk);
+                cp_async16(stage + A_BYTES + dst, ok ? b_src + i * b_pass + k : B, ok ? 16 : 0);
+            }
+        }
+    };
+
+    // Fragments. A: lanes 0-15 address rows 0-15 at k 0-7, lanes 16-31 the same rows at
+    // k 8-15, giving a0..a3 of m16n8k16. B (N×K, K contiguous, so plain ldmatrix yields the
+    // "col" operand): lanes 0-7 rows 0-7 k 0-7, 8-15 rows 0-7 k 8-15, 16-23 rows 8-15 k 0-7,
+    // 24-31 rows 8-15 k 8-15, giving b0,b1 of two n8 tiles. Step ks moves 2*ks chunks,
+    // which under the swizzle is an XOR of ks << 5 on the lane's offset.
+    const u32 a_lane = swz(warp_m * WTM + (lane & 15), lane >> 4);
+    const u32 b_lane = A_BYTES + swz(warp_n * WTN + (lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1);
+    auto load_frags = [&](u32 (&af)[MT][4], u32 (&bf)[NT][2], u32 stage, int ks) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+            ldsm_x4(af[mt], stage + (a_lane ^ (ks << 5)) + mt * 16 * ROW_BYTES);
+#pragma unroll
+        for (int np = 0; np < NT / 2; ++np) {
+            u32 r[4];
+            ldsm_x4(r, stage + (b_lane ^ (ks << 5)) + np * 16 * ROW_BYTES);
+            bf[2 * np][0] = r[0];
+            bf[2 * np][1] = r[1];
+            bf[2 * np + 1][0] = r[2];
+            bf[2 * np + 1][1] = r[3];
+        }
+    };
+
+    float acc[MT][NT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                acc[mt][nt][j] = 0.f;
+
+    // Pipeline: tile kt sits in stage kt % STAGES. Before the last k16 step of a tile the
+    // next tile is waited for, and one barrier both publishes it and frees the stage read
+    // during the previous tile, which the first k16 step of each tile then refills.
+    const int KT = (K + BK - 1) / BK;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < KT)
+            load_tile(smem0 + s * STAGE_BYTES, s);
+        cp_async_commit();
+    }
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+
+    const u32 smem_end = smem0 + STAGES * STAGE_BYTES;
+    u32 rd = smem0, wr = smem0 + (STAGES - 1) * STAGE_BYTES;
+    int kt_next = STAGES - 1;
+    u32 af[2][MT][4], bf[2][NT][2]; // double-buffered across k16 steps
+    load_frags(af[0], bf[0], rd, 0);
+
+    for (int kt = 0; kt < KT; ++kt) {
+#pragma unroll
+        for (int ks = 0; ks < KSTEPS; ++ks) {
+            if (ks == KSTEPS - 1) {
+                cp_async_wait<STAGES - 2>();
+                __syncthreads();
+                rd = rd + STAGE_BYTES == smem_end ? smem0 : rd + STAGE_BYTES;
+            }
+            load_frags(af[(ks + 1) & 1], bf[(ks + 1) & 1], rd, (ks + 1) % KSTEPS);
+            if (ks == 0) {
+                if (kt_next < KT)
+                    load_tile(wr, kt_next);
+                cp_async_commit(); // possibly empty: keeps the group count in step
+                ++kt_next;
+                wr = wr + STAGE_BYTES == smem_end ? smem0 : wr + STAGE_BYTES;
+            }
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt)
+                    mma(acc[mt][nt], af[ks & 1][mt], bf[ks & 1][nt]);
+        }
+    }
+
+    // Epilogue. acc[mt][nt] holds rows g and g+8 (g = lane/4), columns 2*(lane%4) and +1.
+    out_t *__restrict__ D = static_cast<out_t *>(p.d);
+    const long long ldd = p.ldd;
+    const bool aligned = ldd % 2 == 0 && (u64)p.d % (2 * sizeof(out_t)) == 0;
+    const int row0 = m0 + warp_m * WTM + (lane >> 2);
+    const int col0 = n0 + warp_n * WTN + (lane & 3) * 2;
+% if BIAS then
+    const out_t *__restrict__ bias = static_cast<const out_t *>(p.bias);
+% end
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+        const int col = col0 + nt * 8;
+        if (col >= N)
+            continue;
+        const bool second = col + 1 < N;
+% if BIAS then
+        const float b0 = bias_at(bias, col), b1 = second ? bias_at(bias, col + 1) : 0.f;
+% end
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row = row0 + mt * 16 + h * 8;
+                if (row >= M)
+                    continue;
+                float x = acc[mt][nt][2 * h], y = acc[mt][nt][2 * h + 1];
+% if BIAS then
+                x += b0;
+                y += b1;
+% end
+                store2(D + row * ldd + col, x, y, aligned && second, second);
+            }
+        }
+    }
+}
