@@ -288,6 +288,124 @@ typedef struct qjit_gemm_info {
 } qjit_gemm_info;
 QJIT_API qjit_status qjit_gemm_get_info(const qjit_gemm *g, qjit_gemm_info *out);
 
+/* ---- cache administration ---- */
+/* Work on a cache DB file directly, by path, with no qjit_context: for deployment
+ * pipelines and the qjit-cache tool.  A DB may be in use by running processes while
+ * these calls run; they wait for locks (never fail with "busy") and see a consistent
+ * snapshot.  A qjit_cache_db handle is not thread-safe: use it from one thread at a
+ * time.
+ *
+ *     qjit_cache_db *db;
+ *     qjit_cache_filter f = { .arch = "sm_90a" };
+ *     if (qjit_cache_db_open(NULL, 0, &db) == QJIT_OK &&
+ *         qjit_cache_db_export(db, "shipped.db", &f, NULL) == QJIT_OK)
+ *         ...   // shipped.db: a self-contained file for qjit_options.shipped_cache
+ *     qjit_cache_db_close(db);
+ */
+typedef struct qjit_cache_db qjit_cache_db;
+
+/* Path of the default writable cache DB, "<dir>/qjit.db" with dir = $QJIT_CACHE_DIR,
+ * else $XDG_CACHE_HOME/qjit, else $HOME/.cache/qjit.  Into buf (NUL-terminated when
+ * cap > 0); *len (may be NULL) gets the full length; QJIT_ERROR_INVALID_ARGUMENT if it
+ * did not fit or no variable is set.  Creates nothing. */
+QJIT_API qjit_status qjit_cache_default_path(char *buf, size_t cap, size_t *len);
+
+/* Open the DB at `path` (NULL: the default path).  writable = 0: read-only, the file
+ * must exist (QJIT_ERROR_IO if not).  writable = 1: created with its directory if
+ * missing.  QJIT_ERROR_CACHE when the file is not a qjit cache DB of this schema
+ * version (it is never modified then).  Free with qjit_cache_db_close. */
+QJIT_API qjit_status qjit_cache_db_open(const char *path, int writable, qjit_cache_db **out);
+/* NULL is fine. */
+QJIT_API void qjit_cache_db_close(qjit_cache_db *db);
+
+/* Selects rows; every field NULL or "" means "any".  All given fields must match. */
+typedef struct qjit_cache_filter {
+    const char *arch;       /* substring of the arch, e.g. "sm_90" */
+    const char *match;      /* substring of the canonical descriptor, e.g. "a=s8 b=s4" */
+    const char *key_prefix; /* hex prefix of the key (either case) */
+} qjit_cache_filter;
+
+/* One row, as list sees it.  Pointers are valid during the callback only. */
+typedef struct qjit_cache_entry {
+    char key[33];           /* 32 lowercase hex digits */
+    const char *desc;       /* canonical descriptor text */
+    const char *arch;       /* "sm_90a" */
+    uint64_t cubin_bytes, source_bytes;
+    double compile_ms;      /* NVRTC time when it was built */
+    int64_t created, last_used; /* unix seconds */
+} qjit_cache_entry;
+/* Return 0 to go on, non-zero to stop the listing (which then returns QJIT_OK). */
+typedef int (*qjit_cache_entry_fn)(void *user, const qjit_cache_entry *e);
+
+/* Call fn for every row matching f (NULL: all), ordered by arch then descriptor. */
+QJIT_API qjit_status qjit_cache_db_list(qjit_cache_db *db, const qjit_cache_filter *f,
+                                        qjit_cache_entry_fn fn, void *user);
+
+typedef struct qjit_cache_arch_stats {
+    char arch[24];
+    uint64_t rows, bytes;   /* bytes: cubin + source */
+} qjit_cache_arch_stats;
+typedef struct qjit_cache_stats {
+    uint64_t rows;
+    uint64_t cubin_bytes, source_bytes;
+    uint64_t file_bytes;    /* the DB file plus its -wal file */
+    int schema_version;
+    int narch;              /* entries used in arch[] (the first 16 archs by name) */
+    qjit_cache_arch_stats arch[16];
+} qjit_cache_stats;
+QJIT_API qjit_status qjit_cache_db_stats(qjit_cache_db *db, qjit_cache_stats *out);
+
+/* Called for each bad row verify finds; why: "cubin size", "cubin hash", "key is not
+ * the hash of its material", ... */
+typedef void (*qjit_cache_bad_fn)(void *user, const char *key_hex, const char *desc,
+                                  const char *why);
+typedef struct qjit_cache_verify_report {
+    uint64_t rows_checked, rows_bad, rows_deleted;
+    int integrity_ok;       /* PRAGMA quick_check said "ok" */
+    char integrity[256];    /* its first message when not ok */
+} qjit_cache_verify_report;
+/* Recheck every row (cubin size and XXH3-128, key = hash of its material, fields
+ * present) and run PRAGMA quick_check.  repair = 1 (writable handle only) deletes bad
+ * rows and, when the file itself is damaged, rebuilds it from the rows that still read
+ * back intact.  Returns QJIT_OK when the check ran, whatever it found: read *out. */
+QJIT_API qjit_status qjit_cache_db_verify(qjit_cache_db *db, int repair,
+                                          qjit_cache_bad_fn fn, void *user,
+                                          qjit_cache_verify_report *out);
+
+/* Delete rows not used for more than `seconds` (writable handle).  *removed (may be
+ * NULL) gets the number of rows deleted. */
+QJIT_API qjit_status qjit_cache_db_prune_age(qjit_cache_db *db, int64_t seconds,
+                                             uint64_t *removed);
+/* Delete least-recently-used rows until cubin + source bytes <= max_bytes. */
+QJIT_API qjit_status qjit_cache_db_prune_size(qjit_cache_db *db, uint64_t max_bytes,
+                                              uint64_t *removed);
+/* Give free pages back to the file system (VACUUM; waits for other users). */
+QJIT_API qjit_status qjit_cache_db_vacuum(qjit_cache_db *db);
+
+/* Copy the rows matching f (NULL: all) that verify into a NEW file out_path
+ * (QJIT_ERROR_IO if it exists), as one self-contained file (no -wal) fit to ship as a
+ * read-only cache.  *copied / *bad (may be NULL) get the rows copied / skipped. */
+QJIT_API qjit_status qjit_cache_db_export(qjit_cache_db *db, const char *out_path,
+                                          const qjit_cache_filter *f, uint64_t *copied,
+                                          uint64_t *bad);
+/* Add the rows of the DB file other_path (opened read-only) to db (writable handle).
+ * Keys already present are kept as they are; incoming rows that do not verify are
+ * skipped.  *added / *bad (may be NULL) get the counts. */
+QJIT_API qjit_status qjit_cache_db_merge(qjit_cache_db *db, const char *other_path,
+                                         uint64_t *added, uint64_t *bad);
+
+/* The generated CUDA source of the row whose key starts with key_prefix (hex, at least
+ * 4 digits).  *source gets a NUL-terminated malloc'd copy, freed with qjit_cache_free;
+ * *len (may be NULL) its length; *entry (may be NULL) the row's facts (its pointers
+ * valid until the next call on db).  QJIT_ERROR_NOT_FOUND if no key matches,
+ * QJIT_ERROR_INVALID_ARGUMENT if several do (the message lists them). */
+QJIT_API qjit_status qjit_cache_db_source(qjit_cache_db *db, const char *key_prefix,
+                                          char **source, size_t *len,
+                                          qjit_cache_entry *entry);
+/* Free memory returned by the qjit_cache_db_* calls.  NULL is fine. */
+QJIT_API void qjit_cache_free(void *p);
+/* ---- end of cache administration ---- */
+
 #ifdef __cplusplus
 }
 #endif
