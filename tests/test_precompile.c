@@ -1,0 +1,404 @@
+/*
+ * test_precompile.c — the qjit-precompile tool end to end, with no GPU: compile a small
+ * manifest into a fresh cache, find it all cached the second time, four processes at
+ * once into one cache, and the errors (bad lines with file:line, usage).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "qjit.h"
+#include "testlib.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TOOL QJIT_BINARY_DIR "/tools/qjit-precompile"
+#define DEADLINE_S 600
+
+/* Small sm_80 kernels: quick to compile, and every one is in the mma kernel's range. */
+static const char *const pool[] = {
+    "gemm a=f16 b=f16 out=f16 bias=0 arch=sm_80 kernel=mma tile=64x64x32 warps=2x2 "
+    "stages=2 split=1",
+    "gemm a=bf16 b=bf16 out=bf16 bias=1 arch=sm_80 kernel=mma tile=64x64x32 warps=2x2 "
+    "stages=2 split=1",
+    "gemm a=f16 b=f16 out=f32 bias=0 arch=sm_80 kernel=mma tile=64x128x32 warps=2x2 "
+    "stages=3 split=1",
+    "gemm a=bf16 b=bf16 out=f32 bias=0 arch=sm_80 kernel=mma tile=64x64x32 warps=2x2 "
+    "stages=3 split=1",
+    "gemm a=f16 b=f16 out=bf16 bias=1 arch=sm_80 kernel=mma tile=64x64x64 warps=2x2 "
+    "stages=2 split=1",
+};
+
+typedef struct result {
+    int rc;     /* exit status, or -1 if it did not exit normally */
+    char *out;  /* stdout and stderr together */
+    long compiled, cached, failed; /* from the summary line; -1 if absent */
+} result;
+
+static void result_free(result *r)
+{
+    free(r->out);
+    r->out = NULL;
+}
+
+static bool write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return false;
+    bool ok = fputs(text, f) >= 0;
+    return fclose(f) == 0 && ok;
+}
+
+static char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    size_t n;
+    while (buf && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += n;
+        if (cap - len < 2) {
+            char *b = realloc(buf, cap * 2);
+            if (!b) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = b;
+            cap *= 2;
+        }
+    }
+    if (buf)
+        buf[len] = 0;
+    fclose(f);
+    return buf;
+}
+
+/* Start the tool with argv (NULL-terminated, without argv[0]), output into `log`. */
+static pid_t spawn(const char *const *args, const char *log)
+{
+    const char *argv[32] = {TOOL};
+    int n = 1;
+    for (; args[n - 1] && n < 31; n++)
+        argv[n] = args[n - 1];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0)
+            _exit(126);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        close(fd);
+        execv(TOOL, (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Wait for pid with a deadline (a hung tool fails the test instead of hanging it). */
+static int wait_for(pid_t pid)
+{
+    if (pid < 0)
+        return -1;
+    struct timespec nap = {0, 20 * 1000 * 1000};
+    for (long waited = 0; waited < DEADLINE_S * 50L; waited++) {
+        int status;
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        if (r < 0)
+            return -1;
+        nanosleep(&nap, NULL);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    fprintf(stderr, "qjit-precompile (pid %d) ran past %d s; killed\n", (int)pid, DEADLINE_S);
+    return -1;
+}
+
+/* Read the summary "qjit-precompile: N compiled, N already cached, N failed". */
+static void parse_summary(result *r)
+{
+    r->compiled = r->cached = r->failed = -1;
+    const char *p = r->out;
+    while (p && (p = strstr(p, "qjit-precompile: ")) != NULL) {
+        long a, b, c;
+        if (sscanf(p, "qjit-precompile: %ld compiled, %ld already cached, %ld failed", &a, &b,
+                   &c) == 3)
+            r->compiled = a, r->cached = b, r->failed = c;
+        p += 1;
+    }
+}
+
+static result finish(pid_t pid, const char *log)
+{
+    result r = {0};
+    r.rc = wait_for(pid);
+    r.out = read_file(log);
+    if (!r.out)
+        r.out = strdup("");
+    parse_summary(&r);
+    return r;
+}
+
+static result run_tool(const char *const *args, const char *log)
+{
+    return finish(spawn(args, log), log);
+}
+
+/* pool[0] again, its fields in another order and spacing: the same kernel. */
+static const char pool0_again[] = "  gemm\tsplit=1 stages=2 warps=2x2 tile=64x64x32 kernel=mma "
+                                  "arch=sm_80 bias=0 out=f16 b=f16 a=f16";
+
+/* A manifest of the pool entries whose bits are set in `mask`, with a comment, a blank
+ * line and (when dup) pool[0] a second time. */
+static bool write_manifest(const char *path, unsigned mask, bool dup)
+{
+    char text[4096] = "# test manifest\n\n";
+    for (int i = 0; i < (int)(sizeof pool / sizeof pool[0]); i++)
+        if (mask & (1u << i)) {
+            strcat(text, pool[i]);
+            strcat(text, i % 2 ? "   # trailing comment\n" : "\n");
+        }
+    if (dup) {
+        strcat(text, pool0_again);
+        strcat(text, "\n");
+    }
+    return write_file(path, text);
+}
+
+static bool contains_ci(const char *hay, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (; *hay; hay++)
+        if (strncasecmp(hay, needle, n) == 0)
+            return true;
+    return false;
+}
+
+static void test_compile_then_cached(const char *dir)
+{
+    char manifest[1200], cache[1200], log[1200], db[1300];
+    snprintf(manifest, sizeof manifest, "%s/small.txt", dir);
+    snprintf(cache, sizeof cache, "%s/cache1", dir);
+    snprintf(log, sizeof log, "%s/run1.log", dir);
+    snprintf(db, sizeof db, "%s/qjit.db", cache);
+    CHECK(write_manifest(manifest, 0x7, true), "write %s", manifest);
+
+    const char *args[] = {"-j", "3", "--cache-dir", cache, manifest, NULL};
+    result r = run_tool(args, log);
+    CHECK(r.rc == 0, "first run exit %d:\n%s", r.rc, r.out);
+    CHECK(r.compiled == 3 && r.cached == 0 && r.failed == 0,
+          "first run: compiled %ld cached %ld failed %ld:\n%s", r.compiled, r.cached, r.failed,
+          r.out);
+    CHECK(strstr(r.out, "1 duplicate skipped") != NULL, "the duplicate line was not skipped:\n%s",
+          r.out);
+    CHECK(strstr(r.out, "] compiled gemm a=f16 b=f16") != NULL, "no per-job line:\n%s", r.out);
+    struct stat st;
+    CHECK(stat(db, &st) == 0 && st.st_size > 0, "no cache file at %s", db);
+    result_free(&r);
+
+    /* Same manifest again: everything is a hit, nothing is compiled. */
+    snprintf(log, sizeof log, "%s/run2.log", dir);
+    r = run_tool(args, log);
+    CHECK(r.rc == 0, "second run exit %d:\n%s", r.rc, r.out);
+    CHECK(r.compiled == 0 && r.cached == 3 && r.failed == 0,
+          "second run: compiled %ld cached %ld failed %ld:\n%s", r.compiled, r.cached,
+          r.failed, r.out);
+    result_free(&r);
+
+    /* --quiet prints the summary and nothing per job. */
+    snprintf(log, sizeof log, "%s/run3.log", dir);
+    const char *quiet[] = {"--quiet", "--cache-dir", cache, manifest, NULL};
+    r = run_tool(quiet, log);
+    CHECK(r.rc == 0 && r.cached == 3, "quiet run exit %d:\n%s", r.rc, r.out);
+    CHECK(strstr(r.out, "] cached") == NULL, "--quiet printed per-job lines:\n%s", r.out);
+    result_free(&r);
+}
+
+static void test_concurrent(const char *dir)
+{
+    /* Four overlapping subsets of the pool, into one fresh cache, all at once. */
+    static const unsigned masks[4] = {0x07, 0x0e, 0x1c, 0x19};
+    char cache[1200], manifest[4][1200], log[4][1200];
+    snprintf(cache, sizeof cache, "%s/shared-cache", dir);
+    pid_t pids[4];
+    const char *args[4][6];
+    for (int i = 0; i < 4; i++) {
+        snprintf(manifest[i], sizeof manifest[i], "%s/m%d.txt", dir, i);
+        snprintf(log[i], sizeof log[i], "%s/par%d.log", dir, i);
+        CHECK(write_manifest(manifest[i], masks[i], false), "write %s", manifest[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        const char *a[] = {"-j", "2", "--cache-dir", cache, manifest[i], NULL};
+        memcpy(args[i], a, sizeof a);
+        pids[i] = spawn(args[i], log[i]);
+        CHECK(pids[i] > 0, "fork %d", i);
+    }
+    long compiled = 0;
+    for (int i = 0; i < 4; i++) {
+        result r = finish(pids[i], log[i]);
+        CHECK(r.rc == 0, "process %d exit %d:\n%s", i, r.rc, r.out);
+        CHECK(r.failed == 0 && r.compiled + r.cached == 3,
+              "process %d: compiled %ld cached %ld failed %ld:\n%s", i, r.compiled, r.cached,
+              r.failed, r.out);
+        CHECK(!contains_ci(r.out, "busy") && !contains_ci(r.out, "locked"),
+              "process %d saw a busy database:\n%s", i, r.out);
+        CHECK(!contains_ci(r.out, "warning") && !strstr(r.out, "FAILED"),
+              "process %d warned or failed:\n%s", i, r.out);
+        compiled += r.compiled > 0 ? r.compiled : 0;
+        result_free(&r);
+    }
+    CHECK(compiled >= 5, "only %ld compiles for 5 distinct kernels", compiled);
+
+    /* Every kernel any of them compiled is in the shared cache now. */
+    char all[1200], alllog[1200];
+    snprintf(all, sizeof all, "%s/all.txt", dir);
+    snprintf(alllog, sizeof alllog, "%s/all.log", dir);
+    CHECK(write_manifest(all, 0x1f, false), "write %s", all);
+    const char *a[] = {"--cache-dir", cache, all, NULL};
+    result r = run_tool(a, alllog);
+    CHECK(r.rc == 0 && r.compiled == 0 && r.cached == 5 && r.failed == 0,
+          "after the parallel runs: exit %d compiled %ld cached %ld failed %ld:\n%s", r.rc,
+          r.compiled, r.cached, r.failed, r.out);
+    result_free(&r);
+}
+
+static void test_bad_lines(const char *dir)
+{
+    char manifest[1200], cache[1200], log[1200], text[2048];
+    snprintf(manifest, sizeof manifest, "%s/bad.txt", dir);
+    snprintf(cache, sizeof cache, "%s/cache-bad", dir);
+    snprintf(log, sizeof log, "%s/bad.log", dir);
+    snprintf(text, sizeof text,
+             "# line 1\n"
+             "%s\n"
+             "gemm a=f16 b=f16 tile=128x0x32 arch=sm_80\n"  /* line 3: parse error */
+             "\n"
+             "gemm a=s4 b=f16 arch=sm_80\n"                 /* line 5: invalid */
+             "matmul a=f16\n",                              /* line 6: not a descriptor */
+             pool[0]);
+    CHECK(write_file(manifest, text), "write %s", manifest);
+    const char *args[] = {"--cache-dir", cache, manifest, NULL};
+    result r = run_tool(args, log);
+    CHECK(r.rc == 1, "bad manifest exit %d (want 1):\n%s", r.rc, r.out);
+    CHECK(r.compiled == 1 && r.failed == 3, "compiled %ld failed %ld:\n%s", r.compiled,
+          r.failed, r.out);
+    char where[1300];
+    snprintf(where, sizeof where, "%s:3", manifest);
+    CHECK(strstr(r.out, where) && strstr(r.out, "'tile'") && strstr(r.out, "128x0x32"),
+          "no '%s' with the field and value:\n%s", where, r.out);
+    snprintf(where, sizeof where, "%s:5", manifest);
+    CHECK(strstr(r.out, where) && strstr(r.out, "'a'") && strstr(r.out, "s4"),
+          "no '%s':\n%s", where, r.out);
+    snprintf(where, sizeof where, "%s:6", manifest);
+    CHECK(strstr(r.out, where) != NULL, "no '%s':\n%s", where, r.out);
+    result_free(&r);
+
+    /* A manifest that does not exist is a failure, named. */
+    char missing[1300];
+    snprintf(missing, sizeof missing, "%s/no-such-manifest.txt", dir);
+    const char *m[] = {"--cache-dir", cache, missing, NULL};
+    r = run_tool(m, log);
+    CHECK(r.rc == 1 && strstr(r.out, missing) && strstr(r.out, "cannot open"),
+          "missing manifest exit %d:\n%s", r.rc, r.out);
+    result_free(&r);
+}
+
+/* --arch builds every descriptor for each named target; without it, arch=auto means
+ * sm_90a.  The summary names the targets of each kernel. */
+static void test_archs(const char *dir)
+{
+    char manifest[1200], cache[1200], log[1200];
+    snprintf(manifest, sizeof manifest, "%s/auto.txt", dir);
+    snprintf(cache, sizeof cache, "%s/cache-arch", dir);
+    snprintf(log, sizeof log, "%s/arch.log", dir);
+    CHECK(write_file(manifest, "gemm a=f16 b=f16 out=f16 tile=64x64x32 warps=2x2 stages=2\n"),
+          "write %s", manifest);
+    const char *two[] = {"--arch", "sm_80,sm_86", "--arch=sm_80", "--cache-dir", cache,
+                         manifest, NULL};
+    result r = run_tool(two, log);
+    CHECK(r.rc == 0 && r.compiled == 2 && r.failed == 0, "--arch sm_80,sm_86: exit %d:\n%s",
+          r.rc, r.out);
+    CHECK(strstr(r.out, "arch=sm_80 kernel=mma tile=64x64x32") &&
+              strstr(r.out, "arch=sm_86 kernel=mma tile=64x64x32"),
+          "kernels not resolved for both targets:\n%s", r.out);
+    result_free(&r);
+
+    const char *dflt[] = {"--cache-dir", cache, manifest, NULL};
+    r = run_tool(dflt, log);
+    CHECK(r.rc == 0 && r.compiled == 1 && strstr(r.out, "arch=sm_90a kernel=mma"),
+          "arch=auto without --arch: exit %d:\n%s", r.rc, r.out);
+    result_free(&r);
+}
+
+/* A cache directory qjit cannot use stops the run before any compile: the kernels
+ * would otherwise land in memory and be lost. */
+static void test_unusable_cache(const char *dir)
+{
+    char file[1200], manifest[1200], log[1200];
+    snprintf(file, sizeof file, "%s/not-a-dir", dir);
+    snprintf(manifest, sizeof manifest, "%s/small.txt", dir);
+    snprintf(log, sizeof log, "%s/unusable.log", dir);
+    CHECK(write_file(file, "x"), "write %s", file);
+    const char *args[] = {"--cache-dir", file, manifest, NULL};
+    result r = run_tool(args, log);
+    CHECK(r.rc == 1 && contains_ci(r.out, "warning") && strstr(r.out, "not usable") &&
+              r.compiled == -1,
+          "unusable cache dir: exit %d:\n%s", r.rc, r.out);
+    result_free(&r);
+}
+
+static void test_usage(const char *dir)
+{
+    char log[1200], manifest[1200];
+    snprintf(log, sizeof log, "%s/usage.log", dir);
+    snprintf(manifest, sizeof manifest, "%s/small.txt", dir);
+    const char *none[] = {NULL};
+    const char *badj[] = {"-j", "0", manifest, NULL};
+    const char *badarch[] = {"--arch", "sm_75", manifest, NULL};
+    const char *autoarch[] = {"--arch=auto", manifest, NULL};
+    const char *unknown[] = {"--frobnicate", manifest, NULL};
+    const char *const *cases[] = {none, badj, badarch, autoarch, unknown};
+    const char *need[] = {"no manifest", "-j", "sm_75", "auto", "--frobnicate"};
+    for (int i = 0; i < 5; i++) {
+        result r = run_tool(cases[i], log);
+        CHECK(r.rc == 2, "usage case %d exit %d (want 2):\n%s", i, r.rc, r.out);
+        CHECK(strstr(r.out, need[i]) != NULL, "usage case %d lacks '%s':\n%s", i, need[i],
+              r.out);
+        result_free(&r);
+    }
+    const char *help[] = {"--help", NULL};
+    result r = run_tool(help, log);
+    CHECK(r.rc == 0 && strstr(r.out, "usage: qjit-precompile"), "--help exit %d:\n%s", r.rc,
+          r.out);
+    result_free(&r);
+}
+
+int main(void)
+{
+    if (access(TOOL, X_OK) != 0) {
+        fprintf(stderr, "%s is not built\n", TOOL);
+        return 1;
+    }
+    const char *dir = tl_tmpdir("precompile");
+    CHECK(dir != NULL, "tmpdir");
+    if (!dir)
+        return tl_finish("test_precompile");
+    test_compile_then_cached(dir);
+    test_concurrent(dir);
+    test_bad_lines(dir);
+    test_archs(dir);
+    test_unusable_cache(dir);
+    test_usage(dir);
+    return tl_finish("test_precompile");
+}

@@ -1,0 +1,600 @@
+/*
+ * qjit-precompile — fill the kernel cache offline from manifests of descriptors, for
+ * named architectures, with no GPU.  Uses only the public API in qjit.h.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "qjit.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TEXT_CAP 256
+#define MAX_ARCHS 8
+
+static const char usage_text[] =
+    "usage: qjit-precompile [-j N] [--arch sm_80,sm_90a,...] [--cache-dir DIR] [--quiet]\n"
+    "                       MANIFEST...\n"
+    "\n"
+    "Compiles every kernel a manifest names into the qjit cache, with no GPU.\n"
+    "A manifest holds one descriptor per line in the canonical text form, e.g.\n"
+    "  gemm a=bf16 b=bf16 out=bf16 tile=128x128x32 warps=2x2 stages=4 arch=sm_90a\n"
+    "'#' starts a comment; blank lines are ignored.  Auto fields are resolved as\n"
+    "qjit_get_gemm would resolve them on that architecture.\n"
+    "\n"
+    "  -j N             worker threads (default: all online cores)\n"
+    "  --arch LIST      compile every descriptor for each of these targets (sm_80,\n"
+    "                   sm_86, sm_89, sm_90a); default: the descriptor's arch, and\n"
+    "                   sm_90a where that is auto\n"
+    "  --cache-dir DIR  the writable cache directory (default: $QJIT_CACHE_DIR, else\n"
+    "                   $XDG_CACHE_HOME/qjit, else ~/.cache/qjit)\n"
+    "  --quiet          print only failures and the summary\n"
+    "\n"
+    "Exit status: 0 all compiled or cached, 1 some failed or qjit warned (e.g. a kernel\n"
+    "could not be stored), 2 usage error.\n";
+
+/* ---------------------------------------------------------------- output */
+
+/* One lock orders every line the tool prints, from workers and the log callback. */
+static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static const char *arch_name(qjit_arch a)
+{
+    switch (a) {
+    case QJIT_ARCH_SM80: return "sm_80";
+    case QJIT_ARCH_SM86: return "sm_86";
+    case QJIT_ARCH_SM89: return "sm_89";
+    case QJIT_ARCH_SM90A: return "sm_90a";
+    case QJIT_ARCH_AUTO: return "auto";
+    }
+    return "?";
+}
+
+/* The library's own parser reads arch names, so the tool accepts exactly what
+ * descriptors accept (sm_90 meaning sm_90a included). */
+static bool parse_arch(const char *name, qjit_arch *out)
+{
+    char text[64];
+    qjit_gemm_desc d;
+    if (strchr(name, ' ') || strchr(name, '\t') ||
+        snprintf(text, sizeof text, "gemm arch=%s", name) >= (int)sizeof text ||
+        qjit_gemm_desc_parse(text, &d) != QJIT_OK || d.arch == QJIT_ARCH_AUTO)
+        return false;
+    *out = d.arch;
+    return true;
+}
+
+static void fmt_desc(const qjit_gemm_desc *d, char *buf)
+{
+    if (qjit_gemm_desc_format(d, buf, TEXT_CAP, NULL) != QJIT_OK)
+        snprintf(buf, TEXT_CAP, "gemm (unprintable: %s)", qjit_last_error());
+}
+
+/* ---------------------------------------------------------------- jobs */
+
+typedef struct job {
+    qjit_gemm_desc desc; /* resolved */
+    qjit_arch arch;
+    char text[TEXT_CAP];
+    char *where; /* "file:line" of the first line that asked for it */
+    /* results, written by the one worker that ran it */
+    qjit_status status;
+    int cached;
+    double ms;
+    char *error;
+} job;
+
+/* A failure found before compiling: unreadable file, bad line, unresolvable job. */
+typedef struct failure {
+    char *where; /* "file:line" or NULL */
+    char *what;  /* the descriptor text, or the line */
+    char *error;
+} failure;
+
+typedef struct run {
+    /* options */
+    int threads;
+    qjit_arch archs[MAX_ARCHS];
+    int narchs;
+    const char *cache_dir;
+    bool quiet, tty;
+
+    qjit_context *ctx;
+    job *jobs;
+    size_t njobs, jobs_cap;
+    failure *fails;
+    size_t nfails, fails_cap;
+    size_t duplicates, lines;
+
+    /* dedup set of job keys ("<text>" of resolved, or "<arch>|<text>" for failures) */
+    char **set;
+    size_t set_cap, set_len;
+
+    atomic_size_t next;
+    atomic_int warnings;
+    /* progress, under out_mu */
+    size_t done, compiled, cached, failed;
+    bool bar_drawn;
+} run;
+
+static char *xstrdup(const char *s)
+{
+    char *p = strdup(s ? s : "");
+    if (!p) {
+        fputs("qjit-precompile: out of memory\n", stderr);
+        exit(1);
+    }
+    return p;
+}
+
+static void *grow(void *p, size_t *cap, size_t elem)
+{
+    size_t n = *cap ? *cap * 2 : 64;
+    void *q = realloc(p, n * elem);
+    if (!q) {
+        fputs("qjit-precompile: out of memory\n", stderr);
+        exit(1);
+    }
+    *cap = n;
+    return q;
+}
+
+static uint64_t str_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* Add key to the set; false when it was already there. */
+static bool set_add(run *R, const char *key)
+{
+    if ((R->set_len + 1) * 2 > R->set_cap) {
+        size_t cap = R->set_cap ? R->set_cap * 2 : 256;
+        char **s = calloc(cap, sizeof *s);
+        if (!s) {
+            fputs("qjit-precompile: out of memory\n", stderr);
+            exit(1);
+        }
+        for (size_t i = 0; i < R->set_cap; i++)
+            if (R->set[i]) {
+                size_t j = str_hash(R->set[i]) & (cap - 1);
+                while (s[j])
+                    j = (j + 1) & (cap - 1);
+                s[j] = R->set[i];
+            }
+        free(R->set);
+        R->set = s;
+        R->set_cap = cap;
+    }
+    size_t j = str_hash(key) & (R->set_cap - 1);
+    while (R->set[j]) {
+        if (strcmp(R->set[j], key) == 0)
+            return false;
+        j = (j + 1) & (R->set_cap - 1);
+    }
+    R->set[j] = xstrdup(key);
+    R->set_len++;
+    return true;
+}
+
+static void add_failure(run *R, const char *where, const char *what, const char *error)
+{
+    if (R->nfails == R->fails_cap)
+        R->fails = grow(R->fails, &R->fails_cap, sizeof *R->fails);
+    failure *f = &R->fails[R->nfails++];
+    f->where = where ? xstrdup(where) : NULL;
+    f->what = xstrdup(what);
+    f->error = xstrdup(error);
+    /* Shown at once too, so that a long run does not hide it until the end. */
+    pthread_mutex_lock(&out_mu);
+    if (where)
+        fprintf(stderr, "qjit-precompile: %s: %s\n", where, error);
+    else
+        fprintf(stderr, "qjit-precompile: FAILED %s: %s\n", what, error);
+    pthread_mutex_unlock(&out_mu);
+}
+
+/* Resolve d for arch and queue it, unless the same resolved kernel is queued. */
+static void add_job(run *R, const qjit_gemm_desc *d, qjit_arch arch, const char *where)
+{
+    qjit_gemm_desc r;
+    char text[TEXT_CAP];
+    if (qjit_gemm_resolve(R->ctx, d, arch, &r) != QJIT_OK) {
+        char in[TEXT_CAP], key[TEXT_CAP + 16];
+        const char *msg = qjit_last_error();
+        char *err = xstrdup(msg);
+        fmt_desc(d, in);
+        snprintf(key, sizeof key, "%s|%s", arch_name(arch), in);
+        if (set_add(R, key)) {
+            char what[TEXT_CAP + 32];
+            snprintf(what, sizeof what, "%s (for %s)", in, arch_name(arch));
+            add_failure(R, where, what, err);
+        } else {
+            R->duplicates++;
+        }
+        free(err);
+        return;
+    }
+    fmt_desc(&r, text);
+    if (!set_add(R, text)) {
+        R->duplicates++;
+        return;
+    }
+    if (R->njobs == R->jobs_cap)
+        R->jobs = grow(R->jobs, &R->jobs_cap, sizeof *R->jobs);
+    job *j = &R->jobs[R->njobs++];
+    memset(j, 0, sizeof *j);
+    j->desc = r;
+    j->arch = arch;
+    j->where = xstrdup(where);
+    memcpy(j->text, text, sizeof text);
+}
+
+/* Read one manifest: every line a descriptor, '#' to end of line a comment. */
+static void read_manifest(run *R, const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "cannot open manifest: %s", strerror(errno));
+        add_failure(R, path, path, msg);
+        return;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    for (long lineno = 1; (n = getline(&line, &cap, f)) >= 0; lineno++) {
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = 0;
+        char *p = line;
+        while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
+            p++;
+        if (!*p)
+            continue;
+        char *end = p + strlen(p);
+        while (end > p && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r' ||
+                           end[-1] == '\n'))
+            *--end = 0;
+        R->lines++;
+
+        char where[1024];
+        snprintf(where, sizeof where, "%s:%ld", path, lineno);
+        qjit_gemm_desc d;
+        if (qjit_gemm_desc_parse(p, &d) != QJIT_OK ||
+            qjit_gemm_desc_validate(&d) != QJIT_OK) {
+            add_failure(R, where, p, qjit_last_error());
+            continue;
+        }
+        if (R->narchs > 0) {
+            for (int i = 0; i < R->narchs; i++)
+                add_job(R, &d, R->archs[i], where);
+        } else {
+            add_job(R, &d, d.arch != QJIT_ARCH_AUTO ? d.arch : QJIT_ARCH_SM90A, where);
+        }
+    }
+    if (ferror(f)) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "read error: %s", strerror(errno));
+        add_failure(R, path, path, msg);
+    }
+    free(line);
+    fclose(f);
+}
+
+/* ---------------------------------------------------------------- progress */
+
+static size_t total_of(const run *R) { return R->njobs + R->nfails; }
+
+/* Under out_mu.  "[=====>    ] 37/120  compiled 30, cached 5, failed 2" */
+static void draw_bar(run *R)
+{
+    enum { WIDTH = 30 };
+    size_t total = total_of(R);
+    size_t fill = total ? R->done * WIDTH / total : WIDTH;
+    char bar[WIDTH + 1];
+    for (size_t i = 0; i < WIDTH; i++)
+        bar[i] = i < fill ? '=' : i == fill ? '>' : ' ';
+    bar[WIDTH] = 0;
+    fprintf(stderr, "\r[%s] %zu/%zu  compiled %zu, cached %zu, failed %zu\033[K", bar, R->done,
+            total, R->compiled, R->cached, R->failed);
+    fflush(stderr);
+    R->bar_drawn = true;
+}
+
+/* Under out_mu: print a line where the bar is (the caller draws it again). */
+static void print_line(run *R, FILE *to, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void print_line(run *R, FILE *to, const char *fmt, ...)
+{
+    if (R->bar_drawn) {
+        fputs("\r\033[K", stderr);
+        fflush(stderr);
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(to, fmt, ap);
+    va_end(ap);
+    fflush(to);
+}
+
+/* The library's message usually begins with the descriptor; do not print it twice. */
+static const char *without_text(const job *j)
+{
+    const char *e = j->error ? j->error : "(no message)";
+    size_t n = strlen(j->text);
+    if (strncmp(e, j->text, n) == 0 && e[n] == ':' && e[n + 1] == ' ')
+        return e + n + 2;
+    return e;
+}
+
+static void report(run *R, job *j)
+{
+    pthread_mutex_lock(&out_mu);
+    R->done++;
+    if (j->status != QJIT_OK)
+        R->failed++;
+    else if (j->cached)
+        R->cached++;
+    else
+        R->compiled++;
+    if (j->status != QJIT_OK)
+        print_line(R, stderr, "[%zu/%zu] FAILED   %s: %s: %s\n", R->done, total_of(R),
+                   j->where, j->text, without_text(j));
+    else if (!R->quiet && !R->tty)
+        print_line(R, stdout, "[%zu/%zu] %s %s (%.0f ms)\n", R->done, total_of(R),
+                   j->cached ? "cached  " : "compiled", j->text, j->ms);
+    if (R->tty && !R->quiet)
+        draw_bar(R);
+    pthread_mutex_unlock(&out_mu);
+}
+
+static void log_cb(void *user, qjit_log_level level, const char *message)
+{
+    run *R = user;
+    if (level < QJIT_LOG_WARN)
+        return;
+    atomic_fetch_add(&R->warnings, 1);
+    pthread_mutex_lock(&out_mu);
+    print_line(R, stderr, "qjit-precompile: %s: %s\n",
+               level == QJIT_LOG_ERROR ? "error" : "warning", message);
+    if (R->bar_drawn)
+        draw_bar(R);
+    pthread_mutex_unlock(&out_mu);
+}
+
+/* ---------------------------------------------------------------- workers */
+
+static void *worker(void *arg)
+{
+    run *R = arg;
+    for (;;) {
+        size_t i = atomic_fetch_add(&R->next, 1);
+        if (i >= R->njobs)
+            break;
+        job *j = &R->jobs[i];
+        double t0 = now_s();
+        int cached = 0;
+        j->status = qjit_gemm_precompile(R->ctx, &j->desc, j->arch, &cached);
+        j->ms = (now_s() - t0) * 1e3;
+        j->cached = cached;
+        if (j->status != QJIT_OK)
+            j->error = strdup(qjit_last_error());
+        report(R, j);
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- main */
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fputs("qjit-precompile: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputs("\n(qjit-precompile --help for usage)\n", stderr);
+    return 2;
+}
+
+static bool add_archs(run *R, const char *list)
+{
+    char *copy = xstrdup(list), *save = NULL;
+    bool ok = true;
+    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        qjit_arch a;
+        if (!parse_arch(t, &a)) {
+            ok = false;
+            break;
+        }
+        bool have = false;
+        for (int i = 0; i < R->narchs; i++)
+            have |= R->archs[i] == a;
+        if (!have && R->narchs < MAX_ARCHS)
+            R->archs[R->narchs++] = a;
+    }
+    free(copy);
+    return ok && R->narchs > 0;
+}
+
+/* "--name VALUE" or "--name=VALUE"; advances *i over a separate value. */
+static const char *opt_value(int argc, char **argv, int *i, const char *name)
+{
+    size_t n = strlen(name);
+    if (strncmp(argv[*i], name, n) != 0)
+        return NULL;
+    if (argv[*i][n] == '=')
+        return argv[*i] + n + 1;
+    if (argv[*i][n] != 0)
+        return NULL;
+    if (*i + 1 >= argc)
+        return "";
+    return argv[++*i];
+}
+
+int main(int argc, char **argv)
+{
+    double t_start = now_s();
+    run R;
+    memset(&R, 0, sizeof R);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    R.threads = cores > 0 ? (int)cores : 1;
+
+    const char **manifests = calloc((size_t)argc, sizeof *manifests);
+    int nmanifests = 0;
+    if (!manifests)
+        return 1;
+    bool options_done = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (options_done || a[0] != '-' || a[1] == 0) {
+            manifests[nmanifests++] = a;
+        } else if (strcmp(a, "--") == 0) {
+            options_done = true;
+        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            fputs(usage_text, stdout);
+            return 0;
+        } else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) {
+            R.quiet = true;
+        } else if (strncmp(a, "-j", 2) == 0) {
+            const char *n = a[2] ? a + 2 : i + 1 < argc ? argv[++i] : "";
+            char *end;
+            errno = 0;
+            long j = strtol(n, &end, 10);
+            if (!*n || *end || errno || j < 1 || j > 4096)
+                return usage_error("-j needs a thread count of 1..4096, got '%s'", n);
+            R.threads = (int)j;
+        } else if ((v = opt_value(argc, argv, &i, "--arch"))) {
+            if (!add_archs(&R, v))
+                return usage_error("--arch: bad target list '%s' (expected names among "
+                                   "sm_80, sm_86, sm_89, sm_90a, separated by commas)",
+                                   v);
+        } else if ((v = opt_value(argc, argv, &i, "--cache-dir"))) {
+            if (!*v)
+                return usage_error("--cache-dir needs a directory%s", "");
+            R.cache_dir = v;
+        } else {
+            return usage_error("unknown option '%s'", a);
+        }
+    }
+    if (nmanifests == 0)
+        return usage_error("no manifest given%s", "");
+
+    R.tty = isatty(2) == 1;
+    qjit_options o;
+    qjit_options_init(&o);
+    o.cache_dir = R.cache_dir;
+    o.log = log_cb;
+    o.log_user = &R;
+    if (qjit_context_create(&o, &R.ctx) != QJIT_OK) {
+        fprintf(stderr, "qjit-precompile: cannot create a qjit context: %s\n",
+                qjit_last_error());
+        return 1;
+    }
+    /* Warnings while the context opens its cache mean it is not the writable DB asked
+     * for (qjit then caches in memory): compiling would store nothing. */
+    if (atomic_load(&R.warnings) > 0) {
+        fprintf(stderr, "qjit-precompile: the cache is not usable (see the warning above); "
+                        "nothing was compiled\n");
+        qjit_context_destroy(R.ctx);
+        return 1;
+    }
+
+    for (int i = 0; i < nmanifests; i++)
+        read_manifest(&R, manifests[i]);
+    R.done = R.failed = R.nfails;
+
+    int nthreads = R.threads;
+    if ((size_t)nthreads > R.njobs)
+        nthreads = R.njobs ? (int)R.njobs : 1;
+    if (!R.quiet) {
+        char archs[128] = "";
+        for (int i = 0; i < R.narchs; i++)
+            snprintf(archs + strlen(archs), sizeof archs - strlen(archs), "%s%s",
+                     i ? "," : "", arch_name(R.archs[i]));
+        printf("qjit-precompile: %zu kernels from %zu descriptors in %d manifest%s "
+               "(targets: %s), %d threads\n",
+               R.njobs, R.lines, nmanifests, nmanifests == 1 ? "" : "s",
+               R.narchs ? archs : "per descriptor, sm_90a for auto", nthreads);
+        fflush(stdout);
+    }
+
+    pthread_t *tids = calloc((size_t)nthreads, sizeof *tids);
+    int started = 0;
+    if (tids) {
+        for (; started < nthreads; started++)
+            if (pthread_create(&tids[started], NULL, worker, &R) != 0)
+                break;
+    }
+    if (started == 0)
+        worker(&R); /* no threads to be had: do the work here */
+    for (int i = 0; i < started; i++)
+        pthread_join(tids[i], NULL);
+    free(tids);
+    if (R.bar_drawn) {
+        fputs("\n", stderr);
+        fflush(stderr);
+    }
+
+    /* Summary: counts, then every failure with its descriptor and message. */
+    double wall = now_s() - t_start;
+    size_t ok = R.compiled + R.cached;
+    printf("qjit-precompile: %zu compiled, %zu already cached, %zu failed", R.compiled,
+           R.cached, R.failed);
+    if (R.duplicates)
+        printf(" (%zu duplicate%s skipped)", R.duplicates, R.duplicates == 1 ? "" : "s");
+    printf(" in %.2f s, %.2f kernels/s\n", wall, wall > 0 ? (double)ok / wall : 0.0);
+    int warnings = atomic_load(&R.warnings);
+    if (warnings)
+        printf("qjit-precompile: %d warning%s (above): the cache may lack kernels reported "
+               "as compiled\n",
+               warnings, warnings == 1 ? "" : "s");
+    if (R.failed) {
+        printf("failures:\n");
+        for (size_t i = 0; i < R.nfails; i++) {
+            if (R.fails[i].where)
+                printf("  %s: %s\n    %s\n", R.fails[i].where, R.fails[i].what,
+                       R.fails[i].error);
+            else
+                printf("  %s\n    %s\n", R.fails[i].what, R.fails[i].error);
+        }
+        for (size_t i = 0; i < R.njobs; i++)
+            if (R.jobs[i].status != QJIT_OK)
+                printf("  %s: %s\n    %s: %s\n", R.jobs[i].where, R.jobs[i].text,
+                       qjit_status_string(R.jobs[i].status), without_text(&R.jobs[i]));
+    }
+    fflush(stdout);
+
+    int rc = R.failed || warnings ? 1 : 0;
+    qjit_context_destroy(R.ctx);
+    for (size_t i = 0; i < R.njobs; i++) {
+        free(R.jobs[i].error);
+        free(R.jobs[i].where);
+    }
+    for (size_t i = 0; i < R.nfails; i++) {
+        free(R.fails[i].where);
+        free(R.fails[i].what);
+        free(R.fails[i].error);
+    }
+    for (size_t i = 0; i < R.set_cap; i++)
+        free(R.set[i]);
+    free(R.set);
+    free(R.jobs);
+    free(R.fails);
+    free(manifests);
+    return rc;
+}
