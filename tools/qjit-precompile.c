@@ -320,7 +320,8 @@ static void draw_bar(run *R)
 }
 
 /* Under out_mu: print a line where the bar is (the caller draws it again). */
-static void print_line(run *R, FILE *to, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void print_line(run *R, FILE *to, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void print_line(run *R, FILE *to, const char *fmt, ...)
 {
     if (R->bar_drawn) {
