@@ -158,6 +158,123 @@ QJIT_API qjit_status qjit_gemm_desc_format(const qjit_gemm_desc *d, char *buf, s
  * field and its value.  Auto fields are valid. */
 QJIT_API qjit_status qjit_gemm_desc_validate(const qjit_gemm_desc *d);
 
+/* ---- packing and quantization (host) ---- */
+/* Host-side helpers that produce the operand formats of DESIGN.md §2: number
+ * conversions, the 4-bit packing, per-group int4 weights and MX (e8m0-scaled) blocks.
+ * Plain computations on host memory: no context, no GPU, thread-safe, and on any error
+ * nothing is written.  Every rounding is round-to-nearest, ties to even (RNE), done
+ * exactly (never through an intermediate format), whatever the floating-point
+ * environment.  Sizes and leading dimensions count elements; a 4-bit matrix row of
+ * leading dimension ld starts at byte r·ld/2, so its ld must be even.
+ *
+ *     // W4A16 weights, group 128, bf16 scales, from float w[N][K]:
+ *     uint8_t *q = malloc(N * K / 2);                      // [N][K/2]
+ *     uint16_t *s = malloc(N * (K / 128) * 2);             // [N][K/128] bf16
+ *     if (qjit_quant_group4(QJIT_DTYPE_S4, 128, QJIT_DTYPE_BF16, N, K, w, K,
+ *                           q, K, s, NULL) != QJIT_OK)
+ *         fprintf(stderr, "qjit: %s\n", qjit_last_error());
+ *     // -> descriptor "a=bf16 b=s4 sb=group:128 gs=bf16", args.ldb = K
+ */
+
+/* Scalar conversions.  x_from_f32: RNE.  f16 and bf16 overflow to ±inf like IEEE
+ * (f16 max 65504); NaN gives the quiet NaN 0x7E00 / 0x7FC0 with x's sign.
+ * e4m3 (bias 7, no inf, max 448 = 0x7E, NaN = 0x7F) and e5m2 (bias 15, max 57344 =
+ * 0x7B) saturate: a finite value or infinity beyond the max gives ±max, as the PTX
+ * ".satfinite" conversions do; NaN gives 0x7F / 0x7E (sign kept).  e2m1 (values
+ * 0, 0.5, 1, 1.5, 2, 3, 4, 6 and negatives; the code is in bits 0-3, bit 3 the sign)
+ * saturates to ±6; it has no NaN, so NaN gives +0 (code 0) -- carry NaN in an MX
+ * scale (0xFF) instead.  -0 keeps its sign everywhere.
+ * x_to_f32: exact.  e4m3 0x7F/0xFF and e5m2 exponent 31 with a mantissa decode to NaN,
+ * e5m2 0x7C/0xFC to ±inf; e2m1 reads bits 0-3 only; e8m0 c gives 2^(c−127) (0: 2^-127)
+ * and 0xFF gives NaN. */
+QJIT_API uint16_t qjit_f16_from_f32(float x);
+QJIT_API float qjit_f16_to_f32(uint16_t h);
+QJIT_API uint16_t qjit_bf16_from_f32(float x);
+QJIT_API float qjit_bf16_to_f32(uint16_t h);
+QJIT_API uint8_t qjit_e4m3_from_f32(float x);
+QJIT_API float qjit_e4m3_to_f32(uint8_t c);
+QJIT_API uint8_t qjit_e5m2_from_f32(float x);
+QJIT_API float qjit_e5m2_to_f32(uint8_t c);
+QJIT_API uint8_t qjit_e2m1_from_f32(float x);
+QJIT_API float qjit_e2m1_to_f32(uint8_t c);
+QJIT_API float qjit_e8m0_to_f32(uint8_t c);
+
+/* Pack a rows×k matrix of 4-bit values held one per byte into the layout of DESIGN.md
+ * §2 (element 2i in bits 0-3 of byte i, element 2i+1 in bits 4-7).  t selects the
+ * source element type and its range: QJIT_DTYPE_S4: int8_t in [-8, 7] (stored as the
+ * two's complement nibble); QJIT_DTYPE_U4: uint8_t in [0, 15]; QJIT_DTYPE_E2M1:
+ * uint8_t codes in [0, 15].  k must be even; src has leading dimension ld_src ≥ k
+ * (bytes), dst ld_dst ≥ k (elements, even).  Only the k/2 bytes of each dst row are
+ * written.  A value out of range gives QJIT_ERROR_INVALID_ARGUMENT naming its row,
+ * column and value, with nothing written. */
+QJIT_API qjit_status qjit_quant_pack4(qjit_dtype t, int64_t rows, int64_t k,
+                                      const void *src, int64_t ld_src,
+                                      void *dst, int64_t ld_dst);
+/* The inverse: s4 nibbles to sign-extended int8_t, u4 and e2m1 nibbles to uint8_t in
+ * [0, 15].  Same sizes and leading dimensions (src: packed, ld_src elements, even). */
+QJIT_API qjit_status qjit_quant_unpack4(qjit_dtype t, int64_t rows, int64_t k,
+                                        const void *src, int64_t ld_src,
+                                        void *dst, int64_t ld_dst);
+
+/* Per-group int4 quantization of f32 weights w[n][k] (leading dimension ldw ≥ k) along
+ * k, group size `group` ∈ {32, 64, 128, 256}, k % group == 0.  For each row r and
+ * group j (the values w of columns j·g .. j·g+g−1), with RNE_T the rounding to the
+ * scale type T ∈ {f16, bf16, f32} (computed in double, rounded once) and rne() the
+ * rounding of an exact quotient to an integer, ties to even:
+ *   qtype S4 (symmetric): s = RNE_T(max|w| / 7); q = clamp(rne(w / s), -8, 7).
+ *     Dequantized value q·s.
+ *   qtype U4 (asymmetric): lo = min(0, min w), hi = max(0, max w) -- the range always
+ *     holds 0, so that the zero point lies in [0, 15] and 0 is exact;
+ *     s = RNE_T((hi − lo) / 15); z = clamp(rne(−lo / s), 0, 15);
+ *     q = clamp(rne(w / s) + z, 0, 15).  Dequantized value (q − z)·s.
+ *   The quotients use the stored (rounded) s, so |w − dequantized| ≤ s/2 + 7.5·u,
+ *   u the spacing of T's values at s; the u term comes from the rounding of s and
+ *   shows only on values clamped at a range end (for s4 only when s is subnormal).
+ *   A group whose s is 0 (all zeros, or s below half of T's smallest subnormal)
+ *   stores s = 0, z = 0 and q = 0: it dequantizes to 0.
+ * Outputs: q packed as qjit_quant_pack4 makes it, leading dimension ldq ≥ k elements
+ * (even); scales [n][k/group] of scale_type, contiguous; zeros (U4 only, NULL for S4)
+ * [n][k/group] of scale_type too, holding the integers z exactly -- the layout a
+ * descriptor "sb=group:G gs=T zeros=1" reads.  QJIT_ERROR_INVALID_ARGUMENT, nothing
+ * written, for a non-finite w (message names row and column), a scale that overflows
+ * T (e.g. max|w| > 7·65504 for f16), or bad sizes. */
+QJIT_API qjit_status qjit_quant_group4(qjit_dtype qtype, int group, qjit_dtype scale_type,
+                                       int64_t n, int64_t k, const float *w, int64_t ldw,
+                                       void *q, int64_t ldq, void *scales, void *zeros);
+
+/* How an MX block's shared exponent e is chosen from amax = max|x| of its 32 values,
+ * for an element type of largest finite value max_elem = m·2^emax_elem (e4m3: 448 =
+ * 1.75·2^8, e5m2: 57344 = 1.75·2^15, e2m1: 6 = 1.5·2^2). */
+typedef enum qjit_mx_rule {
+    /* OCP MX v1.0: e = floor(log2(amax)) − emax_elem.  amax/2^e may exceed max_elem
+     * (up to 2^(emax_elem+1)); such values saturate to ±max_elem. */
+    QJIT_MX_RULE_FLOOR = 0,
+    /* e = ceil(log2(amax / max_elem)): the least e with amax ≤ max_elem·2^e, so no
+     * value saturates. */
+    QJIT_MX_RULE_RCEIL = 1,
+    QJIT_MX_RULE_COUNT
+} qjit_mx_rule;
+
+/* The e8m0 code of an MX block's scale: e + 127 clamped to [0, 254], computed exactly
+ * (no log2 rounding).  amax == 0 gives code 0 (the clamped limit of both rules);
+ * NaN or infinite amax gives 0xFF.  The sign of amax is ignored.  elem ∈ {e4m3, e5m2,
+ * e2m1}, else QJIT_ERROR_INVALID_ARGUMENT. */
+QJIT_API qjit_status qjit_e8m0_from_amax(float amax, qjit_dtype elem, qjit_mx_rule rule,
+                                         uint8_t *code);
+
+/* MX quantization of x[rows][k] (leading dimension ldx ≥ k), blocks of 32 along k,
+ * k % 32 == 0.  Each block gets code c = qjit_e8m0_from_amax(max|x|) in
+ * scales[r][k/32] (contiguous) and its values the codes of elem(x · 2^−(c−127)),
+ * converted as qjit_<elem>_from_f32 does (RNE, saturating; the scaling is exact).  A
+ * block with a NaN or infinity gets scale 0xFF (it dequantizes to NaN) and element
+ * codes 0.  q: elem = e4m3/e5m2: one byte per value, leading dimension ldq ≥ k;
+ * elem = e2m1: packed as qjit_quant_pack4 makes it, ldq ≥ k elements, even.  Dequant
+ * is value(q)·2^(c−127), the "mx" scale mode. */
+QJIT_API qjit_status qjit_quant_mx(qjit_dtype elem, qjit_mx_rule rule, int64_t rows,
+                                   int64_t k, const float *x, int64_t ldx, void *q,
+                                   int64_t ldq, uint8_t *scales);
+/* ---- end of packing and quantization ---- */
+
 /* ---------------------------------------------------------------- context */
 typedef struct qjit_context qjit_context;
 
