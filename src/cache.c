@@ -470,6 +470,7 @@ struct qjit_cache {
     pthread_mutex_t mu;          /* guards everything below: one user at a time */
     sqlite3 *rw;                 /* the writable file DB, or the in-memory one */
     sqlite3 *ro;                 /* the shipped DB, or NULL */
+    char *dir;                   /* its directory */
     char *file;                  /* path of the writable DB file (NULL: memory only) */
     char *shipped;
     const char *path;            /* file, or ":memory:" once degraded */
@@ -586,6 +587,41 @@ static void repair(qjit_cache *c, const char *what)
     }
 }
 
+/* The file was moved or deleted under us (another process's repair, or a person
+ * clearing the cache): open whatever is at the path now, making it if need be. */
+static void reopen(qjit_cache *c, const char *what)
+{
+    dberr e = {0};
+    sqlite3_close_v2(c->rw);
+    c->rw = NULL;
+    int err = mkdir_p(c->dir);
+    int rc = err ? SQLITE_CANTOPEN : open_file(c, &e);
+    if (rc == SQLITE_OK) {
+        qjit_log(c->log_ctx, QJIT_LOG_INFO, "cache %s: %s: reopened", c->file, what);
+    } else if (is_corrupt(rc)) {
+        repair(c, e.msg);
+    } else {
+        qjit_log(c->log_ctx, QJIT_LOG_WARN,
+                 "cache %s: %s, and it cannot be reopened (%s): caching in memory from now on",
+                 c->file, what, err ? strerror(err) : e.msg);
+        if (open_memory(c, &e) != SQLITE_OK)
+            qjit_log(c->log_ctx, QJIT_LOG_WARN, "cache: no in-memory cache either: %s", e.msg);
+    }
+}
+
+/* SQLite keeps using a file that was unlinked or replaced (WAL mode does not notice):
+ * one stat per call, and a reopen when the path now names another file or none. */
+static void follow_path(qjit_cache *c)
+{
+    struct stat st;
+    if (c->path != c->file)
+        return;
+    if (stat(c->file, &st) != 0)
+        reopen(c, "the file was deleted");
+    else if (st.st_dev != c->dev || st.st_ino != c->ino)
+        reopen(c, "the file was replaced");
+}
+
 static qjit_status oom(qjit_cache *c, const char *what)
 {
     return qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "cache %s: no memory for %s",
@@ -665,6 +701,7 @@ qjit_status qjit_cache_open(const qjit_cache_config *cfg, qjit_cache **out)
             st = oom(c, "the cache path");
             goto done;
         } else {
+            c->dir = dir;
             int rc = open_file(c, &e);
             if (is_corrupt(rc)) {
                 repair(c, e.msg);
@@ -679,9 +716,14 @@ qjit_status qjit_cache_open(const qjit_cache_config *cfg, qjit_cache **out)
                           e.msg);
         goto done;
     }
+    if (c->dir != dir) /* the cache owns dir only when it has a file there */
+        free(dir);
+    dir = NULL;
     *out = c;
     c = NULL;
 done:
+    if (c && c->dir == dir)
+        dir = NULL;
     free(dir);
     qjit_cache_close(c);
     return st;
@@ -693,6 +735,7 @@ void qjit_cache_close(qjit_cache *c)
         return;
     sqlite3_close_v2(c->rw);
     sqlite3_close_v2(c->ro);
+    free(c->dir);
     free(c->file);
     free(c->shipped);
     pthread_mutex_destroy(&c->mu);
@@ -806,6 +849,7 @@ qjit_status qjit_cache_get(qjit_cache *c, const uint8_t key[16], const void *mat
     *cubin_len = 0;
     qjit_key_hex(key, hex);
     pthread_mutex_lock(&c->mu);
+    follow_path(c);
     if (c->ro) {
         r = lookup(c->ro, key, material, material_len, cubin, cubin_len, &rowid, &why, &e);
         if (r == LOOKUP_BAD) {
@@ -919,18 +963,15 @@ qjit_status qjit_cache_put(qjit_cache *c, const qjit_cache_row *row, int *insert
     }
     qjit_hash128(row->cubin, row->cubin_len, chash);
     pthread_mutex_lock(&c->mu);
+    follow_path(c);
     int rc = insert(c, row, chash, &ins, &e);
     if (rc != SQLITE_OK && c->path == c->file &&
         (is_corrupt(rc) || rc == SQLITE_READONLY_DBMOVED)) {
         /* a damaged file, or one another process moved aside: start over once */
-        if (is_corrupt(rc)) {
+        if (is_corrupt(rc))
             repair(c, e.msg);
-        } else {
-            sqlite3_close_v2(c->rw);
-            c->rw = NULL;
-            if (open_file(c, &e) != SQLITE_OK)
-                repair(c, e.msg);
-        }
+        else
+            reopen(c, e.msg);
         rc = c->rw ? insert(c, row, chash, &ins, &e) : note(&e, NULL, SQLITE_CANTOPEN, "reopen");
     }
     if (rc != SQLITE_OK)

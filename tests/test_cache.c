@@ -381,6 +381,34 @@ static void test_damaged_file(void)
     damage_and_reopen("cache-pages", 2);
 }
 
+/* The cache directory is deleted under a running cache (a person clearing it): later
+ * puts recreate it rather than writing into a file no one can open again. */
+static void test_dir_removed(void)
+{
+    const char *base = tl_tmpdir("cache-removed");
+    char *dir = path_in(base, "cache");
+    char *db = path_in(dir, "qjit.db");
+    test_row r1, r2;
+    int ins = 0;
+    row_make(&r1, 20, "sm_90a", 3000);
+    row_make(&r2, 21, "sm_90a", 3000);
+    qjit_cache *c = open_cache(dir, NULL, 0);
+    CHECK_OK(qjit_cache_put(c, &r1.row, &ins));
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0 && !file_exists(dir), "remove the cache dir");
+    CHECK_OK(qjit_cache_put(c, &r2.row, &ins));
+    CHECK(ins == 1 && expect_hit(c, &r2), "put after the dir was removed");
+    CHECK(strcmp(qjit_cache_path(c), db) == 0, "path %s", qjit_cache_path(c));
+    qjit_cache_close(c);
+    CHECK(raw_count(db, "SELECT count(*) FROM kernels") == 1, "recreated DB rows: %lld",
+          raw_count(db, "SELECT count(*) FROM kernels"));
+    row_free(&r1);
+    row_free(&r2);
+    free(dir);
+    free(db);
+}
+
 /* A cache that cannot have its file still caches, in memory. */
 static void expect_memory_cache(const char *dir, const char *what)
 {
@@ -1148,6 +1176,7 @@ int main(void)
     test_material_mismatch();
     test_damaged_row();
     test_damaged_file();
+    test_dir_removed();
     test_unusable_dir();
     test_default_dir();
     test_shipped();
