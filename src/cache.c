@@ -1300,7 +1300,7 @@ done:
 
 /* Copy the rows of d that verify into a fresh file next to it, then put that file in
  * its place: for a file whose pages are damaged, where deleting rows cannot help. */
-static qjit_status rebuild(qjit_cache_db *d, uint64_t *kept)
+static qjit_status rebuild(qjit_cache_db *d, uint64_t *found, uint64_t *kept)
 {
     qjit_status st = QJIT_OK;
     sqlite3 *out = NULL;
@@ -1333,6 +1333,7 @@ static qjit_status rebuild(qjit_cache_db *d, uint64_t *kept)
     }
     sqlite3_finalize(q);
     q = NULL;
+    *found = nids;
 
     unlink(tmp);
     rc = sqlite3_open_v2(tmp, &out, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
@@ -1490,10 +1491,10 @@ QJIT_API qjit_status qjit_cache_db_verify(qjit_cache_db *d, int repair_it, qjit_
     if (!repair_it)
         goto done;
     if (!out->integrity_ok) {
-        uint64_t kept = 0;
-        st = rebuild(d, &kept);
+        uint64_t found = 0, kept = 0;
+        st = rebuild(d, &found, &kept);
         if (st == QJIT_OK)
-            out->rows_deleted = out->rows_checked > kept ? out->rows_checked - kept : 0;
+            out->rows_deleted = found > kept ? found - kept : 0;
         goto done;
     }
     if (!nbad)

@@ -1117,7 +1117,11 @@ static void test_admin(void)
         CHECK_OK(qjit_cache_db_verify(a, 0, NULL, NULL, &rep));
         CHECK(!rep.integrity_ok, "quick_check missed damaged pages");
         CHECK_OK(qjit_cache_db_verify(a, 1, NULL, NULL, &rep));
+        uint64_t lost = rep.rows_deleted;
+        CHECK(lost >= 1 && lost < 9, "rebuild reports %llu rows lost", (unsigned long long)lost);
         CHECK_OK(qjit_cache_db_verify(a, 0, NULL, NULL, &rep));
+        CHECK(rep.rows_checked + lost == 9, "rows kept %llu + lost %llu != 9",
+              (unsigned long long)rep.rows_checked, (unsigned long long)lost);
         CHECK(rep.integrity_ok && rep.rows_bad == 0 && rep.rows_checked >= 1 &&
                   rep.rows_checked < 9,
               "after rebuild: ok=%d rows=%llu (%s)", rep.integrity_ok,

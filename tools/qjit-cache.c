@@ -142,8 +142,14 @@ static int cmd_stats(qjit_cache_db *db, const char *path)
 
 static void print_bad(void *user, const char *key, const char *desc, const char *why)
 {
+    char clean[200];
+    size_t i = 0;
     (void)user;
-    printf("bad row %s: %s  (%s)\n", key[0] ? key : "(no key)", why, desc);
+    /* a damaged row's text may hold any bytes: keep the terminal sane */
+    for (; desc[i] && i < sizeof clean - 1; i++)
+        clean[i] = desc[i] >= 0x20 && desc[i] < 0x7f ? desc[i] : '?';
+    clean[i] = 0;
+    printf("bad row %s: %s  (%s)\n", key[0] ? key : "(no key)", why, clean);
 }
 
 static int cmd_verify(qjit_cache_db *db, int repair)
