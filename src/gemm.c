@@ -307,8 +307,8 @@ static qjit_status expand(const qjit_context *ctx, const qjit_gemm_desc *r, qjit
 /* The cubin of a resolved, supported descriptor: from a cache, else compiled and
  * stored.  Compiles outside any cache transaction. */
 static qjit_status obtain_cubin(qjit_context *ctx, const qjit_gemm_desc *r, const char *text,
-                                uint8_t key_out[16], void **cubin, size_t *cubin_len,
-                                int *was_cached)
+                                bool must_store, uint8_t key_out[16], void **cubin,
+                                size_t *cubin_len, int *was_cached)
 {
     qjit_expansion e;
     qjit_key key = {{0}, {0}};
@@ -352,7 +352,11 @@ static qjit_status obtain_cubin(qjit_context *ctx, const qjit_gemm_desc *r, cons
                           ms};
     memcpy(row.key, key.hash, 16);
     qjit_status pst = qjit_cache_put(ctx->cache, &row, NULL);
-    if (pst != QJIT_OK) /* the kernel is good; only the cache failed to keep it */
+    if (pst != QJIT_OK && must_store) { /* precompile exists to fill the cache */
+        st = qjit_err_prefix(pst, "%s: compiled but not stored", text);
+        goto done;
+    }
+    if (pst != QJIT_OK) /* a get still has a good kernel; only the cache failed to keep it */
         qjit_log(ctx, QJIT_LOG_WARN, "qjit: could not store %s in the cache: %s", text,
                  qjit_last_error());
     qjit_log(ctx, QJIT_LOG_INFO, "qjit: compiled %s in %.0f ms", text, ms);
@@ -382,7 +386,7 @@ qjit_status qjit_gemm_precompile(qjit_context *ctx, const qjit_gemm_desc *d, qji
     size_t n = 0;
     uint8_t key[16];
     int cached = 0;
-    st = obtain_cubin(ctx, &r, text, key, &cubin, &n, &cached);
+    st = obtain_cubin(ctx, &r, text, true, key, &cubin, &n, &cached);
     free(cubin);
     if (st == QJIT_OK && was_cached)
         *was_cached = cached;
@@ -401,7 +405,7 @@ static qjit_status make_handle(qjit_context *ctx, const qjit_cu_api *cu, CUconte
     qjit_gemm *g = calloc(1, sizeof *g);
     if (!g)
         return qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "%s", text);
-    qjit_status st = obtain_cubin(ctx, r, text, g->key, &cubin, &n, &cached);
+    qjit_status st = obtain_cubin(ctx, r, text, false, g->key, &cubin, &n, &cached);
     if (st != QJIT_OK)
         goto fail;
     CUresult cr = cu->ModuleLoadData(&g->module, cubin);
