@@ -162,10 +162,10 @@ QJIT_API qjit_status qjit_gemm_desc_validate(const qjit_gemm_desc *d);
 /* Host-side helpers that produce the operand formats of DESIGN.md §2: number
  * conversions, the 4-bit packing, per-group int4 weights and MX (e8m0-scaled) blocks.
  * Plain computations on host memory: no context, no GPU, thread-safe, and on any error
- * nothing is written.  Every rounding is round-to-nearest, ties to even (RNE), done
- * exactly (never through an intermediate format), whatever the floating-point
- * environment.  Sizes and leading dimensions count elements; a 4-bit matrix row of
- * leading dimension ld starts at byte r·ld/2, so its ld must be even.
+ * nothing is written.  Every rounding is round-to-nearest, ties to even (RNE); a
+ * conversion rounds once (never through an intermediate format), whatever the
+ * floating-point environment.  Sizes and leading dimensions count elements; a 4-bit
+ * matrix row of leading dimension ld starts at byte r·ld/2, so its ld must be even.
  *
  *     // W4A16 weights, group 128, bf16 scales, from float w[N][K]:
  *     uint8_t *q = malloc(N * K / 2);                      // [N][K/2]
@@ -219,8 +219,8 @@ QJIT_API qjit_status qjit_quant_unpack4(qjit_dtype t, int64_t rows, int64_t k,
 /* Per-group int4 quantization of f32 weights w[n][k] (leading dimension ldw ≥ k) along
  * k, group size `group` ∈ {32, 64, 128, 256}, k % group == 0.  For each row r and
  * group j (the values w of columns j·g .. j·g+g−1), with RNE_T the rounding to the
- * scale type T ∈ {f16, bf16, f32} (computed in double, rounded once) and rne() the
- * rounding of an exact quotient to an integer, ties to even:
+ * scale type T ∈ {f16, bf16, f32} of a quotient computed in double, and rne() the
+ * rounding to an integer, ties to even, of w / s computed in double:
  *   qtype S4 (symmetric): s = RNE_T(max|w| / 7); q = clamp(rne(w / s), -8, 7).
  *     Dequantized value q·s.
  *   qtype U4 (asymmetric): lo = min(0, min w), hi = max(0, max w) -- the range always
