@@ -345,7 +345,8 @@ static void test_parse_errors(void)
     PARSE_ERR("gemm arch=sm_75", "'arch'", "'sm_75'");
     PARSE_ERR("gemm arch=sm_90A", "'arch'", "'sm_90A'");
     PARSE_ERR("gemm arch=90", "'arch'", "'90'");
-    PARSE_ERR("gemm kernel=wgmma", "'kernel'", "'wgmma'");
+    PARSE_ERR("gemm kernel=cutlass", "'kernel'", "'cutlass'");
+    PARSE_ERR("gemm kernel=MMA", "'kernel'", "'MMA'");
     PARSE_ERR("gemm tile=128x0x32", "'tile'", "'128x0x32'");
     PARSE_ERR("gemm tile=128x128", "'tile'", "'128x128'");
     PARSE_ERR("gemm tile=128x128x20", "'tile'", "'128x128x20'");
@@ -580,7 +581,12 @@ static void test_invalid(void)
     INVALID(d_.sa = (qjit_scale_mode)7, "sa", "7");
     INVALID(d_.sb = (qjit_scale_mode)-3, "sb", "-3");
     INVALID(d_.arch = (qjit_arch)75, "arch", "75");
-    INVALID(d_.kernel = QJIT_KERNEL_COUNT, "kernel", "2");
+    {
+        char count[16];
+        snprintf(count, sizeof count, "%d", (int)QJIT_KERNEL_COUNT);
+        INVALID(d_.kernel = QJIT_KERNEL_COUNT, "kernel", count);
+        INVALID(d_.kernel = (qjit_kernel)-1, "kernel", "-1");
+    }
     INVALID(d_.bias = 2, "bias", "2");
     INVALID(d_.bias = -1, "bias", "-1");
 
