@@ -117,7 +117,11 @@ typedef enum qjit_arch {
 /* Kernel templates.  AUTO: chosen by tuned results, else the heuristic. */
 typedef enum qjit_kernel {
     QJIT_KERNEL_AUTO = 0,
-    QJIT_KERNEL_MMA = 1,   /* multistage mma.sync + ldmatrix + cp.async (sm_80+) */
+    QJIT_KERNEL_MMA = 1,    /* "mma": f16/bf16, multistage mma.sync + ldmatrix + cp.async (sm_80+) */
+    QJIT_KERNEL_WGMMA = 2,  /* "wgmma": f16/bf16 on Hopper warpgroup MMA (sm_90a) */
+    QJIT_KERNEL_MMA_WQ = 3, /* "mma_wq": f16/bf16 x quantized weights, dequantized in registers */
+    QJIT_KERNEL_MMA_I8 = 4, /* "mma_i8": s8 x s8 / s8 x s4 on int8 tensor cores */
+    QJIT_KERNEL_MMA_F8 = 5, /* "mma_f8": fp8 tensor cores (sm_89+); MX through dequantization */
     QJIT_KERNEL_COUNT
 } qjit_kernel;
 

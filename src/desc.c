@@ -33,12 +33,16 @@ static const char *const scale_names[QJIT_SCALE_COUNT] = {
 static const char *const kernel_names[QJIT_KERNEL_COUNT] = {
     [QJIT_KERNEL_AUTO] = "auto",
     [QJIT_KERNEL_MMA] = "mma",
+    [QJIT_KERNEL_WGMMA] = "wgmma",
+    [QJIT_KERNEL_MMA_WQ] = "mma_wq",
+    [QJIT_KERNEL_MMA_I8] = "mma_i8",
+    [QJIT_KERNEL_MMA_F8] = "mma_f8",
 };
 
 #define DTYPE_LIST "f16 bf16 f32 s8 s4 u4 e4m3 e5m2 e2m1 e8m0"
 #define SCALE_LIST "none tensor row col group:G block mx"
 #define ARCH_LIST "sm_80 sm_86 sm_89 sm_90a (or sm_90) auto"
-#define KERNEL_LIST "mma auto"
+#define KERNEL_LIST "mma wgmma mma_wq mma_i8 mma_f8 auto"
 
 const char *qjit_desc_dtype_name(qjit_dtype t)
 {

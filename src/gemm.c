@@ -116,90 +116,279 @@ static qjit_status current_device(const qjit_cu_api **cu, CUcontext *cuctx, int 
     return QJIT_OK;
 }
 
-/* ------------------------------------------------------------ resolve and supports */
-/* Fills auto fields for a named arch.  The heuristic favours large-M throughput; tuned
- * results (later) override it. */
-static void resolve_fill(const qjit_gemm_desc *d, qjit_arch arch, qjit_gemm_desc *r)
+/* ------------------------------------------------------------ kernel families */
+/* A family is one template and the pairs it serves.  What a kernel needs at launch
+ * (threads, shared memory, K and leading-dimension multiples, alignment) is stated by
+ * the template itself in `// qjit:` lines of its output, so it lives in one place. */
+typedef struct family {
+    qjit_kernel kernel;
+    const char *tmpl;
+    qjit_arch min_arch;                       /* QJIT_ARCH_SM90A: sm_90a only */
+    bool (*serves)(const qjit_gemm_desc *d);
+    void (*fill)(qjit_gemm_desc *r);          /* auto configuration */
+} family;
+
+static bool is_half(qjit_dtype t) { return t == QJIT_DTYPE_F16 || t == QJIT_DTYPE_BF16; }
+
+static bool serves_float(const qjit_gemm_desc *d)
 {
-    *r = *d;
-    r->arch = arch;
-    if (r->kernel == QJIT_KERNEL_AUTO)
-        r->kernel = QJIT_KERNEL_MMA;
-    bool small_smem = arch == QJIT_ARCH_SM86 || arch == QJIT_ARCH_SM89;
+    return is_half(d->a) && d->b == d->a && d->sa == QJIT_SCALE_NONE &&
+           d->sb == QJIT_SCALE_NONE;
+}
+static bool serves_wq(const qjit_gemm_desc *d)
+{
+    return is_half(d->a) && (d->b == QJIT_DTYPE_S4 || d->b == QJIT_DTYPE_U4 ||
+                             d->b == QJIT_DTYPE_S8 || d->b == QJIT_DTYPE_E2M1);
+}
+static bool serves_i8(const qjit_gemm_desc *d)
+{
+    return d->a == QJIT_DTYPE_S8 && (d->b == QJIT_DTYPE_S8 || d->b == QJIT_DTYPE_S4);
+}
+static bool serves_f8(const qjit_gemm_desc *d)
+{
+    return (d->a == QJIT_DTYPE_E4M3 || d->a == QJIT_DTYPE_E5M2 || d->a == QJIT_DTYPE_E2M1) &&
+           (d->b == QJIT_DTYPE_E4M3 || d->b == QJIT_DTYPE_E2M1);
+}
+
+static void fill_tile(qjit_gemm_desc *r, int bm, int bn, int bk, int wm, int wn, int stages)
+{
     if (!r->bm) {
-        r->bm = 128;
-        r->bn = 256;
-        r->bk = 32;
+        r->bm = bm;
+        r->bn = bn;
+        r->bk = bk;
         if (!r->wm) {
-            r->wm = 2;
-            r->wn = 4;
+            r->wm = wm;
+            r->wn = wn;
         }
     }
     if (!r->wm) {
-        /* warp tiles of 64x64 where the tile allows, else smaller */
+        /* warp tiles of 64x64 where the tile allows */
         r->wm = r->bm >= 128 ? r->bm / 64 : 2;
         r->wn = r->bn >= 128 ? r->bn / 64 : 2;
         while (r->wm * r->wn > 8 && r->wm > 1)
             r->wm /= 2;
     }
     if (!r->stages)
-        r->stages = small_smem ? 3 : 4;
+        r->stages = stages;
+}
+
+static unsigned arch_smem_limit(qjit_arch a);
+
+static void fill_mma(qjit_gemm_desc *r)
+{
+    bool small_smem = r->arch == QJIT_ARCH_SM86 || r->arch == QJIT_ARCH_SM89;
+    fill_tile(r, 128, 256, 32, 2, 4, small_smem ? 3 : 4);
     while (r->stages > 2 &&
-           (unsigned)(r->stages * (r->bm + r->bn) * r->bk * 2) > arch_smem_limit(arch))
+           (unsigned)(r->stages * (r->bm + r->bn) * r->bk * 2) > arch_smem_limit(r->arch))
         r->stages--;
+}
+static void fill_wgmma(qjit_gemm_desc *r) { fill_tile(r, 128, 256, 64, 8, 1, 4); }
+static void fill_quant(qjit_gemm_desc *r) { fill_tile(r, 128, 128, 64, 2, 2, 3); }
+
+/* In order of preference for kernel=auto. */
+static const family families[] = {
+    {QJIT_KERNEL_WGMMA, "gemm_wgmma.cu", QJIT_ARCH_SM90A, serves_float, fill_wgmma},
+    {QJIT_KERNEL_MMA, "gemm_mma.cu", QJIT_ARCH_SM80, serves_float, fill_mma},
+    {QJIT_KERNEL_MMA_WQ, "gemm_wq.cu", QJIT_ARCH_SM80, serves_wq, fill_quant},
+    {QJIT_KERNEL_MMA_I8, "gemm_i8.cu", QJIT_ARCH_SM80, serves_i8, fill_quant},
+    {QJIT_KERNEL_MMA_F8, "gemm_f8.cu", QJIT_ARCH_SM89, serves_f8, fill_quant},
+};
+#define NFAMILIES (int)(sizeof families / sizeof families[0])
+
+static const family *family_of(qjit_kernel k)
+{
+    for (int i = 0; i < NFAMILIES; i++)
+        if (families[i].kernel == k)
+            return &families[i];
+    return NULL;
+}
+
+static bool arch_at_least(qjit_arch a, qjit_arch min)
+{
+    if (min == QJIT_ARCH_SM90A)
+        return a == QJIT_ARCH_SM90A;
+    return (int)a >= (int)min;
+}
+
+/* Whether the family's template ships (or is in the override directory). */
+static bool template_exists(const qjit_context *ctx, const family *f)
+{
+    qjit_tmpl_file t;
+    if (qjit_tmpl_open(ctx ? ctx->template_dir : NULL, f->tmpl, &t) != QJIT_OK)
+        return false;
+    qjit_tmpl_close(&t);
+    return true;
+}
+
+/* Fills auto fields for a named arch: the first family that serves the pair there,
+ * then its heuristic configuration (tuned results, later, come first). */
+static void resolve_fill(const qjit_context *ctx, const qjit_gemm_desc *d, qjit_arch arch,
+                         qjit_gemm_desc *r)
+{
+    *r = *d;
+    r->arch = arch;
+    if (r->kernel == QJIT_KERNEL_AUTO) {
+        for (int i = 0; i < NFAMILIES; i++)
+            if (families[i].serves(r) && arch_at_least(arch, families[i].min_arch) &&
+                template_exists(ctx, &families[i])) {
+                r->kernel = families[i].kernel;
+                break;
+            }
+    }
+    const family *f = family_of(r->kernel);
+    if (f)
+        f->fill(r);
+    else
+        fill_tile(r, 128, 128, 32, 2, 2, 3); /* keeps the text free of auto */
     if (!r->split_k)
         r->split_k = 1;
 }
 
-static unsigned mma_smem_bytes(const qjit_gemm_desc *r)
+/* Launch needs stated by a template in `// qjit: key=value ...` lines. */
+typedef struct kernel_meta {
+    unsigned smem, threads;
+    int k_multiple, ld_multiple, align;
+} kernel_meta;
+
+static qjit_status parse_meta(const qjit_buf *src, const char *text, kernel_meta *m)
 {
-    return (unsigned)(r->stages * (r->bm + r->bn) * r->bk * dtype_bytes(r->a));
+    memset(m, 0, sizeof *m);
+    m->k_multiple = m->ld_multiple = 1;
+    m->align = 16;
+    for (const char *p = src->data; p && (p = strstr(p, "// qjit:")) != NULL;) {
+        p += 8;
+        const char *end = strchr(p, '\n');
+        if (!end)
+            end = p + strlen(p);
+        while (p < end) {
+            while (p < end && (*p == ' ' || *p == '\t'))
+                p++;
+            char key[32];
+            long long v;
+            int used = 0;
+            if (sscanf(p, "%31[a-z_]=%lld%n", key, &v, &used) == 2 && p + used <= end) {
+                if (!strcmp(key, "smem")) m->smem = (unsigned)v;
+                else if (!strcmp(key, "threads")) m->threads = (unsigned)v;
+                else if (!strcmp(key, "k_multiple")) m->k_multiple = (int)v;
+                else if (!strcmp(key, "ld_multiple")) m->ld_multiple = (int)v;
+                else if (!strcmp(key, "align")) m->align = (int)v;
+                p += used;
+            } else {
+                while (p < end && *p != ' ' && *p != '\t')
+                    p++; /* not metadata (a comment that mentions qjit:) */
+            }
+        }
+        p = end;
+    }
+    if (!m->threads || m->threads > 1024 || m->threads % 32 || m->k_multiple < 1 ||
+        m->ld_multiple < 1 || m->align < 1)
+        return qjit_err_set(QJIT_ERROR_TEMPLATE,
+                            "%s: the template states no valid '// qjit: threads=... smem=...' "
+                            "line (threads=%u smem=%u k_multiple=%d ld_multiple=%d align=%d)",
+                            text, m->threads, m->smem, m->k_multiple, m->ld_multiple, m->align);
+    return QJIT_OK;
 }
 
-/* Whether the resolved descriptor has a kernel on its arch; `why` gets the reason. */
-static qjit_status supports_resolved(const qjit_gemm_desc *r, char *why, size_t cap)
+/* C-side rules: the pair has a family on this arch, and mma's own shape rules. */
+static qjit_status supports_family(const qjit_context *ctx, const qjit_gemm_desc *r, char *why,
+                                   size_t cap)
 {
-    char text[256];
-    desc_text(r, text, sizeof text);
 #define NO(...)                                                                          \
     do {                                                                                 \
         snprintf(why, cap, __VA_ARGS__);                                                 \
         return QJIT_ERROR_UNSUPPORTED;                                                   \
     } while (0)
-    bool float_pair = (r->a == QJIT_DTYPE_F16 && r->b == QJIT_DTYPE_F16) ||
-                      (r->a == QJIT_DTYPE_BF16 && r->b == QJIT_DTYPE_BF16);
-    if (!float_pair)
-        NO("pair a=%s b=%s has no kernel in this build of qjit (kernels: f16xf16, bf16xbf16)",
-           qjit_desc_dtype_name(r->a), qjit_desc_dtype_name(r->b));
-    if (r->sa != QJIT_SCALE_NONE || r->sb != QJIT_SCALE_NONE)
-        NO("pair a=%s b=%s takes no scales (sa=%s sb=%s)", qjit_desc_dtype_name(r->a),
-           qjit_desc_dtype_name(r->b), mode_name(r->sa), mode_name(r->sb));
-    if (r->kernel != QJIT_KERNEL_MMA)
-        NO("kernel %s is not available", qjit_desc_kernel_name(r->kernel));
+    const family *f = family_of(r->kernel);
+    if (r->kernel == QJIT_KERNEL_AUTO || !f) {
+        bool any = false;
+        for (int i = 0; i < NFAMILIES; i++)
+            if (families[i].serves(r) && template_exists(ctx, &families[i])) {
+                any = true;
+                if (!arch_at_least(r->arch, families[i].min_arch))
+                    NO("pair a=%s b=%s needs %s or newer (kernel %s); %s lacks its tensor-core "
+                       "instructions",
+                       qjit_desc_dtype_name(r->a), qjit_desc_dtype_name(r->b),
+                       qjit_desc_arch_name(families[i].min_arch),
+                       qjit_desc_kernel_name(families[i].kernel), qjit_desc_arch_name(r->arch));
+            }
+        if (!any)
+            NO("pair a=%s b=%s sa=%s sb=%s has no kernel in this build of qjit",
+               qjit_desc_dtype_name(r->a), qjit_desc_dtype_name(r->b), mode_name(r->sa),
+               mode_name(r->sb));
+        NO("no kernel serves this descriptor");
+    }
+    if (!f->serves(r))
+        NO("kernel %s does not serve pair a=%s b=%s sa=%s sb=%s", f->tmpl,
+           qjit_desc_dtype_name(r->a), qjit_desc_dtype_name(r->b), mode_name(r->sa),
+           mode_name(r->sb));
+    if (!arch_at_least(r->arch, f->min_arch))
+        NO("kernel %s needs %s (arch=%s)", qjit_desc_kernel_name(r->kernel),
+           f->min_arch == QJIT_ARCH_SM90A ? "sm_90a" : qjit_desc_arch_name(f->min_arch),
+           qjit_desc_arch_name(r->arch));
+    if (!template_exists(ctx, f))
+        NO("kernel %s is not in this build of qjit (no template %s)",
+           qjit_desc_kernel_name(r->kernel), f->tmpl);
     if (r->split_k != 1)
-        NO("kernel mma has no split-K path yet (split=%d)", r->split_k);
-    if (!((r->bm == 64 || r->bm == 128 || r->bm == 256) &&
-          (r->bn == 64 || r->bn == 128 || r->bn == 256) && (r->bk == 32 || r->bk == 64)))
-        NO("kernel mma takes tiles with BM, BN in {64,128,256} and BK in {32,64} (tile=%dx%dx%d)",
-           r->bm, r->bn, r->bk);
-    if (r->bm % r->wm || r->bn % r->wn || (r->bm / r->wm) % 16 || (r->bn / r->wn) % 16)
-        NO("warps=%dx%d do not split tile %dx%d into warp tiles that are multiples of 16x16",
-           r->wm, r->wn, r->bm, r->bn);
-    int wtm = r->bm / r->wm, wtn = r->bn / r->wn;
-    if (wtm * wtn > 64 * 64)
-        NO("warp tile %dx%d needs %d accumulator registers per thread (at most 128)", wtm, wtn,
-           wtm * wtn / 32);
-    if (r->wm * r->wn > 16)
-        NO("warps=%dx%d is more than 16 warps", r->wm, r->wn);
-    if (r->stages < 2 || r->stages > 6)
-        NO("stages=%d: kernel mma takes 2..6", r->stages);
-    unsigned smem = mma_smem_bytes(r);
-    if (smem > arch_smem_limit(r->arch))
-        NO("tile %dx%dx%d with %d stages needs %u bytes of shared memory; %s allows %u",
-           r->bm, r->bn, r->bk, r->stages, smem, qjit_desc_arch_name(r->arch),
-           arch_smem_limit(r->arch));
+        NO("kernel %s has no split-K path yet (split=%d)", qjit_desc_kernel_name(r->kernel),
+           r->split_k);
+    if (r->kernel == QJIT_KERNEL_MMA) {
+        if (!((r->bm == 64 || r->bm == 128 || r->bm == 256) &&
+              (r->bn == 64 || r->bn == 128 || r->bn == 256) && (r->bk == 32 || r->bk == 64)))
+            NO("kernel mma takes tiles with BM, BN in {64,128,256} and BK in {32,64} "
+               "(tile=%dx%dx%d)",
+               r->bm, r->bn, r->bk);
+        if (r->bm % r->wm || r->bn % r->wn || (r->bm / r->wm) % 16 || (r->bn / r->wn) % 16)
+            NO("warps=%dx%d do not split tile %dx%d into warp tiles that are multiples of "
+               "16x16",
+               r->wm, r->wn, r->bm, r->bn);
+        int wtm = r->bm / r->wm, wtn = r->bn / r->wn;
+        if (wtm * wtn > 64 * 64)
+            NO("warp tile %dx%d needs %d accumulator registers per thread (at most 128)", wtm,
+               wtn, wtm * wtn / 32);
+        if (r->stages < 2 || r->stages > 6)
+            NO("stages=%d: kernel mma takes 2..6", r->stages);
+    }
 #undef NO
-    (void)text;
+    return QJIT_OK;
+}
+
+/* Whether the resolved descriptor has a kernel on its arch (its template agreeing, and
+ * its shared memory fitting); `why` gets the reason.  Expands the template (no compile);
+ * `meta` (may be NULL) gets the launch needs. */
+static qjit_status expand(const qjit_context *ctx, const qjit_gemm_desc *r, qjit_expansion *e);
+
+static qjit_status supports_resolved(const qjit_context *ctx, const qjit_gemm_desc *r,
+                                     char *why, size_t cap)
+{
+    qjit_status st = supports_family(ctx, r, why, cap);
+    if (st != QJIT_OK)
+        return st;
+    qjit_expansion e;
+    st = expand(ctx, r, &e);
+    if (st == QJIT_ERROR_UNSUPPORTED) {
+        snprintf(why, cap, "%s", qjit_last_error());
+        return st;
+    }
+    if (st != QJIT_OK) {
+        snprintf(why, cap, "%s", qjit_last_error());
+        return st;
+    }
+    kernel_meta m;
+    char text[256];
+    desc_text(r, text, sizeof text);
+    st = parse_meta(&e.source, text, &m);
+    qjit_expansion_free(&e);
+    if (st != QJIT_OK) {
+        snprintf(why, cap, "%s", qjit_last_error());
+        return st;
+    }
+    if (m.smem > arch_smem_limit(r->arch)) {
+        snprintf(why, cap,
+                 "tile %dx%dx%d with %d stages needs %u bytes of shared memory; %s allows %u",
+                 r->bm, r->bn, r->bk, r->stages, m.smem, qjit_desc_arch_name(r->arch),
+                 arch_smem_limit(r->arch));
+        return QJIT_ERROR_UNSUPPORTED;
+    }
     return QJIT_OK;
 }
 
@@ -229,7 +418,7 @@ static qjit_status resolve(qjit_context *ctx, const qjit_gemm_desc *d, qjit_arch
     }
     if (!qjit_nvrtc_options(arch))
         return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "arch %d is not a target", (int)arch);
-    resolve_fill(d, arch, r);
+    resolve_fill(ctx, d, arch, r);
     return QJIT_OK;
 }
 
@@ -262,7 +451,7 @@ qjit_status qjit_gemm_supports(qjit_context *ctx, const qjit_gemm_desc *d, qjit_
         snprintf(why, why_cap, "%s", qjit_last_error());
         return st;
     }
-    st = supports_resolved(&r, why, why_cap);
+    st = supports_resolved(ctx, &r, why, why_cap);
     if (st != QJIT_OK) {
         char text[256];
         desc_text(&r, text, sizeof text);
@@ -272,11 +461,6 @@ qjit_status qjit_gemm_supports(qjit_context *ctx, const qjit_gemm_desc *d, qjit_
 }
 
 /* ------------------------------------------------------------ build: expand, key, cubin */
-static const char *template_for(qjit_kernel k)
-{
-    return k == QJIT_KERNEL_MMA ? "gemm_mma.cu" : NULL;
-}
-
 static qjit_status expand(const qjit_context *ctx, const qjit_gemm_desc *r, qjit_expansion *e)
 {
     qjit_tparam p[] = {
@@ -300,21 +484,32 @@ static qjit_status expand(const qjit_context *ctx, const qjit_gemm_desc *r, qjit
         {"STAGES", QJIT_TP_INT, r->stages, NULL},
         {"SPLIT_K", QJIT_TP_INT, r->split_k, NULL},
     };
-    return qjit_sandbox_expand(ctx ? ctx->template_dir : NULL, template_for(r->kernel), p,
+    const family *f = family_of(r->kernel);
+    if (!f)
+        return qjit_err_set(QJIT_ERROR_UNSUPPORTED, "no template for kernel %d", (int)r->kernel);
+    return qjit_sandbox_expand(ctx ? ctx->template_dir : NULL, f->tmpl, p,
                                (int)(sizeof p / sizeof p[0]), NULL, e);
 }
 
 /* The cubin of a resolved, supported descriptor: from a cache, else compiled and
  * stored.  Compiles outside any cache transaction. */
 static qjit_status obtain_cubin(qjit_context *ctx, const qjit_gemm_desc *r, const char *text,
-                                bool must_store, uint8_t key_out[16], void **cubin,
-                                size_t *cubin_len, int *was_cached)
+                                bool must_store, uint8_t key_out[16], kernel_meta *meta,
+                                void **cubin, size_t *cubin_len, int *was_cached)
 {
     qjit_expansion e;
     qjit_key key = {{0}, {0}};
     qjit_status st = expand(ctx, r, &e);
     if (st != QJIT_OK)
         return qjit_err_prefix(st, "%s", text);
+    if ((st = parse_meta(&e.source, text, meta)) != QJIT_OK)
+        goto done;
+    if (meta->smem > arch_smem_limit(r->arch)) {
+        st = qjit_err_set(QJIT_ERROR_UNSUPPORTED,
+                          "%s: needs %u bytes of shared memory; %s allows %u", text, meta->smem,
+                          qjit_desc_arch_name(r->arch), arch_smem_limit(r->arch));
+        goto done;
+    }
     if ((st = qjit_key_build(text, &e, r->arch, &key)) != QJIT_OK)
         goto done;
     memcpy(key_out, key.hash, 16);
@@ -380,13 +575,14 @@ qjit_status qjit_gemm_precompile(qjit_context *ctx, const qjit_gemm_desc *d, qji
     if (st != QJIT_OK)
         return st;
     desc_text(&r, text, sizeof text);
-    if ((st = supports_resolved(&r, why, sizeof why)) != QJIT_OK)
+    if ((st = supports_family(ctx, &r, why, sizeof why)) != QJIT_OK)
         return qjit_err_set(st, "%s: %s", text, why);
     void *cubin = NULL;
     size_t n = 0;
     uint8_t key[16];
+    kernel_meta meta;
     int cached = 0;
-    st = obtain_cubin(ctx, &r, text, true, key, &cubin, &n, &cached);
+    st = obtain_cubin(ctx, &r, text, true, key, &meta, &cubin, &n, &cached);
     free(cubin);
     if (st == QJIT_OK && was_cached)
         *was_cached = cached;
@@ -405,7 +601,8 @@ static qjit_status make_handle(qjit_context *ctx, const qjit_cu_api *cu, CUconte
     qjit_gemm *g = calloc(1, sizeof *g);
     if (!g)
         return qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "%s", text);
-    qjit_status st = obtain_cubin(ctx, r, text, false, g->key, &cubin, &n, &cached);
+    kernel_meta meta;
+    qjit_status st = obtain_cubin(ctx, r, text, false, g->key, &meta, &cubin, &n, &cached);
     if (st != QJIT_OK)
         goto fail;
     CUresult cr = cu->ModuleLoadData(&g->module, cubin);
@@ -423,14 +620,14 @@ static qjit_status make_handle(qjit_context *ctx, const qjit_cu_api *cu, CUconte
     memcpy(g->text, text, sizeof g->text);
     g->cu = cu;
     g->cuctx = cuctx;
-    g->threads = 32u * (unsigned)(r->wm * r->wn);
-    g->smem = mma_smem_bytes(r);
+    g->threads = meta.threads;
+    g->smem = meta.smem;
     g->bm = r->bm;
     g->bn = r->bn;
     g->split = r->split_k;
-    g->k_multiple = 16 / dtype_bytes(r->a);
-    g->ld_multiple = 16 / dtype_bytes(r->a);
-    g->ptr_align = 16;
+    g->k_multiple = meta.k_multiple;
+    g->ld_multiple = meta.ld_multiple;
+    g->ptr_align = meta.align;
     g->out_bytes = dtype_bytes(r->out);
     if ((cr = cu->FuncSetAttribute(g->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                    (int)g->smem)) != CUDA_SUCCESS) {
@@ -564,7 +761,7 @@ qjit_status qjit_context_get_gemm(qjit_context *ctx, const qjit_gemm_desc *d,
         return qjit_err_set(QJIT_ERROR_UNSUPPORTED,
                             "%s: a cubin for %s does not run on the current device (sm_%d%d)",
                             text, qjit_desc_arch_name(r.arch), major, minor);
-    if ((st = supports_resolved(&r, why, sizeof why)) != QJIT_OK)
+    if ((st = supports_family(ctx, &r, why, sizeof why)) != QJIT_OK)
         return qjit_err_set(st, "%s: %s", text, why);
 
     pthread_mutex_lock(&ctx->mu);

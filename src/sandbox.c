@@ -40,6 +40,8 @@ typedef struct expand_state {
     long long steps;
     int last_file, last_line;
     int depth;
+    bool unsupported;  /* the template refused the parameters with unsupported() */
+    char why[512];
 } expand_state;
 
 /* ------------------------------------------------------------ allocator and hook */
@@ -264,6 +266,17 @@ static int l_include(lua_State *L)
     return 0;
 }
 
+/* unsupported(reason) — the parameters are valid but this template cannot do them;
+ * the expansion fails with QJIT_ERROR_UNSUPPORTED and the reason alone.  Stack: [-1, +0] */
+static int l_unsupported(lua_State *L)
+{
+    expand_state *st = get_state(L);
+    const char *why = luaL_checkstring(L, 1);
+    st->unsupported = true;
+    snprintf(st->why, sizeof st->why, "%s", why);
+    return luaL_error(L, "unsupported: %s", why);
+}
+
 static int l_traceback(lua_State *L)
 {
     const char *msg = lua_tostring(L, 1);
@@ -311,6 +324,8 @@ static int setup(lua_State *L)
     lua_setglobal(L, "_T");
     lua_pushcfunction(L, l_include);
     lua_setglobal(L, "include");
+    lua_pushcfunction(L, l_unsupported);
+    lua_setglobal(L, "unsupported");
     if (luaL_loadbufferx(L, PRELUDE, sizeof PRELUDE - 1, "=prelude", "t") != LUA_OK)
         return lua_error(L);
     lua_call(L, 0, 0);
@@ -327,7 +342,7 @@ qjit_status qjit_sandbox_expand(const char *override_dir, const char *root,
         lim = &deflim;
     }
     memset(out, 0, sizeof *out);
-    expand_state st = {override_dir, lim, out, 0, 0, -1, 0, 0};
+    expand_state st = {override_dir, lim, out, 0, 0, -1, 0, 0, false, ""};
     qjit_status status = QJIT_OK;
     lua_State *L = lua_newstate(capped_alloc, &st);
     if (!L)
@@ -359,8 +374,11 @@ qjit_status qjit_sandbox_expand(const char *override_dir, const char *root,
     lua_pushstring(L, root);
     if (lua_pcall(L, 1, 0, handler) != LUA_OK) {
         const char *msg = lua_tostring(L, -1);
-        status = qjit_err_set(QJIT_ERROR_TEMPLATE, "template %s: %s", root,
-                              msg ? msg : "(error object is not a string)");
+        if (st.unsupported)
+            status = qjit_err_set(QJIT_ERROR_UNSUPPORTED, "%s: %s", root, st.why);
+        else
+            status = qjit_err_set(QJIT_ERROR_TEMPLATE, "template %s: %s", root,
+                                  msg ? msg : "(error object is not a string)");
         goto done;
     }
     if (!out->source.data && !qjit_buf_append(&out->source, "", 0))

@@ -2,8 +2,9 @@
 // D[m,n] = cast_out(sum_k A[m,k]·B[n,k] + bias[n]), f32 accumulation: mma.sync m16n8k16
 // fed by ldmatrix.x4 from XOR-swizzled shared memory that a STAGES-deep cp.async pipeline fills.
 //
-// Dynamic shared memory in bytes (src/gemm.c computes the same): STAGES*(BM+BN)*BK*2
-// qjit:smem=STAGES*(BM+BN)*BK*2
+// Launch needs, read by the library from the expanded source (docs/TEMPLATES.md):
+// 16-byte cp.async along K for 2-byte elements, so K, lda and ldb are multiples of 8.
+// qjit: threads=$(32 * WM * WN) smem=$(STAGES * (BM + BN) * BK * 2) k_multiple=8 ld_multiple=8 align=16
 % assert((A == "f16" or A == "bf16") and B == A, "gemm_mma: A and B must both be f16 or both bf16")
 % assert(OUT == "f16" or OUT == "bf16" or OUT == "f32", "gemm_mma: OUT must be f16, bf16 or f32")
 % assert(BK == 32 or BK == 64, "gemm_mma: BK must be 32 or 64")

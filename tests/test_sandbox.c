@@ -136,6 +136,12 @@ static void test_errors_name_lines(void)
     CHECK(expand("open.cu", &e) == QJIT_ERROR_TEMPLATE, "unterminated hole");
     CHECK(strstr(qjit_last_error(), "open.cu:2") != NULL, "msg: %s", qjit_last_error());
 
+    put("unsup.cu", "ok\n% if BM > 64 then unsupported('BM=' .. BM .. ' is too large here') end\n");
+    CHECK(expand("unsup.cu", &e) == QJIT_ERROR_UNSUPPORTED, "unsupported() not mapped");
+    CHECK(strstr(qjit_last_error(), "BM=128 is too large here") != NULL &&
+              strstr(qjit_last_error(), "traceback") == NULL,
+          "msg: %s", qjit_last_error());
+
     put("missing.cu", "% include('no_such_file.cuh')\n");
     CHECK(expand("missing.cu", &e) == QJIT_ERROR_TEMPLATE, "missing include");
     CHECK(strstr(qjit_last_error(), "no_such_file.cuh") != NULL, "msg: %s", qjit_last_error());
