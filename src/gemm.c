@@ -895,9 +895,34 @@ static qjit_status check_args(const qjit_gemm *g, const qjit_gemm_args *a)
         BAD("%s: argument 'd' = %p is not %d-byte aligned", g->text, a->d, g->out_bytes);
     if (g->desc.bias && (uintptr_t)a->bias % (uintptr_t)g->out_bytes)
         BAD("%s: argument 'bias' = %p is not %d-byte aligned", g->text, a->bias, g->out_bytes);
+    const qjit_gemm_desc *d = &g->desc;
+    if (d->sa != QJIT_SCALE_NONE && !a->scale_a)
+        BAD("%s: argument 'scale_a' is NULL but sa=%s needs it", g->text, mode_name(d->sa));
+    if (d->sb != QJIT_SCALE_NONE && !a->scale_b)
+        BAD("%s: argument 'scale_b' is NULL but sb=%s needs it", g->text, mode_name(d->sb));
+    if (d->zeros && !a->zeros_b)
+        BAD("%s: argument 'zeros_b' is NULL but the descriptor has zeros=1", g->text);
+    int sa_align = d->sa == QJIT_SCALE_MX ? 1 : 4;
+    int sb_align = d->sb == QJIT_SCALE_MX      ? 1
+                   : d->sb == QJIT_SCALE_GROUP ? dtype_bytes(d->group_scale)
+                                               : 4;
+    if (d->sa != QJIT_SCALE_NONE && (uintptr_t)a->scale_a % (uintptr_t)sa_align)
+        BAD("%s: argument 'scale_a' = %p is not %d-byte aligned", g->text, a->scale_a, sa_align);
+    if (d->sb != QJIT_SCALE_NONE && (uintptr_t)a->scale_b % (uintptr_t)sb_align)
+        BAD("%s: argument 'scale_b' = %p is not %d-byte aligned", g->text, a->scale_b, sb_align);
+    if (d->zeros && (uintptr_t)a->zeros_b % (uintptr_t)sb_align)
+        BAD("%s: argument 'zeros_b' = %p is not %d-byte aligned", g->text, a->zeros_b, sb_align);
+    if (d->sb == QJIT_SCALE_GROUP && a->k % d->group)
+        BAD("%s: k=%lld is not a multiple of the group size %d", g->text, (long long)a->k,
+            d->group);
+    if ((d->sa == QJIT_SCALE_MX || d->sb == QJIT_SCALE_MX) && a->k % 32)
+        BAD("%s: k=%lld is not a multiple of 32, the MX block size", g->text, (long long)a->k);
+    if ((qjit_desc_dtype_bits(d->a) == 4 || qjit_desc_dtype_bits(d->b) == 4) && a->k % 2)
+        BAD("%s: k=%lld is odd; 4-bit types pack two values per byte along K", g->text,
+            (long long)a->k);
     if (a->k == 0 || a->k % g->k_multiple)
-        BAD("%s: k=%lld must be a positive multiple of %d (16-byte loads along K)", g->text,
-            (long long)a->k, g->k_multiple);
+        BAD("%s: k=%lld must be a positive multiple of %d (this kernel's loads along K)",
+            g->text, (long long)a->k, g->k_multiple);
     if (a->lda < a->k || a->lda % g->ld_multiple)
         BAD("%s: lda=%lld must be >= k=%lld and a multiple of %d", g->text, (long long)a->lda,
             (long long)a->k, g->ld_multiple);
