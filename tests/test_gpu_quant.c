@@ -1,0 +1,487 @@
+/*
+ * test_gpu_quant.c — every quantized pair × scale mode of DESIGN.md §2, at two tile
+ * configurations, against the double reference of tests/reference.c: fresh random data,
+ * poisoned outputs, tail shapes (M ∈ {1, 5, 64, 333}, N and K off the tile).  Integer
+ * pairs with tensor/row/col scales must match the reference's f32 epilogue bit for bit;
+ * every other pair must stay within the normalized-error bound printed beside it.
+ * Also: bad launch input (missing scale or zero pointer, K off the group) is refused
+ * with nothing written.  Skips without an sm_90 GPU.  QJIT_TEST_FILTER=substring runs
+ * the descriptors whose text contains it.
+ */
+#include "qjit.h"
+#include "testlib.h"
+
+#include "reference.c" /* the reference is built into each test that uses it */
+
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+
+#define CK(x)                                                                            \
+    do {                                                                                 \
+        cudaError_t e_ = (x);                                                            \
+        if (e_ != cudaSuccess) {                                                         \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,                   \
+                    cudaGetErrorString(e_));                                             \
+            exit(1);                                                                     \
+        }                                                                                \
+    } while (0)
+
+static uint64_t rng = 0x243f6a8885a308d3ull;
+static uint64_t next_u64(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+static float uni(float lo, float hi)
+{
+    return lo + (hi - lo) * (float)((next_u64() >> 40) & 0xffffff) / 16777216.0f;
+}
+
+static int bits_of(qjit_dtype t)
+{
+    switch (t) {
+    case QJIT_DTYPE_S4: case QJIT_DTYPE_U4: case QJIT_DTYPE_E2M1: return 4;
+    case QJIT_DTYPE_S8: case QJIT_DTYPE_E4M3: case QJIT_DTYPE_E5M2: case QJIT_DTYPE_E8M0: return 8;
+    case QJIT_DTYPE_F16: case QJIT_DTYPE_BF16: return 16;
+    default: return 32;
+    }
+}
+static size_t bytes_of(qjit_dtype t, int64_t rows, int64_t ld)
+{
+    return (size_t)((rows * ld * bits_of(t) + 7) / 8);
+}
+
+/* Random elements of type t, never all zeros. */
+static void fill_elems(qjit_dtype t, void *p, size_t count)
+{
+    uint8_t *b = p;
+    for (size_t i = 0; i < count; i++) {
+        switch (t) {
+        case QJIT_DTYPE_F16: ((uint16_t *)p)[i] = qjit_f16_from_f32(uni(-1, 1)); break;
+        case QJIT_DTYPE_BF16: ((uint16_t *)p)[i] = qjit_bf16_from_f32(uni(-1, 1)); break;
+        case QJIT_DTYPE_F32: ((float *)p)[i] = uni(-1, 1); break;
+        case QJIT_DTYPE_S8: b[i] = (uint8_t)(next_u64() >> 56); break;
+        case QJIT_DTYPE_E4M3: b[i] = qjit_e4m3_from_f32(uni(-2, 2)); break;
+        case QJIT_DTYPE_E5M2: b[i] = qjit_e5m2_from_f32(uni(-2, 2)); break;
+        case QJIT_DTYPE_S4: case QJIT_DTYPE_U4: case QJIT_DTYPE_E2M1:
+            if (i % 2 == 0)
+                b[i / 2] = (uint8_t)(next_u64() >> 56);
+            break;
+        default: break;
+        }
+    }
+}
+
+/* Scales of a mode, positive, sized to keep outputs near 1. */
+static void fill_scales(qjit_dtype t, void *p, size_t count, float lo, float hi)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (t == QJIT_DTYPE_E8M0)
+            ((uint8_t *)p)[i] = (uint8_t)(124 + next_u64() % 6);
+        else if (t == QJIT_DTYPE_F16)
+            ((uint16_t *)p)[i] = qjit_f16_from_f32(uni(lo, hi));
+        else if (t == QJIT_DTYPE_BF16)
+            ((uint16_t *)p)[i] = qjit_bf16_from_f32(uni(lo, hi));
+        else
+            ((float *)p)[i] = uni(lo, hi);
+    }
+}
+
+typedef struct buf {
+    void *h, *d;
+    size_t n;
+} buf;
+
+static void buf_make(buf *b, size_t n)
+{
+    b->n = n ? n : 16;
+    b->h = calloc(1, b->n);
+    CK(cudaMalloc(&b->d, b->n));
+}
+static void buf_up(buf *b) { CK(cudaMemcpy(b->d, b->h, b->n, cudaMemcpyHostToDevice)); }
+static void buf_free(buf *b)
+{
+    free(b->h);
+    cudaFree(b->d);
+    memset(b, 0, sizeof *b);
+}
+
+/* Scale tensor shape of a mode on side A (is_a) or B, and its element type. */
+static size_t scale_count(const qjit_gemm_desc *d, int is_a, int64_t m, int64_t n, int64_t k,
+                          qjit_dtype *t)
+{
+    qjit_scale_mode mode = is_a ? d->sa : d->sb;
+    int64_t rows = is_a ? m : n;
+    *t = QJIT_DTYPE_F32;
+    switch (mode) {
+    case QJIT_SCALE_TENSOR: return 1;
+    case QJIT_SCALE_ROW: case QJIT_SCALE_COL: return (size_t)rows;
+    case QJIT_SCALE_GROUP: *t = d->group_scale; return (size_t)(rows * (k / d->group));
+    case QJIT_SCALE_BLOCK:
+        return (size_t)((is_a ? rows : (rows + 127) / 128) * ((k + 127) / 128));
+    case QJIT_SCALE_MX: *t = QJIT_DTYPE_E8M0; return (size_t)(rows * ((k + 31) / 32));
+    default: return 0;
+    }
+}
+
+static bool bit_exact_pair(const qjit_gemm_desc *d)
+{
+    return d->a == QJIT_DTYPE_S8 && (d->b == QJIT_DTYPE_S8 || d->b == QJIT_DTYPE_S4) &&
+           (d->sa == QJIT_SCALE_NONE || d->sa == QJIT_SCALE_TENSOR || d->sa == QJIT_SCALE_ROW) &&
+           (d->sb == QJIT_SCALE_NONE || d->sb == QJIT_SCALE_TENSOR || d->sb == QJIT_SCALE_COL);
+}
+
+/* f16/bf16 activations times weights dequantized to f16/bf16 ((q − z)·s rounds there). */
+static bool is_f16bf16_dequant(const qjit_gemm_desc *d)
+{
+    return (d->a == QJIT_DTYPE_F16 || d->a == QJIT_DTYPE_BF16) && d->b != d->a;
+}
+
+/* The normalized-error bound of a non-exact pair: the output rounding plus the
+ * precision the dequantized operands are multiplied in. */
+static double bound_for(const qjit_gemm_desc *d)
+{
+    double out = d->out == QJIT_DTYPE_F32 ? 0 : d->out == QJIT_DTYPE_F16 ? 1e-3 : 8e-3;
+    double work = 1e-5; /* exact products, f32 accumulation */
+    if (is_f16bf16_dequant(d))
+        work = d->a == QJIT_DTYPE_BF16 ? 1e-2 : 2e-3;
+    return out + work;
+}
+
+/* Runs one descriptor on one shape; returns the error (bits differing for exact pairs,
+ * as a count) through *err, and false on a hard failure. */
+static bool run_one(qjit_gemm *g, const qjit_gemm_desc *d, const qjit_gemm_info *info,
+                    int64_t m, int64_t n, int64_t k, double *err, long *mismatch)
+{
+    int64_t pad = info->ld_multiple > 1 ? info->ld_multiple : 2;
+    int64_t lda = k + pad, ldb = k + 2 * pad, ldd = n + 3;
+    buf A, B, D, bias, sa, sb, zb;
+    memset(&sa, 0, sizeof sa);
+    memset(&sb, 0, sizeof sb);
+    memset(&zb, 0, sizeof zb);
+    buf_make(&A, bytes_of(d->a, m, lda));
+    buf_make(&B, bytes_of(d->b, n, ldb));
+    buf_make(&D, bytes_of(d->out, m, ldd));
+    buf_make(&bias, bytes_of(d->out, 1, n));
+    fill_elems(d->a, A.h, A.n * 8 / bits_of(d->a));
+    fill_elems(d->b, B.h, B.n * 8 / bits_of(d->b));
+    fill_elems(d->out, bias.h, (size_t)n);
+    bool int_pair = d->a == QJIT_DTYPE_S8;
+    qjit_dtype st;
+    size_t na = scale_count(d, 1, m, n, k, &st);
+    if (na) {
+        buf_make(&sa, na * (size_t)(bits_of(st) / 8));
+        fill_scales(st, sa.h, na, int_pair ? 0.5e-3f : 0.5f, int_pair ? 1.5e-3f : 1.5f);
+    }
+    size_t nb = scale_count(d, 0, m, n, k, &st);
+    if (nb) {
+        buf_make(&sb, nb * (size_t)(bits_of(st) / 8));
+        bool small = int_pair || d->sb == QJIT_SCALE_GROUP || d->sb == QJIT_SCALE_COL;
+        fill_scales(st, sb.h, nb, small ? 0.5e-2f : 0.5f, small ? 1.5e-2f : 1.5f);
+        if (d->zeros) {
+            buf_make(&zb, sb.n);
+            for (size_t i = 0; i < nb; i++) {
+                float z = (float)(next_u64() % 16);
+                if (st == QJIT_DTYPE_F16) ((uint16_t *)zb.h)[i] = qjit_f16_from_f32(z);
+                else if (st == QJIT_DTYPE_BF16) ((uint16_t *)zb.h)[i] = qjit_bf16_from_f32(z);
+                else ((float *)zb.h)[i] = z;
+            }
+        }
+    }
+    buf *ups[] = {&A, &B, &bias, &sa, &sb, &zb};
+    for (int i = 0; i < 6; i++)
+        if (ups[i]->d)
+            buf_up(ups[i]);
+    CK(cudaMemset(D.d, 0xff, D.n)); /* poison: NaN in every output type */
+    qjit_gemm_args hostargs = {A.h, B.h, NULL, d->bias ? bias.h : NULL, sa.h, sb.h, zb.h,
+                               m, n, k, lda, ldb, ldd};
+    qjit_gemm_args devargs = {A.d, B.d, D.d, d->bias ? bias.d : NULL, sa.d, sb.d, zb.d,
+                              m, n, k, lda, ldb, ldd};
+    bool ok = true;
+    qjit_status s = qjit_gemm_launch(g, &devargs, NULL);
+    if (s != QJIT_OK) {
+        fprintf(stderr, "  launch %s m=%lld n=%lld k=%lld: %s\n", info->text, (long long)m,
+                (long long)n, (long long)k, qjit_last_error());
+        ok = false;
+        goto out;
+    }
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(D.h, D.d, D.n, cudaMemcpyDeviceToHost));
+    double *ref = malloc((size_t)(m * n) * sizeof(double));
+    double *got = malloc((size_t)(m * n) * sizeof(double));
+    long poisoned = 0, stray = 0;
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < ldd; j++) {
+            double v = ref_elem(d->out, D.h, ldd, i, j);
+            if (j >= n)
+                stray += !isnan(v);
+            else
+                got[i * n + j] = v;
+        }
+    int rc = bit_exact_pair(d) ? ref_gemm_int_f32(d, &hostargs, REF_EPI_MUL_ADD, ref)
+                               : ref_gemm(d, &hostargs, ref);
+    if (rc != 0) {
+        fprintf(stderr, "  reference refused %s: %s\n", info->text, ref_error());
+        ok = false;
+    } else {
+        *mismatch = 0;
+        for (int64_t i = 0; i < m * n; i++) {
+            if (isnan(got[i]) && !isnan(ref[i]))
+                poisoned++;
+            if (bit_exact_pair(d) && !(got[i] == ref[i] || (isnan(got[i]) && isnan(ref[i]))))
+                (*mismatch)++;
+        }
+        *err = ref_nerr(got, ref, (size_t)(m * n));
+        if (poisoned || stray) {
+            fprintf(stderr, "  %s m=%lld n=%lld k=%lld: %ld outputs unwritten, %ld stray\n",
+                    info->text, (long long)m, (long long)n, (long long)k, poisoned, stray);
+            ok = false;
+        }
+    }
+    free(ref);
+    free(got);
+out:
+    buf_free(&A);
+    buf_free(&B);
+    buf_free(&D);
+    buf_free(&bias);
+    if (sa.h) buf_free(&sa);
+    if (sb.h) buf_free(&sb);
+    if (zb.h) buf_free(&zb);
+    return ok;
+}
+
+/* ------------------------------------------------------------ the descriptor list */
+static int ndesc;
+static char descs[512][200];
+
+static void add(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void add(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(descs[ndesc++], sizeof descs[0], fmt, ap);
+    va_end(ap);
+}
+
+/* Every pair x mode of DESIGN.md §2, outputs and bias rotated across them. */
+static void build_list(void)
+{
+    static const char *const outs[] = {"bf16", "f16", "f32"};
+    int r = 0;
+#define OUT outs[r % 3], (r++ % 2)
+    static const char *const halves[] = {"f16", "bf16"};
+    static const int groups[] = {32, 64, 128, 256};
+    for (int h = 0; h < 2; h++) {
+        const char *a = halves[h];
+        /* W4A16 */
+        add("gemm a=%s b=s4 sb=col out=%s bias=%d", a, OUT);
+        add("gemm a=%s b=u4 sb=col out=%s bias=%d", a, OUT);
+        for (int gi = 0; gi < 4; gi++) {
+            add("gemm a=%s b=s4 sb=group:%d gs=%s out=%s bias=%d", a, groups[gi], a, OUT);
+            add("gemm a=%s b=u4 sb=group:%d gs=%s zeros=1 out=%s bias=%d", a, groups[gi], a,
+                OUT);
+        }
+        add("gemm a=%s b=u4 sb=group:128 gs=f32 zeros=0 out=%s bias=%d", a, OUT);
+        /* W8A16 */
+        add("gemm a=%s b=s8 sb=col out=%s bias=%d", a, OUT);
+        /* f16/bf16 x e2m1 mx */
+        add("gemm a=%s b=e2m1 sb=mx out=%s bias=%d", a, OUT);
+    }
+    /* W8A8 */
+    static const char *const sas[] = {"tensor", "row"}, *const sbs[] = {"tensor", "col"};
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            add("gemm a=s8 b=s8 sa=%s sb=%s out=%s bias=%d", sas[i], sbs[j], OUT);
+    /* W4A8 */
+    add("gemm a=s8 b=s4 sa=row sb=col out=%s bias=%d", OUT);
+    for (int gi = 0; gi < 4; gi++)
+        add("gemm a=s8 b=s4 sa=row sb=group:%d gs=f32 out=%s bias=%d", groups[gi], OUT);
+    /* FP8 */
+    static const char *const fa[] = {"e4m3", "e5m2"};
+    static const char *const fsa[] = {"tensor", "row", "block"}, *const fsb[] = {"tensor", "col", "block"};
+    for (int t = 0; t < 2; t++)
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 3; j++)
+                add("gemm a=%s b=e4m3 sa=%s sb=%s out=%s bias=%d", fa[t], fsa[i], fsb[j], OUT);
+    /* MXFP8, MXFP4 */
+    add("gemm a=e4m3 b=e4m3 sa=mx sb=mx out=%s bias=%d", OUT);
+    add("gemm a=e4m3 b=e4m3 sa=mx sb=mx out=%s bias=%d", OUT);
+    add("gemm a=e2m1 b=e2m1 sa=mx sb=mx out=%s bias=%d", OUT);
+    add("gemm a=e2m1 b=e2m1 sa=mx sb=mx out=%s bias=%d", OUT);
+#undef OUT
+}
+
+/* Two configurations of each: the heuristic's and a small explicit tile. */
+static const char *const configs[] = {"", " tile=64x64x64 warps=2x2 stages=3"};
+
+static void bad_input(qjit_gemm *g, const qjit_gemm_desc *d, const qjit_gemm_info *info)
+{
+    /* the smallest valid problem, then one field broken at a time */
+    int64_t k = 256, m = 8, n = 8;
+    void *dA, *dB, *dD, *dS, *dZ, *dBias;
+    CK(cudaMalloc(&dA, 1 << 16));
+    CK(cudaMalloc(&dB, 1 << 16));
+    CK(cudaMalloc(&dD, 1 << 16));
+    CK(cudaMalloc(&dS, 1 << 16));
+    CK(cudaMalloc(&dZ, 1 << 16));
+    CK(cudaMalloc(&dBias, 1 << 12));
+    CK(cudaMemset(dD, 0x5a, 1 << 16));
+    qjit_gemm_args ok = {dA, dB, dD, dBias, dS, dS, dZ, m, n, k, k, k, n};
+    struct {
+        const char *what, *needle;
+        qjit_gemm_args a;
+        bool applies;
+    } bad[] = {
+        {"no scale_b", "'scale_b'", ok, d->sb != QJIT_SCALE_NONE},
+        {"no scale_a", "'scale_a'", ok, d->sa != QJIT_SCALE_NONE},
+        {"no zeros_b", "'zeros_b'", ok, d->zeros != 0},
+        {"k off group", "group", ok, d->sb == QJIT_SCALE_GROUP},
+        {"k off mx", "32", ok, d->sa == QJIT_SCALE_MX || d->sb == QJIT_SCALE_MX},
+        {"odd k for 4-bit", "odd", ok, bits_of(d->a) == 4 || bits_of(d->b) == 4},
+    };
+    bad[0].a.scale_b = NULL;
+    bad[1].a.scale_a = NULL;
+    bad[2].a.zeros_b = NULL;
+    bad[3].a.k = d->group ? d->group + d->group / 2 : 0;
+    bad[4].a.k = 48;
+    bad[5].a.k = 255;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (!bad[i].applies)
+            continue;
+        qjit_status st = qjit_gemm_launch(g, &bad[i].a, NULL);
+        CHECK(st == QJIT_ERROR_INVALID_ARGUMENT && strstr(qjit_last_error(), bad[i].needle),
+              "%s, %s: %s '%s'", info->text, bad[i].what, qjit_status_string(st),
+              qjit_last_error());
+    }
+    CK(cudaDeviceSynchronize());
+    unsigned char *h = malloc(1 << 16);
+    CK(cudaMemcpy(h, dD, 1 << 16, cudaMemcpyDeviceToHost));
+    bool untouched = true;
+    for (int i = 0; i < (1 << 16); i++)
+        untouched &= h[i] == 0x5a;
+    CHECK(untouched, "%s: a rejected launch wrote the output", info->text);
+    free(h);
+    cudaFree(dA);
+    cudaFree(dB);
+    cudaFree(dD);
+    cudaFree(dS);
+    cudaFree(dZ);
+    cudaFree(dBias);
+}
+
+/* --list: parse every descriptor and ask qjit_gemm_supports for sm_90a (no GPU). */
+static int list_only(void)
+{
+    qjit_context *ctx;
+    qjit_options o;
+    qjit_options_init(&o);
+    o.memory_only = 1;
+    CHECK_OK(qjit_context_create(&o, &ctx));
+    build_list();
+    for (int i = 0; i < ndesc; i++)
+        for (int c = 0; c < 2; c++) {
+            char text[256], why[512] = "";
+            snprintf(text, sizeof text, "%s%s", descs[i], configs[c]);
+            qjit_gemm_desc d;
+            qjit_status st = qjit_gemm_desc_parse(text, &d);
+            if (st == QJIT_OK)
+                st = qjit_gemm_supports(ctx, &d, QJIT_ARCH_SM90A, why, sizeof why);
+            printf("%-80s %s %s\n", text, qjit_status_string(st),
+                   st == QJIT_OK ? "" : why[0] ? why : qjit_last_error());
+        }
+    qjit_context_destroy(ctx);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--list") == 0)
+        return list_only();
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+        printf("test_gpu_quant: no GPU visible, skipped\n");
+        return TL_SKIP;
+    }
+    CK(cudaSetDevice(0));
+    CK(cudaFree(0));
+    int major = 0;
+    CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+    if (major != 9) {
+        printf("test_gpu_quant: written for sm_90, skipped\n");
+        return TL_SKIP;
+    }
+    qjit_options o;
+    qjit_options_init(&o);
+    o.cache_dir = tl_tmpdir("gpu-quant");
+    qjit_context *ctx;
+    CHECK_OK(qjit_context_create(&o, &ctx));
+    build_list();
+    const char *filter = getenv("QJIT_TEST_FILTER");
+    printf("%-96s %-22s %s\n", "descriptor (resolved)", "max error (bound)", "shapes");
+    for (int i = 0; i < ndesc; i++) {
+        for (int c = 0; c < 2; c++) {
+            char text[256];
+            snprintf(text, sizeof text, "%s%s", descs[i], configs[c]);
+            if (filter && !strstr(text, filter))
+                continue;
+            qjit_gemm_desc d;
+            qjit_status st = qjit_gemm_desc_parse(text, &d);
+            CHECK(st == QJIT_OK, "%s: %s", text, qjit_last_error());
+            if (st != QJIT_OK)
+                continue;
+            qjit_gemm *g = NULL;
+            st = qjit_context_get_gemm(ctx, &d, NULL, &g);
+            CHECK(st == QJIT_OK, "%s: %s: %s", text, qjit_status_string(st), qjit_last_error());
+            if (st != QJIT_OK) {
+                printf("%-96s %s\n", text, qjit_status_string(st));
+                continue;
+            }
+            qjit_gemm_info info;
+            qjit_gemm_get_info(g, &info);
+            int64_t unit = info.k_multiple;
+            if (d.sb == QJIT_SCALE_GROUP && d.group > unit)
+                unit = d.group;
+            if ((d.sa == QJIT_SCALE_MX || d.sb == QJIT_SCALE_MX) && unit < 32)
+                unit = 32;
+            const int64_t shapes[4][3] = {
+                {1, 257, unit * 3}, {5, 1000, unit * 7}, {64, 136, unit * 5}, {333, 520, unit * 9}};
+            double worst = 0;
+            long worst_bits = 0;
+            bool exact = bit_exact_pair(&info.desc);
+            for (int sh = 0; sh < 4; sh++) {
+                double e = 0;
+                long mism = 0;
+                bool ok = run_one(g, &info.desc, &info, shapes[sh][0], shapes[sh][1],
+                                  shapes[sh][2], &e, &mism);
+                CHECK(ok, "%s m=%lld: hard failure", info.text, (long long)shapes[sh][0]);
+                if (exact)
+                    CHECK(mism == 0, "%s m=%lld n=%lld k=%lld: %ld outputs differ from the "
+                          "exact f32 epilogue (nerr %.3g)", info.text, (long long)shapes[sh][0],
+                          (long long)shapes[sh][1], (long long)shapes[sh][2], mism, e);
+                else
+                    CHECK(e <= bound_for(&info.desc), "%s m=%lld n=%lld k=%lld: error %.3g > %.1e",
+                          info.text, (long long)shapes[sh][0], (long long)shapes[sh][1],
+                          (long long)shapes[sh][2], e, bound_for(&info.desc));
+                if (!(e <= worst))
+                    worst = e;
+                if (mism > worst_bits)
+                    worst_bits = mism;
+            }
+            char col[64];
+            if (exact)
+                snprintf(col, sizeof col, "%ld differ (exact)", worst_bits);
+            else
+                snprintf(col, sizeof col, "%.2e (%.0e)", worst, bound_for(&info.desc));
+            printf("%-96s %-22s 4\n", info.text, col);
+            if (c == 0)
+                bad_input(g, &info.desc, &info);
+        }
+    }
+    qjit_context_destroy(ctx);
+    return tl_finish("test_gpu_quant");
+}
