@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -481,8 +482,10 @@ static void init_device(int device, struct cudaDeviceProp *prop)
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0) {
-        fprintf(stderr, "qjit-bench: no CUDA device visible (%s)\n",
-                e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        /* with no driver at all, cudart says "driver version is insufficient" */
+        fprintf(stderr, "qjit-bench: no usable CUDA device (cudaGetDeviceCount: %s): no NVIDIA "
+                "driver, no visible GPU, or a driver older than this CUDA runtime (%d)\n",
+                e != cudaSuccess ? cudaGetErrorString(e) : "0 devices", CUDART_VERSION);
         exit(EXIT_NO_DEVICE);
     }
     if (device >= count) {
@@ -954,51 +957,125 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
     return 0;
 }
 
-/* The child side of the cold-process hit: a fresh process, the cache already warm.
- * Prints "key value..." lines on stdout for the parent to read. */
-static int child_cold_hit(int device, const char *dir, int n, char **descs)
+/* The child side of the JIT measurements, a fresh process so that nothing compiled or
+ * loaded earlier in the parent (by NVRTC, the driver or qjit) helps:
+ *   miss: an empty cache; every first get compiles; then the warm-get and parse loops.
+ *   hit:  the cache the miss child filled; every first get is a disk hit.
+ * Prints "key value..." lines on stdout for the parent (run_child) to read. */
+static int child_jit(const bench_opts *o, int miss, const char *dir, int n, char **descs)
 {
+    qjit_gemm *first = NULL;
+    qjit_gemm_desc first_desc;
+    int first_i = -1;
+
     double t0 = now_ns();
-    init_device(device, NULL);
+    init_device(o->device, NULL);
     double t1 = now_ns();
     qjit_context *ctx = make_context(dir);
     double t2 = now_ns();
     printf("cuda_init_ms %.6f\nctx_create_ms %.6f\n", (t1 - t0) / 1e6, (t2 - t1) / 1e6);
+
+    /* Resolving with arch=auto asks the device: this takes qjit's lazy driver load out of
+     * the first timed get. */
+    if (n > 0) {
+        qjit_gemm_desc d, r;
+        if (qjit_gemm_desc_parse(descs[0], &d) == QJIT_OK) {
+            t0 = now_ns();
+            qjit_status s = qjit_gemm_resolve(ctx, &d, QJIT_ARCH_AUTO, &r);
+            printf("first_touch_ms %.6f\n", (now_ns() - t0) / 1e6);
+            if (s != QJIT_OK)
+                fprintf(stderr, "qjit-bench: qjit_gemm_resolve: %s: %s\n",
+                        qjit_status_string(s), qjit_last_error());
+        }
+    }
     for (int i = 0; i < n; i++) {
         qjit_gemm_desc d;
         qjit_gemm *g;
         qjit_status s = qjit_gemm_desc_parse(descs[i], &d);
-        if (s != QJIT_OK)
-            die("child: parse '%s': %s", descs[i], qjit_last_error());
-        double a = now_ns();
-        s = qjit_context_get_gemm(ctx, &d, NULL, &g);
-        double b = now_ns();
-        if (s != QJIT_OK)
-            die("child: get '%s': %s: %s", descs[i], qjit_status_string(s), qjit_last_error());
-        printf("get_ms %d %.6f\n", i, (b - a) / 1e6);
+        if (s == QJIT_OK) {
+            double a = now_ns();
+            s = qjit_context_get_gemm(ctx, &d, NULL, &g);
+            double b = now_ns();
+            if (s == QJIT_OK) {
+                printf("get_ms %d %.6f\n", i, (b - a) / 1e6);
+                if (!first)
+                    first = g, first_desc = d, first_i = i;
+                continue;
+            }
+        }
+        const char *msg = qjit_last_error(), *nl = strchr(msg, '\n');
+        printf("get_fail %d %s: %.*s\n", i, qjit_status_string(s),
+               nl ? (int)(nl - msg) : (int)strlen(msg), msg);
+        fprintf(stderr, "qjit-bench: get '%s': %s: %s\n", descs[i], qjit_status_string(s), msg);
     }
     qjit_stats st;
     qjit_context_stats(ctx, &st);
-    printf("stats %llu %llu %llu %llu %llu\n", (unsigned long long)st.gets,
+    printf("stats %llu %llu %llu %llu %llu %.6f\n", (unsigned long long)st.gets,
            (unsigned long long)st.memory_hits, (unsigned long long)st.disk_hits,
-           (unsigned long long)st.compiles, (unsigned long long)st.compile_failures);
+           (unsigned long long)st.compiles, (unsigned long long)st.compile_failures,
+           st.compile_ms);
+
+    if (miss && first) {
+        /* warm get: the in-process map, as a server's hot path sees it */
+        double *per = xmalloc(sizeof *per * (size_t)o->get_batches);
+        qjit_gemm *g;
+        for (int b = 0; b < o->get_batches; b++) {
+            t0 = now_ns();
+            for (long i = 0; i < o->get_iters; i++)
+                if (qjit_context_get_gemm(ctx, &first_desc, NULL, &g) != QJIT_OK || g != first)
+                    die("warm get failed or gave another handle: %s", qjit_last_error());
+            per[b] = (now_ns() - t0) / (double)o->get_iters;
+        }
+        printf("warm_get_ns %d %.6f\n", first_i, median(per, o->get_batches));
+        /* parse: what a caller that keeps descriptors as text pays on top */
+        long piters = o->get_iters / 10 > 0 ? o->get_iters / 10 : 1;
+        for (int b = 0; b < o->get_batches; b++) {
+            qjit_gemm_desc d;
+            t0 = now_ns();
+            for (long i = 0; i < piters; i++)
+                if (qjit_gemm_desc_parse(descs[first_i], &d) != QJIT_OK)
+                    die("parse failed: %s", qjit_last_error());
+            per[b] = (now_ns() - t0) / (double)piters;
+        }
+        printf("parse_ns %.6f\n", median(per, o->get_batches));
+        free(per);
+    }
     qjit_context_destroy(ctx);
     return 0;
 }
 
-/* Start /proc/self/exe --child-cold-hit and read what it measured into *js. */
-static void run_child(const bench_env *env, const char *dir, int n, const char **descs,
-                      jit_summary *js)
-{
-    char devbuf[16];
-    char **argv = xmalloc(sizeof *argv * (size_t)(n + 6));
-    int k = 0, fds[2];
+typedef struct child_result {
+    int ok;
+    double init_ms, ctx_ms, touch_ms, wall_ms, warm_ns, parse_ns;
+    double get_ms[MAX_JIT_DESCS];
+    int got[MAX_JIT_DESCS];           /* 1: get_ms[i] is valid */
+    char fail[MAX_JIT_DESCS][160];    /* first line of a failed get */
+    unsigned long long gets, memory_hits, disk_hits, compiles, compile_failures;
+    double compile_ms;
+} child_result;
 
-    snprintf(devbuf, sizeof devbuf, "%d", env->o->device);
+/* Run `qjit-bench --device N --get-iters I --get-batches B --child-jit MODE DIR DESC...`
+ * from /proc/self/exe, with HOME set to `home`, and read its lines into *cr. */
+static void run_child(const bench_env *env, const char *mode, const char *dir,
+                      const char *home, int n, const char *const *descs, child_result *cr)
+{
+    char dev[24], iters[24], batches[24];
+    char **argv = xmalloc(sizeof *argv * (size_t)(n + 12));
+    int k = 0, fds[2], nget = 0, have_stats = 0;
+
+    memset(cr, 0, sizeof *cr);
+    snprintf(dev, sizeof dev, "%d", env->o->device);
+    snprintf(iters, sizeof iters, "%ld", env->o->get_iters);
+    snprintf(batches, sizeof batches, "%d", env->o->get_batches);
     argv[k++] = "qjit-bench";
     argv[k++] = "--device";
-    argv[k++] = devbuf;
-    argv[k++] = "--child-cold-hit";
+    argv[k++] = dev;
+    argv[k++] = "--get-iters";
+    argv[k++] = iters;
+    argv[k++] = "--get-batches";
+    argv[k++] = batches;
+    argv[k++] = "--child-jit";
+    argv[k++] = (char *)mode;
     argv[k++] = (char *)dir;
     for (int i = 0; i < n; i++)
         argv[k++] = (char *)descs[i];
@@ -1013,6 +1090,7 @@ static void run_child(const bench_env *env, const char *dir, int n, const char *
     if (pid < 0)
         die("fork: %s", strerror(errno));
     if (pid == 0) {
+        setenv("HOME", home, 1);
         dup2(fds[1], STDOUT_FILENO);
         close(fds[0]);
         close(fds[1]);
@@ -1024,184 +1102,156 @@ static void run_child(const bench_env *env, const char *dir, int n, const char *
     FILE *f = fdopen(fds[0], "r");
     if (!f)
         die("fdopen: %s", strerror(errno));
-    char line[256];
-    double *gets = xmalloc(sizeof *gets * (size_t)(n ? n : 1));
-    int ngets = 0, have_stats = 0;
-    unsigned long long sg = 0, smh = 0, sdh = 0, sc = 0, scf = 0;
+    char line[512];
     while (fgets(line, sizeof line, f)) {
-        int idx;
+        int idx, pos = 0;
         double v;
         if (sscanf(line, "cuda_init_ms %lf", &v) == 1)
-            js->child_init_ms = v;
+            cr->init_ms = v;
         else if (sscanf(line, "ctx_create_ms %lf", &v) == 1)
-            js->child_ctx_ms = v;
-        else if (sscanf(line, "get_ms %d %lf", &idx, &v) == 2 && ngets < n) {
-            gets[ngets++] = v;
-            csv_row("jit", NULL, NULL, NULL, descs[idx >= 0 && idx < n ? idx : 0],
-                    "cold_hit_get_ms", v, "ms");
-        } else if (sscanf(line, "stats %llu %llu %llu %llu %llu", &sg, &smh, &sdh, &sc, &scf) ==
-                   5)
+            cr->ctx_ms = v;
+        else if (sscanf(line, "first_touch_ms %lf", &v) == 1)
+            cr->touch_ms = v;
+        else if (sscanf(line, "get_ms %d %lf", &idx, &v) == 2 && idx >= 0 && idx < n)
+            cr->get_ms[idx] = v, cr->got[idx] = 1, nget++;
+        else if (sscanf(line, "get_fail %d %n", &idx, &pos) == 1 && idx >= 0 && idx < n) {
+            line[strcspn(line, "\n")] = 0;
+            snprintf(cr->fail[idx], sizeof cr->fail[idx], "%s", line + pos);
+        } else if (sscanf(line, "stats %llu %llu %llu %llu %llu %lf", &cr->gets,
+                          &cr->memory_hits, &cr->disk_hits, &cr->compiles,
+                          &cr->compile_failures, &cr->compile_ms) == 6)
             have_stats = 1;
+        else if (sscanf(line, "warm_get_ns %d %lf", &idx, &v) == 2)
+            cr->warm_ns = v;
+        else if (sscanf(line, "parse_ns %lf", &v) == 1)
+            cr->parse_ns = v;
     }
     fclose(f);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
-    js->child_total_ms = (now_ns() - t0) / 1e6;
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || ngets != n || !have_stats) {
-        fprintf(stderr, "qjit-bench: the cold-hit child failed (status %d, %d of %d gets); "
-                "see its messages above\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1,
-                ngets, n);
-    } else {
-        js->child_ok = 1;
-        js->child_get_max_ms = max_of(gets, ngets);
-        js->child_get_med_ms = median(gets, ngets);
-        js->child_gets = sg;
-        js->child_disk_hits = sdh;
-        js->child_compiles = sc;
-    }
-    free(gets);
+    cr->wall_ms = (now_ns() - t0) / 1e6;
+    cr->ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && have_stats;
+    if (!cr->ok)
+        fprintf(stderr, "qjit-bench: the %s child failed (%s %d, %d of %d gets); see its "
+                "messages above\n", mode, WIFEXITED(status) ? "exit status" : "signal",
+                WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), nget, n);
     free(argv);
 }
 
 static void run_jit(bench_env *env)
 {
-    const bench_opts *o = env->o;
     jit_summary *js = &jitsum;
-    char dir[] = "/tmp/qjit-bench-XXXXXX";
+    char dir[] = "/tmp/qjit-bench-XXXXXX", home[64];
     const char *ok_descs[MAX_JIT_DESCS];
-    qjit_gemm *first = NULL;
-    qjit_gemm_desc first_desc;
-    double miss[MAX_JIT_DESCS];
-    int n_ok = 0;
+    double ms[MAX_JIT_DESCS];
+    child_result *miss = xmalloc(sizeof *miss), *hit = xmalloc(sizeof *hit);
+    int n = N_JIT_DESCS < MAX_JIT_DESCS ? N_JIT_DESCS : MAX_JIT_DESCS, n_ok = 0;
 
     memset(js, 0, sizeof *js);
     js->ran = 1;
     if (!mkdtemp(dir))
         die("mkdtemp %s: %s", dir, strerror(errno));
-    /* a shipped cache would turn the misses into hits; the child inherits this too */
+    /* NVRTC 13 keeps its own persistent cache under $HOME (~/.nv): a source compiled
+     * before by any process of the user compiles again in ~25 ms instead of ~500 ms on
+     * the H100 machine.  The children get an empty HOME so that a miss is a real one. */
+    snprintf(home, sizeof home, "%s/home", dir);
+    if (mkdir(home, 0700) != 0)
+        die("mkdir %s: %s", home, strerror(errno));
+    /* a shipped cache would turn the misses into hits; the children inherit this */
     if (getenv("QJIT_SHIPPED_CACHE")) {
         fprintf(stderr, "qjit-bench: ignoring QJIT_SHIPPED_CACHE in the jit section\n");
         unsetenv("QJIT_SHIPPED_CACHE");
     }
-    printf("\n== JIT costs (fresh cache dir %s)\n", dir);
+    printf("\n== JIT costs (fresh processes; fresh cache dir %s)\n", dir);
 
-    double t0 = now_ns();
-    qjit_context *ctx = make_context(dir);
-    js->ctx_ms = (now_ns() - t0) / 1e6;
-
-    /* Resolving with arch=auto asks the device: this takes qjit's lazy driver load out of
-     * the first timed miss. */
-    {
-        qjit_gemm_desc d, r;
-        qjit_gemm_desc_parse(jit_descs[0], &d);
-        t0 = now_ns();
-        qjit_status s = qjit_gemm_resolve(ctx, &d, QJIT_ARCH_AUTO, &r);
-        js->first_touch_ms = (now_ns() - t0) / 1e6;
-        if (s != QJIT_OK)
-            fprintf(stderr, "qjit-bench: qjit_gemm_resolve: %s: %s\n", qjit_status_string(s),
-                    qjit_last_error());
-    }
-
-    qjit_stats before, after;
-    qjit_context_stats(ctx, &before);
+    run_child(env, "miss", dir, home, n, jit_descs, miss);
     printf("  %-72s %10s\n", "compile on a miss (descriptor)", "ms");
-    for (int i = 0; i < N_JIT_DESCS && i < MAX_JIT_DESCS; i++) {
-        qjit_gemm_desc d;
-        qjit_gemm *g;
-        qjit_status s = qjit_gemm_desc_parse(jit_descs[i], &d);
-        if (s == QJIT_OK) {
-            t0 = now_ns();
-            s = qjit_context_get_gemm(ctx, &d, NULL, &g);
-            double ms = (now_ns() - t0) / 1e6;
-            if (s == QJIT_OK) {
-                printf("  %-72s %10.1f\n", jit_descs[i], ms);
-                csv_row("jit", NULL, NULL, NULL, jit_descs[i], "miss_get_ms", ms, "ms");
-                miss[n_ok] = ms;
-                ok_descs[n_ok++] = jit_descs[i];
-                if (!first)
-                    first = g, first_desc = d;
-                continue;
-            }
+    for (int i = 0; i < n; i++) {
+        if (miss->got[i]) {
+            printf("  %-72s %10.1f\n", jit_descs[i], miss->get_ms[i]);
+            csv_row("jit", "miss", NULL, NULL, jit_descs[i], "miss_get_ms", miss->get_ms[i],
+                    "ms");
+            ms[n_ok] = miss->get_ms[i];
+            ok_descs[n_ok++] = jit_descs[i];
+        } else {
+            printf("  %-72s %10s  %s\n", jit_descs[i], "failed",
+                   miss->fail[i][0] ? miss->fail[i] : "(no result)");
         }
-        const char *msg = qjit_last_error(), *nl = strchr(msg, '\n');
-        printf("  %-72s %10s  %s: %.*s\n", jit_descs[i], "failed", qjit_status_string(s),
-               nl ? (int)(nl - msg) : (int)strlen(msg), msg);
     }
-    qjit_context_stats(ctx, &after);
     js->n_ok = n_ok;
-    js->compiles = after.compiles - before.compiles;
-    js->disk_hits = after.disk_hits - before.disk_hits;
-    js->miss_max_ms = max_of(miss, n_ok);
-    js->miss_med_ms = median(miss, n_ok);
+    js->ctx_ms = miss->ctx_ms;
+    js->first_touch_ms = miss->touch_ms;
+    js->compiles = miss->compiles;
+    js->disk_hits = miss->disk_hits;
+    js->miss_max_ms = max_of(ms, n_ok);
+    js->miss_med_ms = median(ms, n_ok);
+    js->warm_get_ns = miss->warm_ns;
+    js->parse_ns = miss->parse_ns;
     printf("  misses: %d kernels, median %.1f ms, max %.1f ms; stats: %llu compiles, %llu disk "
-           "hits, %.1f ms in NVRTC\n",
-           n_ok, js->miss_med_ms, js->miss_max_ms, (unsigned long long)js->compiles,
-           (unsigned long long)js->disk_hits, after.compile_ms - before.compile_ms);
-    if (n_ok && js->compiles < (uint64_t)n_ok)
-        printf("  NOTE: fewer compiles (%llu) than misses (%d): the fresh cache was not empty?\n",
-               (unsigned long long)js->compiles, n_ok);
-    csv_row("jit", NULL, NULL, NULL, "", "ctx_create_ms", js->ctx_ms, "ms");
-    csv_row("jit", NULL, NULL, NULL, "", "first_gpu_touch_ms", js->first_touch_ms, "ms");
-    csv_row("jit", NULL, NULL, NULL, "", "miss_median_ms", js->miss_med_ms, "ms");
-    csv_row("jit", NULL, NULL, NULL, "", "miss_max_ms", js->miss_max_ms, "ms");
-    csv_row("jit", NULL, NULL, NULL, "", "miss_compiles", (double)js->compiles, "");
-    csv_row("jit", NULL, NULL, NULL, "", "nvrtc_ms_total", after.compile_ms - before.compile_ms,
-            "ms");
+           "hits, %.1f ms in NVRTC%s\n", n_ok, js->miss_med_ms, js->miss_max_ms,
+           miss->compiles, miss->disk_hits, miss->compile_ms,
+           n_ok && miss->compiles < (unsigned long long)n_ok
+               ? "  <-- EXPECTED one compile per miss" : "");
+    printf("  (that process: CUDA init %.1f ms, qjit context %.2f ms, first GPU touch %.1f ms)\n",
+           miss->init_ms, miss->ctx_ms, miss->touch_ms);
+    csv_row("jit", "miss", NULL, NULL, "", "ctx_create_ms", miss->ctx_ms, "ms");
+    csv_row("jit", "miss", NULL, NULL, "", "first_gpu_touch_ms", miss->touch_ms, "ms");
+    csv_row("jit", "miss", NULL, NULL, "", "miss_median_ms", js->miss_med_ms, "ms");
+    csv_row("jit", "miss", NULL, NULL, "", "miss_max_ms", js->miss_max_ms, "ms");
+    csv_row("jit", "miss", NULL, NULL, "", "miss_compiles", (double)miss->compiles, "");
+    csv_row("jit", "miss", NULL, NULL, "", "nvrtc_ms_total", miss->compile_ms, "ms");
 
-    if (n_ok) {
-        run_child(env, dir, n_ok, ok_descs, js);
-        if (js->child_ok) {
+    if (n_ok && miss->ok) {
+        printf("  warm get: %.1f ns/call (median of %d batches of %ld); desc parse: %.1f "
+               "ns/call\n", miss->warm_ns, env->o->get_batches, env->o->get_iters,
+               miss->parse_ns);
+        csv_row("jit", "warm", NULL, NULL, ok_descs[0], "warm_get_ns", miss->warm_ns, "ns");
+        csv_row("jit", "warm", NULL, NULL, ok_descs[0], "desc_parse_ns", miss->parse_ns, "ns");
+
+        run_child(env, "hit", dir, home, n_ok, ok_descs, hit);
+        int nh = 0;
+        for (int i = 0; i < n_ok; i++)
+            if (hit->got[i]) {
+                csv_row("jit", "cold_hit", NULL, NULL, ok_descs[i], "cold_hit_get_ms",
+                        hit->get_ms[i], "ms");
+                ms[nh++] = hit->get_ms[i];
+            }
+        if (hit->ok && nh == n_ok) {
+            js->child_ok = 1;
+            js->child_init_ms = hit->init_ms;
+            js->child_ctx_ms = hit->ctx_ms;
+            js->child_get_max_ms = max_of(ms, nh);
+            js->child_get_med_ms = median(ms, nh);
+            js->child_total_ms = hit->wall_ms;
+            js->child_gets = hit->gets;
+            js->child_disk_hits = hit->disk_hits;
+            js->child_compiles = hit->compiles;
             printf("  cold process: CUDA init %.1f ms, qjit context %.2f ms, first get per kernel "
-                   "median %.2f ms (max %.2f); stats: %llu gets, %llu disk hits, %llu compiles%s\n",
-                   js->child_init_ms, js->child_ctx_ms, js->child_get_med_ms,
-                   js->child_get_max_ms, (unsigned long long)js->child_gets,
-                   (unsigned long long)js->child_disk_hits,
-                   (unsigned long long)js->child_compiles,
-                   js->child_compiles == 0 && js->child_disk_hits == (uint64_t)n_ok
-                       ? ""
-                       : "  <-- EXPECTED 0 compiles and all disk hits");
+                   "median %.2f ms (max %.2f); stats: %llu gets, %llu disk hits, %llu "
+                   "compiles%s\n", hit->init_ms, hit->ctx_ms, js->child_get_med_ms,
+                   js->child_get_max_ms, hit->gets, hit->disk_hits, hit->compiles,
+                   hit->compiles == 0 && hit->disk_hits == (unsigned long long)n_ok
+                       ? "" : "  <-- EXPECTED 0 compiles and all disk hits");
             printf("  cold process wall, fork to exit (exec, loading cuBLAS, the above): %.0f ms\n",
-                   js->child_total_ms);
-            csv_row("jit", NULL, NULL, NULL, "", "cold_cuda_init_ms", js->child_init_ms, "ms");
-            csv_row("jit", NULL, NULL, NULL, "", "cold_ctx_create_ms", js->child_ctx_ms, "ms");
-            csv_row("jit", NULL, NULL, NULL, "", "cold_hit_median_ms", js->child_get_med_ms, "ms");
-            csv_row("jit", NULL, NULL, NULL, "", "cold_hit_max_ms", js->child_get_max_ms, "ms");
-            csv_row("jit", NULL, NULL, NULL, "", "cold_disk_hits", (double)js->child_disk_hits, "");
-            csv_row("jit", NULL, NULL, NULL, "", "cold_compiles", (double)js->child_compiles, "");
-            csv_row("jit", NULL, NULL, NULL, "", "cold_process_wall_ms", js->child_total_ms, "ms");
+                   hit->wall_ms);
+            csv_row("jit", "cold_hit", NULL, NULL, "", "cold_cuda_init_ms", hit->init_ms, "ms");
+            csv_row("jit", "cold_hit", NULL, NULL, "", "cold_ctx_create_ms", hit->ctx_ms, "ms");
+            csv_row("jit", "cold_hit", NULL, NULL, "", "cold_first_gpu_touch_ms", hit->touch_ms,
+                    "ms");
+            csv_row("jit", "cold_hit", NULL, NULL, "", "cold_hit_median_ms", js->child_get_med_ms,
+                    "ms");
+            csv_row("jit", "cold_hit", NULL, NULL, "", "cold_hit_max_ms", js->child_get_max_ms,
+                    "ms");
+            csv_row("jit", "cold_hit", NULL, NULL, "", "cold_disk_hits", (double)hit->disk_hits,
+                    "");
+            csv_row("jit", "cold_hit", NULL, NULL, "", "cold_compiles", (double)hit->compiles, "");
+            csv_row("jit", "cold_hit", NULL, NULL, "", "cold_process_wall_ms", hit->wall_ms, "ms");
         }
-
-        /* warm get: the in-process map, as a server's hot path would see it */
-        double *per = xmalloc(sizeof *per * (size_t)o->get_batches);
-        qjit_gemm *g;
-        for (int b = 0; b < o->get_batches; b++) {
-            t0 = now_ns();
-            for (long i = 0; i < o->get_iters; i++)
-                if (qjit_context_get_gemm(ctx, &first_desc, NULL, &g) != QJIT_OK || g != first)
-                    die("warm get failed or returned another handle: %s", qjit_last_error());
-            per[b] = (now_ns() - t0) / (double)o->get_iters;
-        }
-        js->warm_get_ns = median(per, o->get_batches);
-        /* parse: what a caller that keeps descriptors as text pays on top */
-        long piters = o->get_iters / 10 > 0 ? o->get_iters / 10 : 1;
-        for (int b = 0; b < o->get_batches; b++) {
-            qjit_gemm_desc d;
-            t0 = now_ns();
-            for (long i = 0; i < piters; i++)
-                if (qjit_gemm_desc_parse(ok_descs[0], &d) != QJIT_OK)
-                    die("parse failed: %s", qjit_last_error());
-            per[b] = (now_ns() - t0) / (double)piters;
-        }
-        js->parse_ns = median(per, o->get_batches);
-        free(per);
-        printf("  warm get: %.1f ns/call (median of %d batches of %ld); desc parse: %.1f ns/call\n",
-               js->warm_get_ns, o->get_batches, o->get_iters, js->parse_ns);
-        csv_row("jit", NULL, NULL, NULL, ok_descs[0], "warm_get_ns", js->warm_get_ns, "ns");
-        csv_row("jit", NULL, NULL, NULL, ok_descs[0], "desc_parse_ns", js->parse_ns, "ns");
     }
-    qjit_context_destroy(ctx);
     nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(miss);
+    free(hit);
 }
 
 /* ---------------------------------------------------------------- launch section */
@@ -1405,9 +1455,15 @@ static void print_summary(const bench_env *env)
     if (jitsum.ran) {
         const jit_summary *j = &jitsum;
         printf("  JIT\n");
-        printf("    %-44s %12.1f ms  (median of %d; max %.1f; %llu compiles)\n",
-               "compile on a miss, per kernel", j->miss_med_ms, j->n_ok, j->miss_max_ms,
-               (unsigned long long)j->compiles);
+        if (j->n_ok == 0) {
+            printf("    %-44s %12s\n", "compile on a miss", "all failed");
+        } else {
+            printf("    %-44s %12.1f ms  (median of %d; max %.1f; %llu compiles)\n",
+                   "compile on a miss, per kernel", j->miss_med_ms, j->n_ok, j->miss_max_ms,
+                   (unsigned long long)j->compiles);
+            printf("    %-44s %12.1f ns\n", "warm get (in-process hit)", j->warm_get_ns);
+            printf("    %-44s %12.1f ns\n", "descriptor parse", j->parse_ns);
+        }
         if (j->child_ok) {
             printf("    %-44s %12.1f ms\n", "cold process: CUDA init", j->child_init_ms);
             printf("    %-44s %12.2f ms\n", "cold process: qjit context create", j->child_ctx_ms);
@@ -1416,10 +1472,8 @@ static void print_summary(const bench_env *env)
                    (unsigned long long)j->child_disk_hits,
                    (unsigned long long)j->child_compiles);
         } else {
-            printf("    %-44s %12s\n", "cold process", "failed");
+            printf("    %-44s %12s\n", "cold process", j->n_ok ? "failed" : "not run");
         }
-        printf("    %-44s %12.1f ns\n", "warm get (in-process hit)", j->warm_get_ns);
-        printf("    %-44s %12.1f ns\n", "descriptor parse", j->parse_ns);
     }
     if (launchsum.ran) {
         const launch_summary *l = &launchsum;
@@ -1433,21 +1487,19 @@ static void print_summary(const bench_env *env)
 
 int main(int argc, char **argv)
 {
-    /* The child of the cold-hit measurement: --device N --child-cold-hit DIR DESC... */
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--child-cold-hit")) {
-            int device = 0;
-            if (i + 1 >= argc)
-                die("--child-cold-hit needs DIR DESC...");
-            for (int j = 1; j + 1 < i; j++)
-                if (!strcmp(argv[j], "--device"))
-                    device = (int)parse_long(argv[j + 1], "--device", 0);
-            return child_cold_hit(device, argv[i + 1], argc - i - 2, argv + i + 2);
-        }
-    }
-
     bench_opts o;
     bench_env env;
+
+    /* A child of the jit section: [options] --child-jit miss|hit DIR DESC... */
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--child-jit")) {
+            if (i + 2 >= argc || (strcmp(argv[i + 1], "miss") && strcmp(argv[i + 1], "hit")))
+                die("--child-jit needs miss|hit DIR DESC...");
+            parse_args(i, argv, &o);
+            return child_jit(&o, !strcmp(argv[i + 1], "miss"), argv[i + 2], argc - i - 3,
+                             argv + i + 3);
+        }
+    }
     parse_args(argc, argv, &o);
     memset(&env, 0, sizeof env);
     env.o = &o;
