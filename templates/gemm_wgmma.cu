@@ -1,0 +1,363 @@
+// gemm_wgmma.cu — warp-specialized Hopper GEMM for f16×f16 and bf16×bf16, sm_90a only.
+// D[m,n] = cast_out(sum_k A[m,k]·B[n,k] + bias[n]), f32 accumulation in registers. Warpgroup 0
+// fills a STAGES-deep ring of 128-byte-swizzled shared-memory tiles with cp.async, each stage
+// handed over through mbarriers; WM×WN consumer warpgroups run wgmma.mma_async m64nNk16 with
+// both operands read from shared memory, keeping one wgmma group in flight.
+//
+// Parameters: BK must be 64 (a tile row of halves is one 128-byte swizzle row). WM and WN count
+// the consumer warpgroups along M and N; each owns a (BM/WM)×(BN/WN) tile, BM/WM a multiple of
+// 64 (m64 wgmma rows) and BN/WN a multiple of 16 up to 256 (the wgmma N). STAGES 2..8, within
+// 227 KB of shared memory: 128x128x64 up to 7, 128x256x64 and 256x128x64 up to 4.
+// Block: one producer warpgroup plus WM*WN consumer warpgroups.
+// qjit:threads=128*(WM*WN+1)
+// Dynamic shared memory in bytes: the ring, then 1024-byte alignment slack and the mbarriers.
+// qjit:smem=STAGES*(BM+BN)*BK*2+2048
+% assert((A == "f16" or A == "bf16") and B == A, "gemm_wgmma: A and B must both be f16 or both bf16")
+% assert(OUT == "f16" or OUT == "bf16" or OUT == "f32", "gemm_wgmma: OUT must be f16, bf16 or f32")
+% assert(ARCH == 90, "gemm_wgmma: needs sm_90a (wgmma, setmaxnreg)")
+% assert(BK == 64, "gemm_wgmma: BK must be 64")
+% assert(WM >= 1 and WN >= 1 and WM * WN <= 4, "gemm_wgmma: WM*WN must be 1..4 consumer warpgroups")
+% assert(BM % (64 * WM) == 0, "gemm_wgmma: BM/WM must be a multiple of 64")
+% local WGN = BN // WN
+% assert(BN % WN == 0 and WGN % 16 == 0 and WGN <= 256, "gemm_wgmma: BN/WN must be a multiple of 16 up to 256")
+% assert(STAGES >= 2 and STAGES <= 8, "gemm_wgmma: STAGES must be 2..8")
+% assert(SPLIT_K == 1, "gemm_wgmma: SPLIT_K must be 1")
+% local NC = WM * WN
+% -- Registers: the launch gets the per-thread cap that __launch_bounds__(threads, 1) allows,
+% -- in steps of 8; the producer drops to 40 and the consumers share what that frees.
+% local THREADS = 128 * (NC + 1)
+% local CAP = math.min(255, 65536 // THREADS) // 8 * 8
+% local CONSUMER_REGS = math.min(248, (CAP * THREADS - 40 * 128) // (128 * NC) // 8 * 8)
+
+struct qjit_params {
+    const void *a, *b;
+    void *d;
+    const void *bias;
+    const void *scale_a, *scale_b, *zeros_b;
+    long long m, n, k, lda, ldb, ldd;
+};
+
+namespace {
+
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+% if OUT == "f32" then
+typedef float out_t;
+% else
+typedef u16 out_t; // $(OUT) bits
+% end
+
+constexpr int BM = $(BM), BN = $(BN), BK = 64;
+constexpr int WM = $(WM), WN = $(WN);
+constexpr int STAGES = $(STAGES);
+constexpr int NC = WM * WN;                 // consumer warpgroups
+constexpr int THREADS = 128 * (NC + 1);
+constexpr int WGM = BM / WM, WGN = BN / WN; // consumer warpgroup tile
+constexpr int MI = WGM / 64;                // m64 wgmma rows per consumer
+constexpr int ROW_BYTES = BK * 2;           // 128: one swizzle row
+constexpr int A_BYTES = BM * ROW_BYTES, STAGE_BYTES = (BM + BN) * ROW_BYTES;
+constexpr int RING_BYTES = STAGES * STAGE_BYTES;
+constexpr int QJIT_SMEM_BYTES = RING_BYTES + 2048;
+static_assert(QJIT_SMEM_BYTES <= 227 * 1024, "gemm_wgmma: tile and stages need more shared memory than an SM has");
+constexpr int LD_ROWS = 16;                 // tile rows one pass of 128 producer threads covers
+constexpr int GROUP_M = 8;                  // tile rows per rasterization band
+
+__device__ __forceinline__ u32 smem_addr(const void *p)
+{
+    u32 r;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
+    return r;
+}
+
+// src_bytes 0 reads nothing and fills the 16 bytes with zeros (tails of M, N and K).
+__device__ __forceinline__ void cp_async16(u32 dst, const void *src, int src_bytes)
+{
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n"
+                 :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+// One arrival on `bar` once every cp.async this thread issued so far has landed; noinc: the
+// arrival is one of the barrier's expected count, not an extra one.
+__device__ __forceinline__ void cp_async_arrive(u32 bar)
+{
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" :: "r"(bar) : "memory");
+}
+// p + bytes, opaque to the compiler so that it adds as it goes instead of keeping one
+// precomputed address per row in the producer's few registers.
+__device__ __forceinline__ const char *advance(const char *p, long long bytes)
+{
+    const char *r;
+    asm("add.s64 %0, %1, %2;\n" : "=l"(r) : "l"(p), "l"(bytes));
+    return r;
+}
+__device__ __forceinline__ void cp_async_wait_all()
+{
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void mbar_init(u32 bar, int count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u32 bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
+}
+// Returns once the barrier's phase of the given parity has completed.
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity)
+{
+    asm volatile("{\n"
+                 ".reg .pred done;\n"
+                 "WAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra WAIT;\n"
+                 "}\n" :: "r"(bar), "r"(parity) : "memory");
+}
+
+// cp.async writes through the generic proxy and wgmma reads through the async proxy.
+__device__ __forceinline__ void fence_proxy_async()
+{
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void wgmma_fence()
+{
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit()
+{
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N> __device__ __forceinline__ void wgmma_wait()
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory");
+}
+
+// Shared-memory matrix descriptor for a K-major tile in the 128-byte swizzle layout: rows of
+// 128 bytes, chunk c of row r stored at chunk c ^ (r % 8), 8-row atoms 1024 bytes apart
+// (stride byte offset). The leading byte offset is unused by this layout. The tile base is
+// 1024-byte aligned; a k16 step inside the row adds 32 bytes to the start address.
+__device__ __forceinline__ u64 smem_desc(u32 addr)
+{
+    return (1ull << 62) | ((u64)(1024 >> 4) << 32) | (1ull << 16) | ((addr & 0x3FFFF) >> 4);
+}
+
+// d (64×$(WGN) f32, this thread's $(WGN // 2) of it) += A(64×16, desc a) · B($(WGN)×16, desc b)ᵀ.
+__device__ __forceinline__ void wgmma(float (&d)[WGN / 2], u64 a, u64 b)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %$(WGN // 2 + 2), 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n$(WGN)k16.f32.$(A).$(B) {"
+% for i = 0, WGN // 2 - 1 do
+                 "%$(i)$(i + 1 < WGN // 2 and "," or "")"
+% end
+                 "}, %$(WGN // 2), %$(WGN // 2 + 1), p, 1, 1, 0, 0;\n}\n"
+                 :
+% for i = 0, WGN // 2 - 1 do
+                 "+f"(d[$(i)])$(i + 1 < WGN // 2 and "," or "")
+% end
+                 : "l"(a), "l"(b), "r"(1)); // scale-d true: d += a·b
+}
+
+// Stores x at p[0] and, when `second`, y at p[1]; `paired` means one aligned wide store.
+% if OUT == "f32" then
+__device__ __forceinline__ void store2(out_t *p, float x, float y, bool paired, bool second)
+{
+    if (paired) {
+        asm volatile("st.global.v2.f32 [%0], {%1, %2};\n" :: "l"(p), "f"(x), "f"(y) : "memory");
+    } else {
+        p[0] = x;
+        if (second)
+            p[1] = y;
+    }
+}
+% else
+__device__ __forceinline__ u16 cvt_out(float x)
+{
+    u16 r;
+    asm("cvt.rn.$(OUT).f32 %0, %1;\n" : "=h"(r) : "f"(x));
+    return r;
+}
+__device__ __forceinline__ void store2(out_t *p, float x, float y, bool paired, bool second)
+{
+    if (paired) {
+        u32 r; // the first operand goes to the upper half
+        asm("cvt.rn.$(OUT)x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(y), "f"(x));
+        *reinterpret_cast<u32 *>(p) = r;
+    } else {
+        p[0] = cvt_out(x);
+        if (second)
+            p[1] = cvt_out(y);
+    }
+}
+% end
+
+% if BIAS then
+__device__ __forceinline__ float bias_at(const out_t *bias, int n)
+{
+%   if OUT == "f32" then
+    return bias[n];
+%   elseif OUT == "f16" then
+    float f;
+    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(bias[n]));
+    return f;
+%   else
+    float f; // bf16 is the top half of an f32
+    asm("mov.b32 %0, %1;\n" : "=f"(f) : "r"((u32)bias[n] << 16));
+    return f;
+%   end
+}
+% end
+
+} // namespace
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const qjit_params p)
+{
+    extern __shared__ __align__(1024) unsigned char smem[];
+    const int M = (int)p.m, N = (int)p.n, K = (int)p.k;
+    const int tid = threadIdx.x;
+
+    // Rasterize in bands of GROUP_M tile rows, walking down a band before across it, so
+    // that the CTAs resident at one time share their A rows and B columns in L2.
+    const int tiles_n = gridDim.x, tiles_m = gridDim.y;
+    const int pid = blockIdx.y * tiles_n + blockIdx.x;
+    const int band = pid / (GROUP_M * tiles_n), in_band = pid % (GROUP_M * tiles_n);
+    const int band_rows = tiles_m - band * GROUP_M < GROUP_M ? tiles_m - band * GROUP_M : GROUP_M;
+    const int m0 = (band * GROUP_M + in_band % band_rows) * BM;
+    const int n0 = (in_band / band_rows) * BN;
+
+    // Stage s holds A rows [0, BM) then B rows [0, BN), 128 bytes each. full[s] completes when
+    // the 128 producer threads' copies into s have landed; empty[s] when every consumer warp
+    // has finished the wgmma that read s.
+    const u32 ring = (smem_addr(smem) + 1023) & ~1023u;
+    const u32 full0 = ring + RING_BYTES, empty0 = full0 + 8 * STAGES;
+    if (tid == 0) {
+#pragma unroll
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(full0 + 8 * s, 128);
+            mbar_init(empty0 + 8 * s, 4 * NC);
+        }
+    }
+    __syncthreads();
+    const int KT = (K + BK - 1) / BK;
+
+    if (tid < 128) {
+        // Producer. Thread t copies 16-byte chunk t%8 of rows t/8 + 16*i; 16 rows keep the
+        // row's swizzle phase, so the destination offset is fixed and steps by 16 rows.
+% if NC > 1 then
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+% end
+        const int ld_row = tid >> 3, ld_chunk = tid & 7;
+        const u32 ld_off = ld_row * ROW_BYTES + ((ld_chunk ^ (ld_row & 7)) << 4);
+        const char *a_src = static_cast<const char *>(p.a) + ((long long)(m0 + ld_row) * p.lda + ld_chunk * 8) * 2;
+        const char *b_src = static_cast<const char *>(p.b) + ((long long)(n0 + ld_row) * p.ldb + ld_chunk * 8) * 2;
+        const long long a_pass = LD_ROWS * p.lda * 2, b_pass = LD_ROWS * p.ldb * 2;
+        const int a_rows = M - m0 - ld_row, b_rows = N - n0 - ld_row; // pass i is in while 16*i < rows
+        int s = 0;
+        u32 phase = 0;
+        for (int kt = 0; kt < KT; ++kt) {
+            if (kt >= STAGES)
+                mbar_wait(empty0 + 8 * s, phase ^ 1);
+            const u32 st = ring + s * STAGE_BYTES + ld_off;
+            const int k = kt * BK;
+            const bool k_ok = k + ld_chunk * 8 < K; // K % 8 == 0: a chunk is all in or all out
+            // Out-of-range rows and chunks copy 0 source bytes, so their addresses are never read.
+            const char *src = a_src + k * 2;
+#pragma unroll
+            for (int i = 0; i < BM / LD_ROWS; ++i) {
+                cp_async16(st + i * LD_ROWS * ROW_BYTES, src, k_ok && i * LD_ROWS < a_rows ? 16 : 0);
+                src = advance(src, a_pass);
+            }
+            src = b_src + k * 2;
+#pragma unroll
+            for (int i = 0; i < BN / LD_ROWS; ++i) {
+                cp_async16(st + A_BYTES + i * LD_ROWS * ROW_BYTES, src, k_ok && i * LD_ROWS < b_rows ? 16 : 0);
+                src = advance(src, b_pass);
+            }
+            cp_async_arrive(full0 + 8 * s);
+            if (++s == STAGES) {
+                s = 0;
+                phase ^= 1;
+            }
+        }
+        cp_async_wait_all();
+    } else {
+        // Consumer warpgroup c computes rows wg_m*WGM .. +WGM, columns wg_n*WGN .. +WGN.
+% if NC > 1 then
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 $(CONSUMER_REGS);\n" ::: "memory");
+% end
+        const int c = (tid >> 7) - 1, wg_m = c / WN, wg_n = c % WN;
+        const int warp = (tid >> 5) & 3, lane = tid & 31;
+        const u32 a_tile = ring + wg_m * WGM * ROW_BYTES;
+        const u32 b_tile = ring + A_BYTES + wg_n * WGN * ROW_BYTES;
+
+        float acc[MI][WGN / 2];
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+            for (int j = 0; j < WGN / 2; ++j)
+                acc[mi][j] = 0.f;
+
+        int s = 0, prev = STAGES - 1;
+        u32 phase = 0;
+        for (int kt = 0; kt < KT; ++kt) {
+            mbar_wait(full0 + 8 * s, phase);
+            fence_proxy_async();
+            wgmma_fence();
+            const u32 st = s * STAGE_BYTES;
+#pragma unroll
+            for (int ks = 0; ks < BK / 16; ++ks) {
+                const u64 b = smem_desc(b_tile + st + ks * 32);
+#pragma unroll
+                for (int mi = 0; mi < MI; ++mi)
+                    wgmma(acc[mi], smem_desc(a_tile + st + mi * 64 * ROW_BYTES + ks * 32), b);
+            }
+            wgmma_commit();
+            // Keep this tile's group in flight; the previous one has finished reading its stage.
+            wgmma_wait<1>();
+            if (kt > 0 && lane == 0)
+                mbar_arrive(empty0 + 8 * prev);
+            prev = s;
+            if (++s == STAGES) {
+                s = 0;
+                phase ^= 1;
+            }
+        }
+        wgmma_wait<0>();
+
+        // Epilogue. acc[mi][4*j + 2*h + e] is row 16*warp + lane/4 + 8*h of m64 block mi,
+        // column 8*j + 2*(lane%4) + e.
+        out_t *__restrict__ D = static_cast<out_t *>(p.d);
+        const long long ldd = p.ldd;
+        const bool aligned = ldd % 2 == 0 && (u64)p.d % (2 * sizeof(out_t)) == 0;
+        const int row0 = m0 + wg_m * WGM + warp * 16 + (lane >> 2);
+        const int col0 = n0 + wg_n * WGN + (lane & 3) * 2;
+% if BIAS then
+        const out_t *__restrict__ bias = static_cast<const out_t *>(p.bias);
+% end
+#pragma unroll
+        for (int j = 0; j < WGN / 8; ++j) {
+            const int col = col0 + j * 8;
+            if (col >= N)
+                continue;
+            const bool second = col + 1 < N;
+% if BIAS then
+            const float b0 = bias_at(bias, col), b1 = second ? bias_at(bias, col + 1) : 0.f;
+% end
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi) {
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int row = row0 + mi * 64 + h * 8;
+                    if (row >= M)
+                        continue;
+                    float x = acc[mi][4 * j + 2 * h], y = acc[mi][4 * j + 2 * h + 1];
+% if BIAS then
+                    x += b0;
+                    y += b1;
+% end
+                    store2(D + row * ldd + col, x, y, aligned && second, second);
+                }
+            }
+        }
+    }
+}
