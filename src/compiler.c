@@ -27,23 +27,50 @@ const char *qjit_nvrtc_version(void)
     return version_text;
 }
 
-/* No include paths and no host paths: the generated code includes nothing. */
-#define COMMON_OPTS "--std=c++17", "-default-device", \
-                    "--extra-device-vectorization", "-DNDEBUG"
-static const char *const opts_sm80[] = {"--gpu-architecture=sm_80", COMMON_OPTS, NULL};
-static const char *const opts_sm86[] = {"--gpu-architecture=sm_86", COMMON_OPTS, NULL};
-static const char *const opts_sm89[] = {"--gpu-architecture=sm_89", COMMON_OPTS, NULL};
-static const char *const opts_sm90a[] = {"--gpu-architecture=sm_90a", COMMON_OPTS, NULL};
+/* No include paths and no host paths: the generated code includes nothing.  Extra
+ * flags from $QJIT_NVRTC_FLAGS (read once; for experiments) join the list, and the list
+ * is part of the cache key, so kernels built with other flags never mix. */
+#define MAX_OPTS 24
+static const char *const common_opts[] = {"--std=c++17", "-default-device",
+                                          "--extra-device-vectorization", "-DNDEBUG"};
+static const struct {
+    qjit_arch arch;
+    const char *flag;
+} arch_flags[] = {{QJIT_ARCH_SM80, "--gpu-architecture=sm_80"},
+                  {QJIT_ARCH_SM86, "--gpu-architecture=sm_86"},
+                  {QJIT_ARCH_SM89, "--gpu-architecture=sm_89"},
+                  {QJIT_ARCH_SM90A, "--gpu-architecture=sm_90a"}};
+#define NARCH (sizeof arch_flags / sizeof arch_flags[0])
+static const char *opt_lists[NARCH][MAX_OPTS + 1];
+static char extra_flags[512];
+static pthread_once_t opts_once = PTHREAD_ONCE_INIT;
+
+static void opts_init(void)
+{
+    const char *env = getenv("QJIT_NVRTC_FLAGS");
+    snprintf(extra_flags, sizeof extra_flags, "%s", env ? env : "");
+    const char *extra[MAX_OPTS];
+    int nextra = 0;
+    for (char *t = strtok(extra_flags, " \t"); t && nextra < 8; t = strtok(NULL, " \t"))
+        extra[nextra++] = t;
+    for (size_t a = 0; a < NARCH; a++) {
+        int n = 0;
+        opt_lists[a][n++] = arch_flags[a].flag;
+        for (size_t i = 0; i < sizeof common_opts / sizeof common_opts[0]; i++)
+            opt_lists[a][n++] = common_opts[i];
+        for (int i = 0; i < nextra; i++)
+            opt_lists[a][n++] = extra[i];
+        opt_lists[a][n] = NULL;
+    }
+}
 
 const char *const *qjit_nvrtc_options(qjit_arch arch)
 {
-    switch (arch) {
-    case QJIT_ARCH_SM80: return opts_sm80;
-    case QJIT_ARCH_SM86: return opts_sm86;
-    case QJIT_ARCH_SM89: return opts_sm89;
-    case QJIT_ARCH_SM90A: return opts_sm90a;
-    default: return NULL;
-    }
+    pthread_once(&opts_once, opts_init);
+    for (size_t a = 0; a < NARCH; a++)
+        if (arch_flags[a].arch == arch)
+            return opt_lists[a];
+    return NULL;
 }
 
 static double now_ms(void)
