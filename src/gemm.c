@@ -185,10 +185,11 @@ static void fill_mma(qjit_gemm_desc *r)
 static void fill_wgmma(qjit_gemm_desc *r) { fill_tile(r, 128, 256, 64, 8, 1, 4); }
 static void fill_quant(qjit_gemm_desc *r) { fill_tile(r, 128, 128, 64, 2, 2, 3); }
 
-/* In order of preference for kernel=auto. */
+/* In order of preference for kernel=auto (wgmma is asked for by name until it has
+ * been verified and measured against mma). */
 static const family families[] = {
-    {QJIT_KERNEL_WGMMA, "gemm_wgmma.cu", QJIT_ARCH_SM90A, serves_float, fill_wgmma},
     {QJIT_KERNEL_MMA, "gemm_mma.cu", QJIT_ARCH_SM80, serves_float, fill_mma},
+    {QJIT_KERNEL_WGMMA, "gemm_wgmma.cu", QJIT_ARCH_SM90A, serves_float, fill_wgmma},
     {QJIT_KERNEL_MMA_WQ, "gemm_wq.cu", QJIT_ARCH_SM80, serves_wq, fill_quant},
     {QJIT_KERNEL_MMA_I8, "gemm_i8.cu", QJIT_ARCH_SM80, serves_i8, fill_quant},
     {QJIT_KERNEL_MMA_F8, "gemm_f8.cu", QJIT_ARCH_SM89, serves_f8, fill_quant},
