@@ -4,6 +4,7 @@
  * that keeps one chunk line per template line (so Lua errors name template lines) and
  * emits `#line` marks (so NVRTC errors do too).
  */
+#define _GNU_SOURCE /* memmem */
 #include "qjit_internal.h"
 
 #include <lauxlib.h>
@@ -42,6 +43,8 @@ typedef struct expand_state {
     int depth;
     bool unsupported;  /* the template refused the parameters with unsupported() */
     char why[512];
+    size_t *line_start[16]; /* per file: byte offset of each line (1-based), owned here */
+    int nlines[16];
 } expand_state;
 
 /* ------------------------------------------------------------ allocator and hook */
@@ -131,11 +134,23 @@ static size_t match_paren(const char *s, size_t n, size_t i)
 
 /* Translates file `fidx` (text s, n bytes) into a Lua chunk on the stack top: one chunk
  * line per template line. Raises a Lua error on a malformed hole. */
+static void flush_run(luaL_Buffer *b, int fidx, int *run_first, int line)
+{
+    if (*run_first == 0)
+        return;
+    char call[64];
+    snprintf(call, sizeof call, "_R(%d,%d,%d)", fidx, *run_first, line - 1);
+    luaL_addstring(b, call);
+    for (int i = *run_first; i < line; i++)
+        luaL_addchar(b, '\n');
+    *run_first = 0;
+}
+
 static void translate(lua_State *L, int fidx, const char *name, const char *s, size_t n)
 {
     luaL_Buffer b;
     luaL_buffinit(L, &b);
-    int line = 1;
+    int line = 1, run_first = 0; /* run_first: first line of a run of plain text lines */
     size_t pos = 0;
     while (pos < n) {
         size_t end = pos;
@@ -148,6 +163,15 @@ static void translate(lua_State *L, int fidx, const char *name, const char *s, s
         size_t k = 0;
         while (k < len && (p[k] == ' ' || p[k] == '\t'))
             k++;
+        bool plain = !(k < len && p[k] == '%') && !memmem(p, len, "$(", 2);
+        if (plain) { /* emitted from the file's bytes by _R, not parsed by Lua */
+            if (!run_first)
+                run_first = line;
+            line++;
+            pos = end + 1;
+            continue;
+        }
+        flush_run(&b, fidx, &run_first, line);
         if (k < len && p[k] == '%') {
             luaL_addlstring(&b, p + k + 1, len - k - 1);
         } else {
@@ -175,6 +199,7 @@ static void translate(lua_State *L, int fidx, const char *name, const char *s, s
         line++;
         pos = end + 1;
     }
+    flush_run(&b, fidx, &run_first, line);
     luaL_pushresult(&b);
 }
 
@@ -232,6 +257,60 @@ static int l_emit(lua_State *L)
     return 0;
 }
 
+/* _R(file, first, last) — appends template lines first..last as they are (a run with no
+ * holes), preceded by a #line mark when needed.  Stack: [-3, +0] */
+static int l_range(lua_State *L)
+{
+    expand_state *st = get_state(L);
+    int fidx = (int)luaL_checkinteger(L, 1);
+    int first = (int)luaL_checkinteger(L, 2), last = (int)luaL_checkinteger(L, 3);
+    if (fidx < 0 || fidx >= st->out->nfiles || first < 1 || last > st->nlines[fidx] ||
+        first > last)
+        return luaL_error(L, "_R: bad line range");
+    qjit_buf *o = &st->out->source;
+    const qjit_tmpl_file *f = &st->out->files[fidx];
+    if (fidx != st->last_file || first != st->last_line + 1) {
+        if (!qjit_buf_printf(o, "#line %d \"%s\"\n", first, f->name))
+            return luaL_error(L, "out of memory");
+    }
+    for (int l = first; l <= last; l++) {
+        size_t a = st->line_start[fidx][l], b = st->line_start[fidx][l + 1] - 1; /* at '\n' */
+        if (b > a && f->text[b - 1] == '\r')
+            b--;
+        if (!qjit_buf_append(o, f->text + a, b - a) || !qjit_buf_append(o, "\n", 1))
+            return luaL_error(L, "out of memory");
+    }
+    st->last_file = fidx;
+    st->last_line = last;
+    if (o->len > st->lim->max_output)
+        return luaL_error(L, "generated source passed its cap of %d bytes", (int)st->lim->max_output);
+    return 0;
+}
+
+/* Byte offsets of each line of file fidx: line_start[l] for l = 1..nlines, and one past
+ * the end (as if the file ended with a newline) at nlines + 1. */
+static bool index_lines(expand_state *st, int fidx)
+{
+    const qjit_tmpl_file *f = &st->out->files[fidx];
+    int n = 1;
+    for (size_t i = 0; i < f->len; i++)
+        n += f->text[i] == '\n';
+    size_t *ls = malloc(sizeof *ls * (size_t)(n + 2));
+    if (!ls)
+        return false;
+    int l = 1;
+    ls[l] = 0;
+    for (size_t i = 0; i < f->len; i++)
+        if (f->text[i] == '\n')
+            ls[++l] = i + 1;
+    if (ls[l] == f->len) /* the file ends with a newline: no partial last line */
+        l--;
+    ls[l + 1] = f->len + (f->len && f->text[f->len - 1] == '\n' ? 0 : 1);
+    st->line_start[fidx] = ls;
+    st->nlines[fidx] = l;
+    return true;
+}
+
 /* include(name) — expands another template file here. Stack: [-1, +0] */
 static int l_include(lua_State *L)
 {
@@ -248,6 +327,8 @@ static int l_include(lua_State *L)
         if (qjit_tmpl_open(st->override_dir, name, &e->files[e->nfiles]) != QJIT_OK)
             return luaL_error(L, "include('%s'): %s", name, qjit_last_error());
         fidx = e->nfiles++;
+        if (!index_lines(st, fidx))
+            return luaL_error(L, "out of memory");
     }
     if (st->depth >= 8)
         return luaL_error(L, "include('%s'): nested too deep", name);
@@ -324,6 +405,8 @@ static int setup(lua_State *L)
     lua_setglobal(L, "_T");
     lua_pushcfunction(L, l_include);
     lua_setglobal(L, "include");
+    lua_pushcfunction(L, l_range);
+    lua_setglobal(L, "_R");
     lua_pushcfunction(L, l_unsupported);
     lua_setglobal(L, "unsupported");
     if (luaL_loadbufferx(L, PRELUDE, sizeof PRELUDE - 1, "=prelude", "t") != LUA_OK)
@@ -342,7 +425,7 @@ qjit_status qjit_sandbox_expand(const char *override_dir, const char *root,
         lim = &deflim;
     }
     memset(out, 0, sizeof *out);
-    expand_state st = {override_dir, lim, out, 0, 0, -1, 0, 0, false, ""};
+    expand_state st = {override_dir, lim, out, 0, 0, -1, 0, 0, false, "", {0}, {0}};
     qjit_status status = QJIT_OK;
     lua_State *L = lua_newstate(capped_alloc, &st);
     if (!L)
@@ -385,6 +468,8 @@ qjit_status qjit_sandbox_expand(const char *override_dir, const char *root,
         status = qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "template %s", root);
 done:
     lua_close(L);
+    for (int i = 0; i < 16; i++)
+        free(st.line_start[i]);
     if (status != QJIT_OK)
         qjit_expansion_free(out);
     return status;
