@@ -182,7 +182,8 @@ static void fill_mma(qjit_gemm_desc *r)
            (unsigned)(r->stages * (r->bm + r->bn) * r->bk * 2) > arch_smem_limit(r->arch))
         r->stages--;
 }
-static void fill_wgmma(qjit_gemm_desc *r) { fill_tile(r, 128, 256, 64, 8, 1, 4); }
+/* wgmma's warps field counts consumer warpgroups (WM along M, WN along N). */
+static void fill_wgmma(qjit_gemm_desc *r) { fill_tile(r, 128, 256, 64, 2, 1, 4); }
 static void fill_quant(qjit_gemm_desc *r) { fill_tile(r, 128, 128, 64, 2, 2, 3); }
 
 /* In order of preference for kernel=auto (wgmma is asked for by name until it has
@@ -251,35 +252,48 @@ typedef struct kernel_meta {
     int k_multiple, ld_multiple, align;
 } kernel_meta;
 
+/* Reads every line that starts with "// qjit:" strictly: each token must be key=integer
+ * with a known key, so a formula or a typo is an error, never a silent wrong value. */
 static qjit_status parse_meta(const qjit_buf *src, const char *text, kernel_meta *m)
 {
     memset(m, 0, sizeof *m);
     m->k_multiple = m->ld_multiple = 1;
     m->align = 16;
-    for (const char *p = src->data; p && (p = strstr(p, "// qjit:")) != NULL;) {
-        p += 8;
+    const char *p = src->data ? src->data : "";
+    while (*p) {
         const char *end = strchr(p, '\n');
         if (!end)
             end = p + strlen(p);
-        while (p < end) {
-            while (p < end && (*p == ' ' || *p == '\t'))
-                p++;
-            char key[32];
-            long long v;
-            int used = 0;
-            if (sscanf(p, "%31[a-z_]=%lld%n", key, &v, &used) == 2 && p + used <= end) {
-                if (!strcmp(key, "smem")) m->smem = (unsigned)v;
-                else if (!strcmp(key, "threads")) m->threads = (unsigned)v;
-                else if (!strcmp(key, "k_multiple")) m->k_multiple = (int)v;
-                else if (!strcmp(key, "ld_multiple")) m->ld_multiple = (int)v;
-                else if (!strcmp(key, "align")) m->align = (int)v;
-                p += used;
-            } else {
-                while (p < end && *p != ' ' && *p != '\t')
-                    p++; /* not metadata (a comment that mentions qjit:) */
+        const char *q = p;
+        while (q < end && (*q == ' ' || *q == '\t'))
+            q++;
+        if ((size_t)(end - q) >= 8 && memcmp(q, "// qjit:", 8) == 0) {
+            q += 8;
+            while (q < end) {
+                while (q < end && (*q == ' ' || *q == '\t'))
+                    q++;
+                if (q == end)
+                    break;
+                char key[32];
+                long long v;
+                int used = 0;
+                bool ok = sscanf(q, "%31[a-z_]=%lld%n", key, &v, &used) == 2 &&
+                          q + used <= end && (q + used == end || q[used] == ' ' || q[used] == '\t');
+                if (ok && !strcmp(key, "smem")) m->smem = (unsigned)v;
+                else if (ok && !strcmp(key, "threads")) m->threads = (unsigned)v;
+                else if (ok && !strcmp(key, "k_multiple")) m->k_multiple = (int)v;
+                else if (ok && !strcmp(key, "ld_multiple")) m->ld_multiple = (int)v;
+                else if (ok && !strcmp(key, "align")) m->align = (int)v;
+                else
+                    return qjit_err_set(QJIT_ERROR_TEMPLATE,
+                                        "%s: bad '// qjit:' token '%.*s' (expected threads=, "
+                                        "smem=, k_multiple=, ld_multiple= or align= with an "
+                                        "integer)",
+                                        text, (int)(strcspn(q, " \t\n")), q);
+                q += used;
             }
         }
-        p = end;
+        p = *end ? end + 1 : end;
     }
     if (!m->threads || m->threads > 1024 || m->threads % 32 || m->k_multiple < 1 ||
         m->ld_multiple < 1 || m->align < 1)
