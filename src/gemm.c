@@ -183,7 +183,14 @@ static void fill_mma(qjit_gemm_desc *r)
         r->stages--;
 }
 /* wgmma's warps field counts consumer warpgroups (WM along M, WN along N). */
-static void fill_wgmma(qjit_gemm_desc *r) { fill_tile(r, 128, 256, 64, 2, 1, 4); }
+static void fill_wgmma(qjit_gemm_desc *r)
+{
+    if (r->bm && !r->wm) { /* two consumer warpgroups along M where the tile allows */
+        r->wm = r->bm >= 128 ? 2 : 1;
+        r->wn = 1;
+    }
+    fill_tile(r, 128, 256, 64, 2, 1, 4);
+}
 static void fill_quant(qjit_gemm_desc *r) { fill_tile(r, 128, 128, 64, 2, 2, 3); }
 
 /* In order of preference for kernel=auto (wgmma is asked for by name until it has
