@@ -358,6 +358,17 @@ QJIT_API qjit_status qjit_gemm_resolve(qjit_context *ctx, const qjit_gemm_desc *
 QJIT_API qjit_status qjit_gemm_supports(qjit_context *ctx, const qjit_gemm_desc *d,
                                         qjit_arch arch, char *why, size_t why_cap);
 
+/* The configurations of a named sweep for d on arch: each is d with its auto
+ * configuration fields (tile, warps, stages) set to one point of the sweep, for
+ * precompiling or timing every candidate.  Sweeps: "default" (the configurations qjit
+ * considers for the descriptor's kernel family, the heuristic's choice first) and
+ * "small-m" (tiles for M ≤ 64).  Fields d already names are kept, and sweep points
+ * that the arch cannot run are left out.  Writes at most `cap` descriptors to out and
+ * the number of points to *count (may exceed cap).  No GPU needed when arch is named. */
+QJIT_API qjit_status qjit_gemm_sweep(qjit_context *ctx, const qjit_gemm_desc *d,
+                                     qjit_arch arch, const char *name, qjit_gemm_desc *out,
+                                     size_t cap, size_t *count);
+
 /* Compile d for a named arch and store it in the context's cache, with no GPU.  The
  * key is the one qjit_get_gemm looks up on a device of that arch.  *was_cached (may be
  * NULL) gets 1 when it was already there.  Thread-safe. */

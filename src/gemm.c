@@ -482,6 +482,101 @@ qjit_status qjit_gemm_supports(qjit_context *ctx, const qjit_gemm_desc *d, qjit_
     return QJIT_OK;
 }
 
+/* ------------------------------------------------------------ sweeps */
+typedef struct sweep_point {
+    short bm, bn, bk, wm, wn, stages;
+} sweep_point;
+
+static const sweep_point sweep_mma[] = {
+    {128, 256, 32, 2, 4, 4}, {128, 256, 32, 2, 4, 3}, {256, 128, 32, 4, 2, 3},
+    {128, 128, 32, 2, 2, 4}, {128, 128, 64, 2, 2, 3}, {64, 128, 32, 2, 2, 4},
+    {64, 64, 32, 2, 2, 3},   {128, 64, 64, 2, 2, 4},
+};
+static const sweep_point sweep_mma_small[] = {
+    {64, 128, 32, 2, 2, 4}, {64, 64, 32, 2, 2, 3}, {64, 128, 64, 2, 2, 3}, {64, 256, 32, 1, 4, 4},
+};
+static const sweep_point sweep_wgmma[] = {
+    {128, 256, 64, 2, 1, 4}, {128, 256, 64, 2, 1, 3}, {256, 128, 64, 2, 1, 4},
+    {128, 128, 64, 2, 1, 5}, {128, 128, 64, 1, 1, 6}, {64, 256, 64, 1, 1, 4},
+};
+static const sweep_point sweep_wgmma_small[] = {
+    {64, 256, 64, 1, 1, 4}, {64, 128, 64, 1, 1, 6}, {128, 128, 64, 2, 1, 5},
+};
+static const sweep_point sweep_quant[] = {
+    {128, 128, 64, 2, 2, 3}, {128, 256, 64, 2, 4, 3}, {64, 128, 64, 2, 2, 3},
+    {64, 64, 64, 2, 2, 3},   {128, 128, 64, 2, 2, 4},
+};
+static const sweep_point sweep_quant_small[] = {
+    {64, 128, 64, 2, 2, 3}, {64, 64, 64, 2, 2, 3}, {64, 64, 64, 2, 2, 4},
+};
+
+qjit_status qjit_gemm_sweep(qjit_context *ctx, const qjit_gemm_desc *d, qjit_arch arch,
+                            const char *name, qjit_gemm_desc *out, size_t cap, size_t *count)
+{
+    if (!d || !name || !count || (cap && !out))
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "qjit_gemm_sweep: NULL argument");
+    *count = 0;
+    bool small = strcmp(name, "small-m") == 0;
+    if (!small && strcmp(name, "default") != 0)
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
+                            "sweep '%s' is not known (sweeps: default, small-m)", name);
+    qjit_gemm_desc base;
+    qjit_status st = resolve(ctx, d, arch, &base); /* picks the arch and the family */
+    if (st != QJIT_OK)
+        return st;
+    const sweep_point *pts;
+    size_t n;
+#define PICK(a, b) (pts = small ? b : a, n = small ? sizeof b / sizeof b[0] : sizeof a / sizeof a[0])
+    if (base.kernel == QJIT_KERNEL_MMA)
+        PICK(sweep_mma, sweep_mma_small);
+    else if (base.kernel == QJIT_KERNEL_WGMMA)
+        PICK(sweep_wgmma, sweep_wgmma_small);
+    else
+        PICK(sweep_quant, sweep_quant_small);
+#undef PICK
+    size_t k = 0;
+    for (size_t i = 0; i <= n; i++) {
+        qjit_gemm_desc c = *d;
+        c.arch = base.arch;
+        c.kernel = base.kernel;
+        if (i == 0 && !small) { /* the heuristic's choice first */
+            c = base;
+        } else {
+            if (i == 0)
+                continue;
+            const sweep_point *p = &pts[i - 1];
+            if (!c.bm) {
+                c.bm = p->bm;
+                c.bn = p->bn;
+                c.bk = p->bk;
+            }
+            if (!c.wm) {
+                c.wm = p->wm;
+                c.wn = p->wn;
+            }
+            if (!c.stages)
+                c.stages = p->stages;
+            if (!c.split_k)
+                c.split_k = 1;
+        }
+        char why[512];
+        if (qjit_gemm_desc_validate(&c) != QJIT_OK ||
+            supports_resolved(ctx, &c, why, sizeof why) != QJIT_OK)
+            continue;
+        bool dup = false;
+        for (size_t j = 0; j < k && j < cap; j++)
+            dup |= memcmp(&out[j], &c, sizeof c) == 0;
+        if (dup)
+            continue;
+        if (k < cap)
+            out[k] = c;
+        k++;
+    }
+    qjit_err_clear();
+    *count = k;
+    return QJIT_OK;
+}
+
 /* ------------------------------------------------------------ build: expand, key, cubin */
 static qjit_status expand(const qjit_context *ctx, const qjit_gemm_desc *r, qjit_expansion *e)
 {

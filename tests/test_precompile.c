@@ -384,6 +384,84 @@ static void test_usage(const char *dir)
     result_free(&r);
 }
 
+/* A line ending in sweep=NAME compiles every point of the named sweep; a second run
+ * finds them all; an unknown sweep is a failure naming it. */
+static void test_sweep(const char *dir)
+{
+    char manifest[1200], cache[1200], log[1200];
+    snprintf(manifest, sizeof manifest, "%s/sweep.txt", dir);
+    snprintf(cache, sizeof cache, "%s/cache-sweep", dir);
+    snprintf(log, sizeof log, "%s/sweep1.log", dir);
+    CHECK(write_file(manifest, "gemm a=f16 b=f16 out=f16 arch=sm_80 sweep=small-m\n"),
+          "write %s", manifest);
+    const char *args[] = {"--cache-dir", cache, manifest, NULL};
+    result r = run_tool(args, log);
+    CHECK(r.rc == 0 && r.compiled >= 3 && r.failed == 0, "sweep run exit %d, compiled %ld:\n%s",
+          r.rc, r.compiled, r.out);
+    CHECK(strstr(r.out, "tile=64x64x32") && strstr(r.out, "tile=64x128x32"),
+          "sweep points missing:\n%s", r.out);
+    long first = r.compiled;
+    result_free(&r);
+    snprintf(log, sizeof log, "%s/sweep2.log", dir);
+    r = run_tool(args, log);
+    CHECK(r.rc == 0 && r.compiled == 0 && r.cached == first, "second sweep run:\n%s", r.out);
+    result_free(&r);
+    CHECK(write_file(manifest, "gemm a=f16 b=f16 out=f16 arch=sm_80 sweep=nosuch\n"), "write");
+    snprintf(log, sizeof log, "%s/sweep3.log", dir);
+    r = run_tool(args, log);
+    CHECK(r.rc == 1 && strstr(r.out, "sweep 'nosuch' is not known") && strstr(r.out, "sweep.txt:1"),
+          "unknown sweep:\n%s", r.out);
+    result_free(&r);
+}
+
+/* A run killed (SIGKILL) while it compiles leaves a valid DB: every row verifies,
+ * quick_check passes, and the next run completes the set. */
+static void test_killed(const char *dir)
+{
+    char manifest[1200], cache[1200], log[1200], db[1300];
+    snprintf(manifest, sizeof manifest, "%s/kill.txt", dir);
+    snprintf(cache, sizeof cache, "%s/cache-kill", dir);
+    snprintf(log, sizeof log, "%s/kill1.log", dir);
+    snprintf(db, sizeof db, "%s/qjit.db", cache);
+    CHECK(write_file(manifest, "gemm a=f16 b=f16 out=f16 arch=sm_80 sweep=default\n"
+                               "gemm a=bf16 b=bf16 out=f32 arch=sm_80 sweep=default\n"),
+          "write %s", manifest);
+    const char *args[] = {"-j", "2", "--cache-dir", cache, manifest, NULL};
+    pid_t pid = spawn(args, log);
+    /* wait for the first row, so that the kill lands with compiles and writes going on */
+    uint64_t rows = 0;
+    for (int i = 0; i < DEADLINE_S * 20 && rows == 0; i++) {
+        qjit_cache_db *h = NULL;
+        qjit_cache_stats st;
+        if (access(db, F_OK) == 0 && qjit_cache_db_open(db, 0, &h) == QJIT_OK &&
+            qjit_cache_db_stats(h, &st) == QJIT_OK)
+            rows = st.rows;
+        qjit_cache_db_close(h);
+        struct timespec nap = {0, 50 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+    }
+    kill(pid, SIGKILL);
+    int status;
+    waitpid(pid, &status, 0);
+    CHECK(WIFSIGNALED(status), "precompile ended before the kill (rows %llu)",
+          (unsigned long long)rows);
+    qjit_cache_db *h = NULL;
+    qjit_cache_verify_report rep;
+    memset(&rep, 0, sizeof rep);
+    CHECK_OK(qjit_cache_db_open(db, 0, &h));
+    CHECK_OK(qjit_cache_db_verify(h, 0, NULL, NULL, &rep));
+    CHECK(rep.integrity_ok && rep.rows_bad == 0 && rep.rows_checked >= 1,
+          "after the kill: integrity %d (%s), %llu bad of %llu", rep.integrity_ok, rep.integrity,
+          (unsigned long long)rep.rows_bad, (unsigned long long)rep.rows_checked);
+    qjit_cache_db_close(h);
+    snprintf(log, sizeof log, "%s/kill2.log", dir);
+    result r = run_tool(args, log);
+    CHECK(r.rc == 0 && r.failed == 0 && r.cached >= (long)rep.rows_checked && r.compiled > 0,
+          "run after the kill: exit %d compiled %ld cached %ld:\n%s", r.rc, r.compiled, r.cached,
+          r.out);
+    result_free(&r);
+}
+
 int main(void)
 {
     if (access(TOOL, X_OK) != 0) {
@@ -400,5 +478,7 @@ int main(void)
     test_archs(dir);
     test_unusable_cache(dir);
     test_usage(dir);
+    test_sweep(dir);
+    test_killed(dir);
     return tl_finish("test_precompile");
 }

@@ -28,7 +28,8 @@ static const char usage_text[] =
     "A manifest holds one descriptor per line in the canonical text form, e.g.\n"
     "  gemm a=bf16 b=bf16 out=bf16 tile=128x128x32 warps=2x2 stages=4 arch=sm_90a\n"
     "'#' starts a comment; blank lines are ignored.  Auto fields are resolved as\n"
-    "qjit_get_gemm would resolve them on that architecture.\n"
+    "qjit_get_gemm would resolve them on that architecture, or, when the line ends\n"
+    "in sweep=NAME, to every configuration of that named sweep (default, small-m).\n"
     "\n"
     "  -j N             worker threads (default: all online cores)\n"
     "  --arch LIST      compile every descriptor for each of these targets (sm_80,\n"
@@ -247,6 +248,39 @@ static void add_job(run *R, const qjit_gemm_desc *d, qjit_arch arch, const char 
     memcpy(j->text, text, sizeof text);
 }
 
+/* A manifest line may end in "sweep=NAME": its auto configuration fields then expand
+ * to every point of that named sweep (qjit_gemm_sweep) instead of the heuristic's one
+ * choice.  Removes the token from the line and copies NAME out. */
+static void take_sweep(char *line, char *name, size_t cap)
+{
+    char *t = strstr(line, "sweep=");
+    if (!t || (t > line && t[-1] != ' ' && t[-1] != '\t'))
+        return;
+    size_t n = strcspn(t + 6, " \t");
+    snprintf(name, cap, "%.*s", (int)n, t + 6);
+    memmove(t, t + 6 + n, strlen(t + 6 + n) + 1);
+}
+
+/* Queue one manifest line for one arch: its resolved kernel, or each point of a sweep. */
+static void add_line(run *R, const qjit_gemm_desc *d, qjit_arch arch, const char *sweep,
+                     const char *where)
+{
+    if (!*sweep) {
+        add_job(R, d, arch, where);
+        return;
+    }
+    size_t n = 0;
+    qjit_gemm_desc pts[64];
+    if (qjit_gemm_sweep(R->ctx, d, arch, sweep, pts, 64, &n) != QJIT_OK) {
+        char in[TEXT_CAP];
+        fmt_desc(d, in);
+        add_failure(R, where, in, qjit_last_error());
+        return;
+    }
+    for (size_t i = 0; i < n && i < 64; i++)
+        add_job(R, &pts[i], arch, where);
+}
+
 /* Read one manifest: every line a descriptor, '#' to end of line a comment. */
 static void read_manifest(run *R, const char *path)
 {
@@ -277,6 +311,8 @@ static void read_manifest(run *R, const char *path)
 
         char where[1024];
         snprintf(where, sizeof where, "%s:%ld", path, lineno);
+        char sweep[64] = "";
+        take_sweep(p, sweep, sizeof sweep);
         qjit_gemm_desc d;
         if (qjit_gemm_desc_parse(p, &d) != QJIT_OK ||
             qjit_gemm_desc_validate(&d) != QJIT_OK) {
@@ -285,9 +321,9 @@ static void read_manifest(run *R, const char *path)
         }
         if (R->narchs > 0) {
             for (int i = 0; i < R->narchs; i++)
-                add_job(R, &d, R->archs[i], where);
+                add_line(R, &d, R->archs[i], sweep, where);
         } else {
-            add_job(R, &d, d.arch != QJIT_ARCH_AUTO ? d.arch : QJIT_ARCH_SM90A, where);
+            add_line(R, &d, d.arch != QJIT_ARCH_AUTO ? d.arch : QJIT_ARCH_SM90A, sweep, where);
         }
     }
     if (ferror(f)) {
