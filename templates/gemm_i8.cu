@@ -1,0 +1,461 @@
+// gemm_i8.cu — integer tensor-core GEMM for s8×s8 (W8A8) and s8×s4 (W4A8), sm_80 … sm_90a.
+// D[m,n] = cast_out(Â·B̂ + bias[n]) with mma.sync m16n8k32 s8 and exact int32 sums, fed from
+// XOR-swizzled shared memory that a STAGES-deep cp.async pipeline fills. s4 weights stay
+// packed in memory and are sign-extended to s8 in registers.
+//
+// Scales: sa none|tensor|row, sb none|tensor|col: one int32 sum over all of K, then
+// t = (float)acc; t = t*sa; t = t*sb; t = t+bias, each step rounded alone (the f32 epilogue
+// of tests/reference.h, bit for bit). sb=group:g: an int32 sum per group of g along K is
+// added into an f32 total as (float)sum * s[n][k/g]; then t = total*sa + bias.
+//
+// Parameters: BK 64 or 128 (bytes of A per tile row); warp tiles of 16x16 multiples, up to
+// 64x64 (64x32 with groups, which keep an int32 and an f32 accumulator each); STAGES 2..6.
+// Launch needs: 16-byte cp.async along K: K and lda/ldb multiples of 16 values for s8 B,
+// 32 values (16 bytes) for s4 B.
+% if A ~= "s8" or (B ~= "s8" and B ~= "s4") then unsupported("A must be s8 and B s8 or s4") end
+% if OUT ~= "f16" and OUT ~= "bf16" and OUT ~= "f32" then unsupported("OUT must be f16, bf16 or f32") end
+% if SA ~= "none" and SA ~= "tensor" and SA ~= "row" then unsupported("sa must be none, tensor or row (sa=" .. SA .. ")") end
+% if SB ~= "none" and SB ~= "tensor" and SB ~= "col" and SB ~= "group" then unsupported("sb must be none, tensor, col or group:g (sb=" .. SB .. ")") end
+% if ZEROS then unsupported("zero points are for u4 weights") end
+% if ARCH < 80 then unsupported("needs sm_80 or newer") end
+% if SPLIT_K ~= 1 then unsupported("SPLIT_K must be 1 (split=" .. SPLIT_K .. ")") end
+% if BK ~= 64 and BK ~= 128 then unsupported("BK must be 64 or 128 (tile=" .. BM .. "x" .. BN .. "x" .. BK .. ")") end
+% if STAGES < 2 or STAGES > 6 then unsupported("STAGES must be 2..6") end
+% if BM % (16 * WM) ~= 0 or BN % (16 * WN) ~= 0 then unsupported("warps=" .. WM .. "x" .. WN .. " do not split tile " .. BM .. "x" .. BN .. " into multiples of 16x16") end
+% local S4 = B == "s4"
+% local GROUPED = SB == "group"
+% local WTM, WTN = BM // WM, BN // WN
+% local ACC_MAX = GROUPED and 64 * 32 or 64 * 64
+% if WTM * WTN > ACC_MAX then
+%   unsupported(string.format("warps=%dx%d split tile %dx%d into warp tiles of %dx%d, which need %d accumulator registers per thread%s; at most 128 fit (%s)", WM, WN, BM, BN, WTM, WTN, WTM * WTN // 32 * (GROUPED and 2 or 1), GROUPED and " (an int32 group sum and an f32 total each)" or "", GROUPED and "warp tiles of 64x32 at most, e.g. warps=2x4 for 128x128" or "warp tiles of 64x64 at most"))
+% end
+% local B_ROW = S4 and BK // 2 or BK
+% local SMEM = STAGES * (BM * BK + BN * B_ROW)
+% if SMEM > 227 * 1024 then unsupported("" .. STAGES .. " stages of tile " .. BM .. "x" .. BN .. "x" .. BK .. " need " .. SMEM .. " bytes of shared memory") end
+% local KMUL = S4 and 32 or 16
+// qjit: threads=$(32 * WM * WN) smem=$(SMEM) k_multiple=$(KMUL) ld_multiple=$(KMUL) align=16
+% include("gemm_common.cuh")
+
+namespace {
+
+using qc::u8;
+using qc::u16;
+using qc::u32;
+using qc::u64;
+using qc::out_t;
+
+constexpr int BM = $(BM), BN = $(BN), BK = $(BK);
+constexpr int WM = $(WM), WN = $(WN);
+constexpr int STAGES = $(STAGES);
+constexpr int THREADS = 32 * WM * WN;
+constexpr int WTM = BM / WM, WTN = BN / WN; // warp tile
+constexpr int MT = WTM / 16, NT = WTN / 8;  // m16n8k32 tiles per warp
+constexpr int KSTEPS = BK / 32;
+constexpr int A_ROW = BK, B_ROW = $(B_ROW); // bytes per shared-memory row
+constexpr int A_CPR = A_ROW / 16, B_CPR = B_ROW / 16; // 16-byte chunks per row
+constexpr int A_BYTES = BM * A_ROW, STAGE_BYTES = A_BYTES + BN * B_ROW;
+constexpr int GROUP_M = 8; // tile rows per rasterization band
+
+// Chunk c of row r lives at chunk c ^ f(r), so that the 8 rows one ldmatrix phase reads sit
+// in 8 different 16-byte bank groups. Rows shorter than 128 bytes share a line, so f takes
+// higher row bits: the shift is log2(8 / chunks per row). f has a period of 8 rows.
+% local function shift_for(cpr) return cpr == 8 and 0 or cpr == 4 and 1 or 2 end
+constexpr int A_SHIFT = $(shift_for(BK // 16)), B_SHIFT = $(shift_for(B_ROW // 16));
+__device__ __forceinline__ u32 swz_b(int row, int chunk)
+{
+    return row * B_ROW + ((chunk ^ ((row >> B_SHIFT) & (B_CPR - 1))) << 4);
+}
+% if S4 then
+// A is read with 8-byte loads, two chunks of one row per quarter warp: f is even (it flips
+// chunk pairs), and 4 consecutive rows fill the 8 bank groups.
+__device__ __forceinline__ u32 swz_a(int row, int chunk)
+{
+    return row * A_ROW + ((chunk ^ (((row >> A_SHIFT) & (A_CPR / 2 - 1)) << 1)) << 4);
+}
+% else
+__device__ __forceinline__ u32 swz_a(int row, int chunk)
+{
+    return row * A_ROW + ((chunk ^ ((row >> A_SHIFT) & (A_CPR - 1))) << 4);
+}
+% end
+
+__device__ __forceinline__ void mma(int (&c)[4], const u32 (&a)[4], u32 b0, u32 b1)
+{
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+% if S4 then
+__device__ __forceinline__ u32 prmt(u32 x, u32 y, u32 sel)
+{
+    u32 r;
+    asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(x), "r"(y), "r"(sel));
+    return r;
+}
+__device__ __forceinline__ void lds64(u32 &x, u32 &y, u32 addr)
+{
+    asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(x), "=r"(y) : "r"(addr));
+}
+
+// Four packed bytes hold nibbles k0..k7 (k0 in bits 0-3). lo gets k0,k2,k4,k6 and hi
+// k1,k3,k5,k7 as s8; the A fragment is permuted to match (prmt 0x6420 / 0x7531).
+%   if GROUPED then
+// Times 16: each nibble goes to the top of its byte, an exact s8 of 16x. A group sum stays
+// within 256*128*8*16 = 2^22, and the epilogue takes the 16 back out.
+__device__ __forceinline__ void unpack_s4(u32 w, u32 &lo, u32 &hi)
+{
+    lo = (w << 4) & 0xF0F0F0F0u;
+    hi = w & 0xF0F0F0F0u;
+}
+%   else
+// Exact, so that the int32 sum over all of K is the true one: ((n ^ 8) + 0x78) ^ 0x80
+// sign-extends a nibble n per byte with no carry between bytes.
+__device__ __forceinline__ void unpack_s4(u32 w, u32 &lo, u32 &hi)
+{
+    lo = (((w & 0x0F0F0F0Fu) ^ 0x08080808u) + 0x78787878u) ^ 0x80808080u;
+    hi = ((((w >> 4) & 0x0F0F0F0Fu) ^ 0x08080808u) + 0x78787878u) ^ 0x80808080u;
+}
+%   end
+% end
+
+% if GROUPED then
+// An int32 x in [-2^22, 2^22] added to the bits of 1.5*2^23 reads as the float 1.5*2^23 + x,
+// exactly: the group sums start from these bits and convert with one FADD.
+constexpr int MAGIC_BITS = 0x4B400000;
+constexpr float MAGIC = 12582912.0f;
+
+%   if GS == "f32" then
+typedef float gs_t;
+__device__ __forceinline__ float gs_f32(float s) { return s; }
+%   elseif GS == "f16" then
+typedef u16 gs_t;
+__device__ __forceinline__ float gs_f32(u16 s)
+{
+    float f;
+    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(s));
+    return f;
+}
+%   else
+typedef u16 gs_t;
+__device__ __forceinline__ float gs_f32(u16 s) { return __uint_as_float((u32)s << 16); }
+%   end
+% end
+
+} // namespace
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const qjit_params p)
+{
+    extern __shared__ __align__(128) unsigned char smem[];
+    const u8 *__restrict__ A = static_cast<const u8 *>(p.a);
+    const u8 *__restrict__ B = static_cast<const u8 *>(p.b);
+    const int M = (int)p.m, N = (int)p.n, K = (int)p.k;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int warp_m = warp / WN, warp_n = warp % WN;
+
+    // Rasterize in bands of GROUP_M tile rows, walking down a band before across it, so
+    // that the CTAs resident at one time share their A rows and B columns in L2.
+    const int tiles_n = gridDim.x, tiles_m = gridDim.y;
+    const int pid = blockIdx.y * tiles_n + blockIdx.x;
+    const int band = pid / (GROUP_M * tiles_n), in_band = pid % (GROUP_M * tiles_n);
+    const int band_rows = tiles_m - band * GROUP_M < GROUP_M ? tiles_m - band * GROUP_M : GROUP_M;
+    const int m0 = (band * GROUP_M + in_band % band_rows) * BM;
+    const int n0 = (in_band / band_rows) * BN;
+
+    // Loads: thread t copies chunk t % CPR of rows t / CPR + i * (THREADS / CPR). A chunk
+    // is 16 bytes: 16 values of A or s8 B, 32 of s4 B; K is a multiple of that.
+    constexpr int A_LD_ROWS = THREADS / A_CPR, B_LD_ROWS = THREADS / B_CPR;
+    const int a_row = tid / A_CPR, a_chunk = tid % A_CPR;
+    const int b_row = tid / B_CPR, b_chunk = tid % B_CPR;
+    const long long lda = p.lda, ldb_bytes = p.ldb$(S4 and " / 2" or "");
+    const u8 *a_src = A + (long long)(m0 + a_row) * lda + a_chunk * 16;
+    const u8 *b_src = B + (long long)(n0 + b_row) * ldb_bytes + b_chunk * 16;
+    const int k_bytes_b = K$(S4 and " / 2" or "");
+
+    const u32 smem0 = qc::smem_addr(smem);
+    auto load_tile = [&](u32 stage, int kt) {
+        const bool a_k_ok = kt * BK + a_chunk * 16 < K;
+        const bool b_k_ok = kt * B_ROW + b_chunk * 16 < k_bytes_b;
+#pragma unroll
+        for (int i = 0; i < (BM + A_LD_ROWS - 1) / A_LD_ROWS; ++i) {
+            const int row = a_row + i * A_LD_ROWS;
+            if (BM % A_LD_ROWS == 0 || row < BM) {
+                const bool ok = a_k_ok && m0 + row < M;
+                qc::cp_async16(stage + swz_a(row, a_chunk),
+                               ok ? a_src + i * A_LD_ROWS * lda + kt * A_ROW : (const u8 *)A,
+                               ok ? 16 : 0);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < (BN + B_LD_ROWS - 1) / B_LD_ROWS; ++i) {
+            const int row = b_row + i * B_LD_ROWS;
+            if (BN % B_LD_ROWS == 0 || row < BN) {
+                const bool ok = b_k_ok && n0 + row < N;
+                qc::cp_async16(stage + A_BYTES + swz_b(row, b_chunk),
+                               ok ? b_src + i * B_LD_ROWS * ldb_bytes + kt * B_ROW : (const u8 *)B,
+                               ok ? 16 : 0);
+            }
+        }
+    };
+
+    // Fragments of m16n8k32 (s8): a0 = row g, k bytes 4t..4t+3; a1 = row g+8; a2, a3 the
+    // same at k+16; b0 = column g, k 4t..4t+3; b1 at k+16 (g = lane/4, t = lane%4). Over
+    // 8-bit data these are the f16 m16n8k16 fragments, so ldmatrix .b16 yields them.
+% if S4 then
+    // s4 B: ldmatrix of packed rows gives lane (g, t) the 8 nibbles k = 8t..8t+7 of column
+    // g (one 16-byte chunk per k32 step), unpacked to lo = k 8t+{0,2,4,6} as b0 and hi =
+    // k 8t+{1,3,5,7} as b1. Any order of k inside one mma is the same sum, so A follows
+    // suit: lane (g, t) reads the 8 bytes k = 8t..8t+7 of rows g and g+8 and permutes them
+    // into a0/a1 (even k) and a2/a3 (odd k). Lanes 0-31 address columns 0-31 (4 n8 tiles).
+    const u32 a_lane = swz_a(warp_m * WTM + (lane >> 2), (lane & 3) >> 1) + (lane & 1) * 8;
+    const u32 b_lane = A_BYTES + swz_b(warp_n * WTN + lane, 0);
+    typedef u32 bfrag_t[NT]; // packed words
+    auto load_frags = [&](u32 (&af)[MT][4], bfrag_t &bf, u32 stage, int ks) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                u32 x, y;
+                lds64(x, y, stage + (a_lane ^ (ks << 5)) + (mt * 16 + h * 8) * A_ROW);
+                af[mt][h] = prmt(x, y, 0x6420);
+                af[mt][2 + h] = prmt(x, y, 0x7531);
+            }
+#pragma unroll
+        for (int q = 0; q < NT / 4; ++q) {
+            u32 r[4];
+            qc::ldsm_x4(r, stage + (b_lane ^ (ks << 4)) + q * 32 * B_ROW);
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+                bf[4 * q + i] = r[i];
+        }
+        if (NT % 4 == 2) {
+            u32 r[2];
+            qc::ldsm_x2(r, stage + (b_lane ^ (ks << 4)) + (NT / 4) * 32 * B_ROW);
+            bf[NT - 2] = r[0];
+            bf[NT - 1] = r[1];
+        }
+    };
+    auto mma_step = [&](int (&c)[MT][NT][4], const u32 (&af)[MT][4], const bfrag_t &bf) {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            u32 lo, hi;
+            unpack_s4(bf[nt], lo, hi);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+                mma(c[mt][nt], af[mt], lo, hi);
+        }
+    };
+% else
+    // A: lanes 0-15 address rows 0-15 at chunk 0, lanes 16-31 the same rows at chunk 1.
+    // B (N×K, so plain ldmatrix yields the "col" operand): lanes 0-7 rows 0-7 chunk 0,
+    // 8-15 rows 0-7 chunk 1, 16-23 rows 8-15 chunk 0, 24-31 rows 8-15 chunk 1: b0, b1 of
+    // two n8 tiles. Step ks moves 2 chunks: an XOR of ks << 5 under the swizzle.
+    const u32 a_lane = swz_a(warp_m * WTM + (lane & 15), lane >> 4);
+    const u32 b_lane = A_BYTES + swz_b(warp_n * WTN + (lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1);
+    typedef u32 bfrag_t[NT][2];
+    auto load_frags = [&](u32 (&af)[MT][4], bfrag_t &bf, u32 stage, int ks) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+            qc::ldsm_x4(af[mt], stage + (a_lane ^ (ks << 5)) + mt * 16 * A_ROW);
+#pragma unroll
+        for (int np = 0; np < NT / 2; ++np) {
+            u32 r[4];
+            qc::ldsm_x4(r, stage + (b_lane ^ (ks << 5)) + np * 16 * B_ROW);
+            bf[2 * np][0] = r[0];
+            bf[2 * np][1] = r[1];
+            bf[2 * np + 1][0] = r[2];
+            bf[2 * np + 1][1] = r[3];
+        }
+    };
+    auto mma_step = [&](int (&c)[MT][NT][4], const u32 (&af)[MT][4], const bfrag_t &bf) {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+                mma(c[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
+    };
+% end
+
+    // acc[mt][nt] holds rows g and g+8 (g = lane/4), columns 2*(lane%4) and +1.
+    const int row0 = m0 + warp_m * WTM + (lane >> 2);
+    const int col0 = n0 + warp_n * WTN + (lane & 3) * 2;
+% if GROUPED then
+    int acc[MT][NT][4];   // int32 sum of the current group, offset by MAGIC_BITS
+    float tot[MT][NT][4]; // f32 sum of the finished groups
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                acc[mt][nt][j] = MAGIC_BITS;
+                tot[mt][nt][j] = 0.f;
+            }
+    // Group scales of this thread's 2*NT columns, s[n][k/g]: sc for the group being summed,
+    // sc_next for the one after, loaded a group ahead. Columns past N and groups past K
+    // read as 0 (their sums are 0 too).
+    const int KG = K / $(GROUP);
+    const gs_t *s_col = static_cast<const gs_t *>(p.scale_b) + (long long)col0 * KG;
+    float sc[NT][2], sc_next[NT][2];
+    auto load_scales = [&](float (&s)[NT][2], int kg) {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int j = 0; j < 2; ++j)
+                s[nt][j] = col0 + nt * 8 + j < N && kg < KG ? gs_f32(s_col[(nt * 8 + j) * KG + kg]) : 0.f;
+    };
+    load_scales(sc, 0);
+    load_scales(sc_next, 1);
+    // Ends group kg: tot += (float)acc * s, then the scales move up one group.
+    auto flush = [&](int kg) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    const float x = __int_as_float(acc[mt][nt][j]) - MAGIC;
+                    tot[mt][nt][j] = __fmaf_rn(x, sc[nt][j & 1], tot[mt][nt][j]);
+                    acc[mt][nt][j] = MAGIC_BITS;
+                }
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int j = 0; j < 2; ++j)
+                sc[nt][j] = sc_next[nt][j];
+        load_scales(sc_next, kg + 2);
+    };
+% else
+    int acc[MT][NT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                acc[mt][nt][j] = 0;
+% end
+
+    // Pipeline: tile kt sits in stage kt % STAGES. Before the last k32 step of a tile the
+    // next tile is waited for, and one barrier both publishes it and frees the stage read
+    // during the previous tile, which the first k32 step of each tile then refills.
+    const int KT = (K + BK - 1) / BK;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < KT)
+            load_tile(smem0 + s * STAGE_BYTES, s);
+        qc::cp_async_commit();
+    }
+    qc::cp_async_wait<STAGES - 2>();
+    __syncthreads();
+
+    const u32 smem_end = smem0 + STAGES * STAGE_BYTES;
+    u32 rd = smem0, wr = smem0 + (STAGES - 1) * STAGE_BYTES;
+    int kt_next = STAGES - 1;
+    u32 af[2][MT][4]; // double-buffered across k32 steps
+    bfrag_t bf[2];
+    load_frags(af[0], bf[0], rd, 0);
+
+    for (int kt = 0; kt < KT; ++kt) {
+#pragma unroll
+        for (int ks = 0; ks < KSTEPS; ++ks) {
+            if (ks == KSTEPS - 1) {
+                qc::cp_async_wait<STAGES - 2>();
+                __syncthreads();
+                rd = rd + STAGE_BYTES == smem_end ? smem0 : rd + STAGE_BYTES;
+            }
+            load_frags(af[(ks + 1) & 1], bf[(ks + 1) & 1], rd, (ks + 1) % KSTEPS);
+            if (ks == 0) {
+                if (kt_next < KT)
+                    load_tile(wr, kt_next);
+                qc::cp_async_commit(); // possibly empty: keeps the group count in step
+                ++kt_next;
+                wr = wr + STAGE_BYTES == smem_end ? smem0 : wr + STAGE_BYTES;
+            }
+            mma_step(acc, af[ks & 1], bf[ks & 1]);
+% if GROUPED and GROUP <= BK then
+            if ((ks + 1) % $(GROUP // 32) == 0)
+                flush(kt * $(BK // GROUP) + ks / $(GROUP // 32));
+% elseif GROUPED then
+            if (ks == KSTEPS - 1 && (kt + 1) % $(GROUP // BK) == 0) // K % g == 0: the last tile ends a group
+                flush(kt / $(GROUP // BK));
+% end
+        }
+    }
+
+    // Epilogue: scales, bias, rounding to OUT, and tails of M and N.
+    out_t *__restrict__ D = static_cast<out_t *>(p.d);
+    const long long ldd = p.ldd;
+    const bool aligned = ldd % 2 == 0 && (u64)p.d % (2 * sizeof(out_t)) == 0;
+% if BIAS then
+    const out_t *__restrict__ bias = static_cast<const out_t *>(p.bias);
+% end
+% if SA == "tensor" then
+    const float sa = *static_cast<const float *>(p.scale_a);
+% elseif SA == "row" then
+    float sa_row[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int row = row0 + mt * 16 + h * 8;
+            sa_row[mt][h] = row < M ? static_cast<const float *>(p.scale_a)[row] : 0.f;
+        }
+% end
+% if SB == "tensor" then
+    const float sb = *static_cast<const float *>(p.scale_b);
+% end
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+        const int col = col0 + nt * 8;
+        if (col >= N)
+            continue;
+        const bool second = col + 1 < N;
+% if SB == "col" then
+        const float *sbp = static_cast<const float *>(p.scale_b);
+        const float sb0 = sbp[col], sb1 = second ? sbp[col + 1] : 0.f;
+% end
+% if BIAS then
+        const float b0 = qc::bias_at(bias, col), b1 = second ? qc::bias_at(bias, col + 1) : 0.f;
+% end
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row = row0 + mt * 16 + h * 8;
+                if (row >= M)
+                    continue;
+% if GROUPED and S4 then
+                // s4 was unpacked times 16; taking it back out is exact (a power of 2)
+                float x = __fmul_rn(tot[mt][nt][2 * h], 0.0625f);
+                float y = __fmul_rn(tot[mt][nt][2 * h + 1], 0.0625f);
+% elseif GROUPED then
+                float x = tot[mt][nt][2 * h], y = tot[mt][nt][2 * h + 1];
+% else
+                float x = __int2float_rn(acc[mt][nt][2 * h]);
+                float y = __int2float_rn(acc[mt][nt][2 * h + 1]);
+% end
+% if SA == "tensor" then
+                x = __fmul_rn(x, sa);
+                y = __fmul_rn(y, sa);
+% elseif SA == "row" then
+                x = __fmul_rn(x, sa_row[mt][h]);
+                y = __fmul_rn(y, sa_row[mt][h]);
+% end
+% if SB == "tensor" then
+                x = __fmul_rn(x, sb);
+                y = __fmul_rn(y, sb);
+% elseif SB == "col" then
+                x = __fmul_rn(x, sb0);
+                y = __fmul_rn(y, sb1);
+% end
+% if BIAS then
+                x = __fadd_rn(x, b0);
+                y = __fadd_rn(y, b1);
+% end
+                qc::store2(D + row * ldd + col, x, y, aligned && second, second);
+            }
+        }
+    }
+}
