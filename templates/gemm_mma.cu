@@ -163,34 +163,38 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     const int n0 = (in_band / band_rows) * BN;
 
     // Loads: each thread copies chunk ld_chunk of rows ld_row + i*LD_ROWS of both tiles.
+    // Rows past M or N and chunks past K read nothing and land as zeros, so the tails need
+    // no other care; tiles past the end are issued the same way (all zeros, never read),
+    // which keeps the main loop free of branches.
     const int ld_row = tid / CPR, ld_chunk = tid % CPR;
     const u32 ld_off = swz(ld_row, ld_chunk);
     const u16 *a_src = A + (long long)(m0 + ld_row) * p.lda + ld_chunk * 8;
     const u16 *b_src = B + (long long)(n0 + ld_row) * p.ldb + ld_chunk * 8;
     const long long a_pass = LD_ROWS * p.lda, b_pass = LD_ROWS * p.ldb;
+    const int a_rows = M - m0 - ld_row, b_rows = N - n0 - ld_row; // rows this thread may load
+    int k_left = K - ld_chunk * 8; // K % 8 == 0: a chunk is all in or all out
 
     const u32 smem0 = smem_addr(smem);
-    auto load_tile = [&](u32 stage, int kt) {
-        const int k = kt * BK;
-        const bool k_ok = k + ld_chunk * 8 < K; // K % 8 == 0: a chunk is all in or all out
+    auto load_tile = [&](u32 stage) {
 #pragma unroll
         for (int i = 0; i < (BM + LD_ROWS - 1) / LD_ROWS; ++i) {
-            const int row = ld_row + i * LD_ROWS;
-            if (BM % LD_ROWS == 0 || row < BM) {
-                const bool ok = k_ok && m0 + row < M;
-                const u32 dst = LD_ROWS % 8 == 0 ? ld_off + i * LD_ROWS * ROW_BYTES : swz(row, ld_chunk);
-                cp_async16(stage + dst, ok ? a_src + i * a_pass + k : A, ok ? 16 : 0);
+            if (BM % LD_ROWS == 0 || ld_row + i * LD_ROWS < BM) {
+                const bool ok = k_left > 0 && i * LD_ROWS < a_rows;
+                const u32 dst = LD_ROWS % 8 == 0 ? ld_off + i * LD_ROWS * ROW_BYTES : swz(ld_row + i * LD_ROWS, ld_chunk);
+                cp_async16(stage + dst, ok ? a_src + i * a_pass : A, ok ? 16 : 0);
             }
         }
 #pragma unroll
         for (int i = 0; i < (BN + LD_ROWS - 1) / LD_ROWS; ++i) {
-            const int row = ld_row + i * LD_ROWS;
-            if (BN % LD_ROWS == 0 || row < BN) {
-                const bool ok = k_ok && n0 + row < N;
-                const u32 dst = LD_ROWS % 8 == 0 ? ld_off + i * LD_ROWS * ROW_BYTES : swz(row, ld_chunk);
-                cp_async16(stage + A_BYTES + dst, ok ? b_src + i * b_pass + k : B, ok ? 16 : 0);
+            if (BN % LD_ROWS == 0 || ld_row + i * LD_ROWS < BN) {
+                const bool ok = k_left > 0 && i * LD_ROWS < b_rows;
+                const u32 dst = LD_ROWS % 8 == 0 ? ld_off + i * LD_ROWS * ROW_BYTES : swz(ld_row + i * LD_ROWS, ld_chunk);
+                cp_async16(stage + A_BYTES + dst, ok ? b_src + i * b_pass : B, ok ? 16 : 0);
             }
         }
+        a_src += BK;
+        b_src += BK;
+        k_left -= BK;
     };
 
     // Fragments. A: lanes 0-15 address rows 0-15 at k 0-7, lanes 16-31 the same rows at
@@ -230,8 +234,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     const int KT = (K + BK - 1) / BK;
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < KT)
-            load_tile(smem0 + s * STAGE_BYTES, s);
+        load_tile(smem0 + s * STAGE_BYTES);
         cp_async_commit();
     }
     cp_async_wait<STAGES - 2>();
@@ -239,7 +242,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 
     const u32 smem_end = smem0 + STAGES * STAGE_BYTES;
     u32 rd = smem0, wr = smem0 + (STAGES - 1) * STAGE_BYTES;
-    int kt_next = STAGES - 1;
     u32 af[2][MT][4], bf[2][NT][2]; // double-buffered across k16 steps
     load_frags(af[0], bf[0], rd, 0);
 
@@ -253,10 +255,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
             }
             load_frags(af[(ks + 1) & 1], bf[(ks + 1) & 1], rd, (ks + 1) % KSTEPS);
             if (ks == 0) {
-                if (kt_next < KT)
-                    load_tile(wr, kt_next);
-                cp_async_commit(); // possibly empty: keeps the group count in step
-                ++kt_next;
+                load_tile(wr);
+                cp_async_commit();
                 wr = wr + STAGE_BYTES == smem_end ? smem0 : wr + STAGE_BYTES;
             }
 #pragma unroll
@@ -266,6 +266,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                     mma(acc[mt][nt], af[ks & 1][mt], bf[ks & 1][nt]);
         }
     }
+    cp_async_wait<0>(); // the zero fills issued past the last tile
 
     // Epilogue. acc[mt][nt] holds rows g and g+8 (g = lane/4), columns 2*(lane%4) and +1.
     out_t *__restrict__ D = static_cast<out_t *>(p.d);
