@@ -1,0 +1,494 @@
+// gemm_f8.cu — fp8 and MX GEMM on the fp8 tensor cores (mma.sync m16n8k32 .e4m3/.e5m2), sm_89+.
+// A e4m3|e5m2 × B e4m3 with tensor|row|block × tensor|col|block scales; MXFP8 (e4m3 × e4m3) and
+// MXFP4 (e2m1 × e2m1, turned into e4m3 in registers) with e8m0 scales per 32 of K. f32 sums.
+//
+// Accumulation.  Hopper's and Ada's fp8 mma reads its C operand with 13 mantissa bits (the
+// low bits of a chained accumulator are dropped on every mma), so each mma starts from C = 0
+// and its 32-wide partial sum is added (or, with block and MX scales, multiplied by its
+// scales and added) into f32 registers: the promotion DESIGN §2 asks for, at every 32 of K.
+// tensor/row/col scales are applied once in the epilogue; D = ((acc·sa)·sb) + bias.
+% local FP4 = A == "e2m1"
+% local MX = SA == "mx"
+% local BLOCK = SA == "block" or SB == "block"
+% local CHAIN = false -- true: tensor/row/col sums chained through the mma's C operand
+% local function one_of(x, ...)
+%   for _, v in ipairs({...}) do if x == v then return true end end
+%   return false
+% end
+% if ARCH < 89 then
+%   unsupported(string.format("gemm_f8: fp8 tensor cores (mma .e4m3) need sm_89 or newer (arch=sm_%d)", ARCH))
+% end
+% local plain = one_of(A, "e4m3", "e5m2") and B == "e4m3" and one_of(SA, "none", "tensor", "row", "block")
+%               and one_of(SB, "none", "tensor", "col", "block")
+% local mx = (A == B and one_of(A, "e4m3", "e2m1")) and SA == "mx" and SB == "mx"
+% if not (plain or mx) then
+%   unsupported(string.format("gemm_f8 takes a=e4m3|e5m2 b=e4m3 with sa=tensor|row|block sb=tensor|col|block, " ..
+%     "or a=b=e4m3|e2m1 with sa=sb=mx (got a=%s b=%s sa=%s sb=%s)", A, B, SA, SB))
+% end
+% if not one_of(OUT, "f16", "bf16", "f32") then unsupported("gemm_f8: out must be f16, bf16 or f32") end
+% local WTM, WTN = BM // WM, BN // WN
+% local UNIT = FP4 and 32 or 16 -- warp-tile granule: one ldmatrix.x4 per fragment set
+% if BK ~= 64 and BK ~= 128 then
+%   unsupported(string.format("gemm_f8: BK must be 64 or 128 (tile=%dx%dx%d)", BM, BN, BK))
+% end
+% if BM % WM ~= 0 or BN % WN ~= 0 or WTM % UNIT ~= 0 or WTN % UNIT ~= 0 then
+%   unsupported(string.format("gemm_f8: warps=%dx%d must split tile %dx%d into warp tiles that are multiples of %dx%d",
+%     WM, WN, BM, BN, UNIT, UNIT))
+% end
+% if WTM * WTN > 64 * 64 then
+%   unsupported(string.format("gemm_f8: warp tile %dx%d needs more than 128 accumulator registers per thread", WTM, WTN))
+% end
+% if SB == "block" and 128 % WTN ~= 0 then
+%   unsupported(string.format("gemm_f8: sb=block needs warp tiles whose width divides 128 (warp tile %dx%d)", WTM, WTN))
+% end
+% if STAGES < 2 or STAGES > 8 then unsupported(string.format("gemm_f8: stages=%d, takes 2..8", STAGES)) end
+% if SPLIT_K ~= 1 then unsupported(string.format("gemm_f8: no split-K (split=%d)", SPLIT_K)) end
+% local EBITS = FP4 and 4 or 8
+% local ROW_BYTES = BK * EBITS // 8
+% local STAGE_BYTES = (BM + BN) * ROW_BYTES + (MX and (BM + BN) * (BK // 32) * 4 or 0)
+//
+// Launch needs (docs/TEMPLATES.md): 16-byte cp.async chunks along K, which are wholly inside
+// or outside K, so K and the leading dimensions are multiples of 16 elements (32 for e2m1).
+// qjit: threads=$(32 * WM * WN) smem=$(STAGES * STAGE_BYTES) k_multiple=$(UNIT) ld_multiple=$(UNIT) align=16
+% include("gemm_common.cuh")
+
+namespace {
+
+using qc::u32;
+using qc::u64;
+using qc::u8;
+using qc::out_t;
+
+constexpr int BM = $(BM), BN = $(BN), BK = $(BK);
+constexpr int WM = $(WM), WN = $(WN);
+constexpr int STAGES = $(STAGES);
+constexpr int THREADS = 32 * WM * WN;
+constexpr int WTM = BM / WM, WTN = BN / WN; // warp tile
+constexpr int MT = WTM / 16, NT = WTN / 8;  // m16n8k32 tiles per warp
+constexpr int KSTEPS = BK / 32;             // k32 steps per K tile
+constexpr int ROW_BYTES = $(ROW_BYTES);     // one tile row of K in shared memory
+constexpr int CPR = ROW_BYTES / 16;         // 16-byte chunks per row: 2, 4 or 8
+constexpr int A_BYTES = BM * ROW_BYTES, B_BYTES = BN * ROW_BYTES;
+constexpr int STAGE_BYTES = $(STAGE_BYTES);
+static_assert(STAGES * STAGE_BYTES <= 227 * 1024, "gemm_f8: tile and stages need more shared memory than an SM has");
+constexpr int LD_ROWS = THREADS / CPR;      // tile rows one cp.async pass covers
+constexpr int GROUP_M = 8;                  // tile rows per rasterization band
+
+// Chunk c of row r lives at chunk c ^ f(r): the 8 rows that one ldmatrix phase reads (and
+// the 8 chunks one cp.async wavefront writes) fall in 8 different 16-byte bank groups.
+// 128/ROW_BYTES rows share a 128-byte line, so f takes the row bits above those.
+constexpr int SWZ_SHIFT = CPR == 8 ? 0 : CPR == 4 ? 1 : 2;
+__device__ __forceinline__ u32 swz(int row, int chunk)
+{
+    return row * ROW_BYTES + ((chunk ^ ((row >> SWZ_SHIFT) & (CPR - 1))) << 4);
+}
+
+% local AT = FP4 and "e4m3" or A
+% if CHAIN then
+__device__ __forceinline__ void mma(float (&c)[4], const u32 (&a)[4], const u32 (&b)[2])
+{
+    asm("mma.sync.aligned.m16n8k32.row.col.f32.$(AT).e4m3.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+% end
+// d = a·b + 0: a fresh 32-wide partial sum (the C operand would lose low bits, see the top).
+__device__ __forceinline__ void mma0(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2])
+{
+    asm("mma.sync.aligned.m16n8k32.row.col.f32.$(AT).e4m3.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+          "f"(0.f), "f"(0.f), "f"(0.f), "f"(0.f));
+}
+
+% if FP4 then
+// e2m1 nibbles -> e4m3 bytes worth value·2^-6, exactly: e2m1's exponent and mantissa bits land
+// on e4m3's lowest ones, whose subnormals extend the same way (0.5 -> 2^-7).  lo() takes the
+// low nibbles (even k), hi() the high ones; A and B use one k order, so the products pair up.
+__device__ __forceinline__ u32 fp4_lo(u32 x)
+{
+    return ((x & 0x08080808u) << 4) | ((x & 0x07070707u) << 2);
+}
+__device__ __forceinline__ u32 fp4_hi(u32 x)
+{
+    return (x & 0x80808080u) | ((x >> 2) & 0x1c1c1c1cu);
+}
+% end
+% if MX then
+%   local OFF = FP4 and 6 or 0
+// e8m0 code c -> 2^(c − 127 + $(OFF)) as f32, 0xFF -> NaN; code 0 (2^-127) is an f32 subnormal.
+%   if FP4 then
+// The 2^6 undoes fp4_lo/hi's 2^-6 on each operand; codes above 248 (2^121) then leave f32's
+// range and give inf, a limit of this kernel (real MXFP4 scales sit far below it).
+%   end
+__device__ __forceinline__ float e8m0(u32 c)
+{
+    const u32 e = c + $(OFF);
+    u32 bits = e >= 255 ? 0x7f800000u : e == 0 ? 0x00400000u : e << 23;
+    if (c == 255)
+        bits = 0x7fc00000u;
+    return __uint_as_float(bits);
+}
+% end
+
+} // namespace
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const qjit_params p)
+{
+    extern __shared__ __align__(128) unsigned char smem[];
+    const u8 *__restrict__ A = static_cast<const u8 *>(p.a);
+    const u8 *__restrict__ B = static_cast<const u8 *>(p.b);
+    const int M = (int)p.m, N = (int)p.n, K = (int)p.k;
+% if FP4 then
+    const int K_BYTES = K / 2; // two values per byte along K; lda, ldb count values
+    const long long lda = p.lda / 2, ldb = p.ldb / 2;
+% else
+    const int K_BYTES = K;
+    const long long lda = p.lda, ldb = p.ldb;
+% end
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int warp_m = warp / WN, warp_n = warp % WN;
+    const int g = lane >> 2, tig = lane & 3; // mma fragment coordinates
+
+    // Rasterize in bands of GROUP_M tile rows, walking down a band before across it, so
+    // that the CTAs resident at one time share their A rows and B columns in L2.
+    const int tiles_n = gridDim.x, tiles_m = gridDim.y;
+    const int pid = blockIdx.y * tiles_n + blockIdx.x;
+    const int band = pid / (GROUP_M * tiles_n), in_band = pid % (GROUP_M * tiles_n);
+    const int band_rows = tiles_m - band * GROUP_M < GROUP_M ? tiles_m - band * GROUP_M : GROUP_M;
+    const int m0 = (band * GROUP_M + in_band % band_rows) * BM;
+    const int n0 = (in_band / band_rows) * BN;
+
+    // Loads: each thread copies chunk ld_chunk of rows ld_row + i*LD_ROWS of both tiles.
+    const int ld_row = tid / CPR, ld_chunk = tid % CPR;
+    const u32 ld_off = swz(ld_row, ld_chunk);
+    const u8 *a_src = A + (long long)(m0 + ld_row) * lda + ld_chunk * 16;
+    const u8 *b_src = B + (long long)(n0 + ld_row) * ldb + ld_chunk * 16;
+    const long long a_pass = LD_ROWS * lda, b_pass = LD_ROWS * ldb;
+
+    const u32 smem0 = qc::smem_addr(smem);
+    auto load_tile = [&](u32 stage, int kt) {
+        const int k = kt * ROW_BYTES;
+        const bool k_ok = k + ld_chunk * 16 < K_BYTES; // K_BYTES % 16 == 0: all in or all out
+#pragma unroll
+        for (int i = 0; i < (BM + LD_ROWS - 1) / LD_ROWS; ++i) {
+            const int row = ld_row + i * LD_ROWS;
+            if (BM % LD_ROWS == 0 || row < BM) {
+                const bool ok = k_ok && m0 + row < M;
+                const u32 dst = LD_ROWS % 8 == 0 ? ld_off + i * LD_ROWS * ROW_BYTES : swz(row, ld_chunk);
+                qc::cp_async16(stage + dst, ok ? a_src + i * a_pass + k : A, ok ? 16 : 0);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < (BN + LD_ROWS - 1) / LD_ROWS; ++i) {
+            const int row = ld_row + i * LD_ROWS;
+            if (BN % LD_ROWS == 0 || row < BN) {
+                const bool ok = k_ok && n0 + row < N;
+                const u32 dst = LD_ROWS % 8 == 0 ? ld_off + i * LD_ROWS * ROW_BYTES : swz(row, ld_chunk);
+                qc::cp_async16(stage + A_BYTES + dst, ok ? b_src + i * b_pass + k : B, ok ? 16 : 0);
+            }
+        }
+    };
+
+% if FP4 then
+    // Fragments of packed e2m1.  One ldmatrix 8x16-byte matrix gives a thread 4 bytes of row
+    // g: 8 values of k = 8*tig .. 8*tig+7 of the k32 step, which fp4_lo/hi spread over the two
+    // e4m3 registers that m16n8k32 wants (a0/a2 for rows g, a1/a3 for rows g+8, b0/b1).
+    // Lanes 0-31 address rows 0-31 at the step's chunk: two m16 tiles of A, four n8 tiles of B.
+    const u32 a_lane = swz(warp_m * WTM + lane, 0);
+    const u32 b_lane = A_BYTES + swz(warp_n * WTN + lane, 0);
+    auto load_frags = [&](u32 (&af)[MT][4], u32 (&bf)[NT][2], u32 stage, int ks) {
+#pragma unroll
+        for (int mp = 0; mp < MT / 2; ++mp) {
+            u32 r[4];
+            qc::ldsm_x4(r, stage + (a_lane ^ (ks << 4)) + mp * 32 * ROW_BYTES);
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                af[2 * mp + j][0] = fp4_lo(r[2 * j]);
+                af[2 * mp + j][1] = fp4_lo(r[2 * j + 1]);
+                af[2 * mp + j][2] = fp4_hi(r[2 * j]);
+                af[2 * mp + j][3] = fp4_hi(r[2 * j + 1]);
+            }
+        }
+#pragma unroll
+        for (int nq = 0; nq < NT / 4; ++nq) {
+            u32 r[4];
+            qc::ldsm_x4(r, stage + (b_lane ^ (ks << 4)) + nq * 32 * ROW_BYTES);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                bf[4 * nq + j][0] = fp4_lo(r[j]);
+                bf[4 * nq + j][1] = fp4_hi(r[j]);
+            }
+        }
+    };
+% else
+    // Fragments.  With 1-byte elements an 8x8 b16 ldmatrix matrix is 8 rows x 16 k, and a
+    // thread receives 4 consecutive k of row g, exactly an m16n8k32 register.  A: lanes 0-15
+    // address rows 0-15 at k 0-15, lanes 16-31 the same rows at k 16-31 (a0..a3).  B (N×K is
+    // the "col" operand as stored): lanes 0-7 rows 0-7 k 0-15, 8-15 rows 0-7 k 16-31, 16-31
+    // the same for rows 8-15, giving b0,b1 of two n8 tiles.  Step ks moves 2*ks chunks,
+    // which under the swizzle is an XOR of ks << 5 on the lane's offset.
+    const u32 a_lane = swz(warp_m * WTM + (lane & 15), lane >> 4);
+    const u32 b_lane = A_BYTES + swz(warp_n * WTN + (lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1);
+    auto load_frags = [&](u32 (&af)[MT][4], u32 (&bf)[NT][2], u32 stage, int ks) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+            qc::ldsm_x4(af[mt], stage + (a_lane ^ (ks << 5)) + mt * 16 * ROW_BYTES);
+#pragma unroll
+        for (int np = 0; np < NT / 2; ++np) {
+            u32 r[4];
+            qc::ldsm_x4(r, stage + (b_lane ^ (ks << 5)) + np * 16 * ROW_BYTES);
+            bf[2 * np][0] = r[0];
+            bf[2 * np][1] = r[1];
+            bf[2 * np + 1][0] = r[2];
+            bf[2 * np + 1][1] = r[3];
+        }
+    };
+% end
+
+% if MX then
+    // MX scales travel with their tile: each stage ends with f32 [KSTEPS][BM] for A and
+    // [KSTEPS][BN] for B, decoded once per CTA.  The e8m0 codes of tile kt + STAGES - 1 are
+    // fetched into registers one tile before, then stored with that tile's cp.async group
+    // under the same barrier, so their global latency hides behind a whole K tile.
+    constexpr int SC_ITEMS = (BM + BN) * KSTEPS, SC_PER_THREAD = (SC_ITEMS + THREADS - 1) / THREADS;
+    const u8 *__restrict__ SA8 = static_cast<const u8 *>(p.scale_a);
+    const u8 *__restrict__ SB8 = static_cast<const u8 *>(p.scale_b);
+    const int KB32 = K / 32; // the library guarantees K % 32 == 0 for mx
+    u32 sc_code[SC_PER_THREAD];
+    auto fetch_scales = [&](int kt) {
+#pragma unroll
+        for (int i = 0; i < SC_PER_THREAD; ++i) {
+            const int idx = tid + i * THREADS;
+            u32 c = 127; // 1.0 past M, N or K, where the tile holds zeros
+            if (SC_ITEMS % THREADS == 0 || idx < SC_ITEMS) {
+                const bool is_a = idx < BM * KSTEPS;
+                const int j = is_a ? idx : idx - BM * KSTEPS, rows = is_a ? BM : BN;
+                const int r = j % rows, kb = kt * KSTEPS + j / rows;
+                if (r < (is_a ? M - m0 : N - n0) && kb < KB32)
+                    c = is_a ? SA8[(long long)(m0 + r) * KB32 + kb] : SB8[(long long)(n0 + r) * KB32 + kb];
+            }
+            sc_code[i] = c;
+        }
+    };
+    auto store_scales = [&](u32 stage) {
+        float *dst = reinterpret_cast<float *>(smem + (stage - smem0) + A_BYTES + B_BYTES);
+#pragma unroll
+        for (int i = 0; i < SC_PER_THREAD; ++i) {
+            const int idx = tid + i * THREADS;
+            if (SC_ITEMS % THREADS == 0 || idx < SC_ITEMS)
+                dst[idx] = e8m0(sc_code[i]);
+        }
+    };
+    // This thread's scales at step ks: rows g (+8) of each m16 tile, columns 2*tig (+1) of each n8.
+    float sa_f[MT][2], sb_f[NT][2];
+    auto load_scale_frags = [&](u32 stage, int ks) {
+        const float *s = reinterpret_cast<const float *>(smem + (stage - smem0) + A_BYTES + B_BYTES);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                sa_f[mt][h] = s[ks * BM + warp_m * WTM + mt * 16 + h * 8 + g];
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            const float2 v = *reinterpret_cast<const float2 *>(s + BM * KSTEPS + ks * BN + warp_n * WTN + nt * 8 + 2 * tig);
+            sb_f[nt][0] = v.x;
+            sb_f[nt][1] = v.y;
+        }
+    };
+% end
+% if BLOCK then
+    // Block scales (DeepSeek 1x128 on A, 128x128 on B): the scales of K block kb multiply
+    // the partial sums of that block.  A warp's columns lie in one 128-column block.  The
+    // next block's scales are fetched a block ahead into registers.
+    const int KB128 = (K + 127) / 128;
+    constexpr int TILES_PER_BLOCK = 128 / BK;
+%   if SA == "block" then
+    const float *__restrict__ SAB = static_cast<const float *>(p.scale_a);
+    float sa_next[MT][2];
+%   end
+%   if SB == "block" then
+    const float *__restrict__ SBB = static_cast<const float *>(p.scale_b);
+    const int wn0 = n0 + warp_n * WTN;
+    const long long sb_row = (long long)(wn0 / 128) * KB128;
+    float sb_next;
+%   end
+    float s_blk[MT][2]; // sa · sb of this thread's rows for the current block
+    auto fetch_block = [&](int kb) {
+        const bool in = kb < KB128;
+%   if SA == "block" then
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row = m0 + warp_m * WTM + mt * 16 + h * 8 + g;
+                sa_next[mt][h] = in && row < M ? SAB[(long long)row * KB128 + kb] : 0.f;
+            }
+%   end
+%   if SB == "block" then
+        sb_next = in && wn0 < N ? SBB[sb_row + kb] : 0.f;
+%   end
+    };
+    auto take_block = [&]() {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                s_blk[mt][h] = $(SA == "block" and "sa_next[mt][h]" or "1.f")$(SB == "block" and " * sb_next" or "");
+    };
+% end
+
+    float acc[MT][NT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                acc[mt][nt][j] = 0.f;
+
+    // Pipeline: tile kt sits in stage kt % STAGES. Before the last k32 step of a tile the
+    // next tile is waited for, and one barrier both publishes it and frees the stage read
+    // during the previous tile, which the first k32 step of each tile then refills.
+    const int KT = (K_BYTES + ROW_BYTES - 1) / ROW_BYTES;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < KT)
+            load_tile(smem0 + s * STAGE_BYTES, s);
+        qc::cp_async_commit();
+% if MX then
+        fetch_scales(s);
+        store_scales(smem0 + s * STAGE_BYTES);
+% end
+    }
+% if MX then
+    fetch_scales(STAGES - 1);
+% end
+% if BLOCK then
+    fetch_block(0);
+% end
+    qc::cp_async_wait<STAGES - 2>();
+    __syncthreads();
+
+    const u32 smem_end = smem0 + STAGES * STAGE_BYTES;
+    u32 rd = smem0, wr = smem0 + (STAGES - 1) * STAGE_BYTES, wr_prev = wr;
+    int kt_next = STAGES - 1;
+    u32 af[2][MT][4], bf[2][NT][2]; // double-buffered across k32 steps
+    load_frags(af[0], bf[0], rd, 0);
+
+    for (int kt = 0; kt < KT; ++kt) {
+% if BLOCK then
+        if (kt % TILES_PER_BLOCK == 0) {
+            take_block();
+            fetch_block(kt / TILES_PER_BLOCK + 1);
+        }
+% end
+#pragma unroll
+        for (int ks = 0; ks < KSTEPS; ++ks) {
+% if MX then
+            load_scale_frags(rd, ks);
+% end
+            if (ks == KSTEPS - 1) {
+% if MX then
+                store_scales(wr_prev); // tile kt + STAGES - 1, published by the barrier below
+                fetch_scales(kt + STAGES);
+% end
+                qc::cp_async_wait<STAGES - 2>();
+                __syncthreads();
+                rd = rd + STAGE_BYTES == smem_end ? smem0 : rd + STAGE_BYTES;
+            }
+            load_frags(af[(ks + 1) & 1], bf[(ks + 1) & 1], rd, (ks + 1) % KSTEPS);
+            if (ks == 0) {
+                if (kt_next < KT)
+                    load_tile(wr, kt_next);
+                qc::cp_async_commit(); // possibly empty: keeps the group count in step
+                ++kt_next;
+                wr_prev = wr;
+                wr = wr + STAGE_BYTES == smem_end ? smem0 : wr + STAGE_BYTES;
+            }
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) {
+% if CHAIN and not MX and not BLOCK then
+                    mma(acc[mt][nt], af[ks & 1][mt], bf[ks & 1][nt]);
+% else
+                    float t[4];
+                    mma0(t, af[ks & 1][mt], bf[ks & 1][nt]);
+#pragma unroll
+                    for (int j = 0; j < 4; ++j)
+% if MX then
+                        acc[mt][nt][j] = fmaf(t[j] * sa_f[mt][j >> 1], sb_f[nt][j & 1], acc[mt][nt][j]);
+% elseif BLOCK then
+                        acc[mt][nt][j] = fmaf(t[j], s_blk[mt][j >> 1], acc[mt][nt][j]);
+% else
+                        acc[mt][nt][j] += t[j];
+% end
+% end
+                }
+        }
+    }
+
+    // Epilogue. acc[mt][nt] holds rows g and g+8, columns 2*tig and +1.
+    out_t *__restrict__ D = static_cast<out_t *>(p.d);
+    const long long ldd = p.ldd;
+    const bool aligned = ldd % 2 == 0 && (u64)p.d % (2 * sizeof(out_t)) == 0;
+    const int row0 = m0 + warp_m * WTM + g;
+    const int col0 = n0 + warp_n * WTN + tig * 2;
+% if SA == "tensor" or SA == "row" then
+    const float *__restrict__ sa = static_cast<const float *>(p.scale_a);
+% end
+% if SB == "tensor" or SB == "col" then
+    const float *__restrict__ sb = static_cast<const float *>(p.scale_b);
+% end
+% if SA == "tensor" then
+    const float sa0 = sa[0];
+% end
+% if SB == "tensor" then
+    const float sb0 = sb[0], sb1 = sb0;
+% end
+% if BIAS then
+    const out_t *__restrict__ bias = static_cast<const out_t *>(p.bias);
+% end
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+        const int col = col0 + nt * 8;
+        if (col >= N)
+            continue;
+        const bool second = col + 1 < N;
+% if SB == "col" then
+        const float sb0 = sb[col], sb1 = second ? sb[col + 1] : 0.f;
+% end
+% if BIAS then
+        const float b0 = qc::bias_at(bias, col), b1 = second ? qc::bias_at(bias, col + 1) : 0.f;
+% end
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row = row0 + mt * 16 + h * 8;
+                if (row >= M)
+                    continue;
+                float x = acc[mt][nt][2 * h], y = acc[mt][nt][2 * h + 1];
+% if SA == "row" then
+                const float sa0 = sa[row];
+% end
+% if SA == "tensor" or SA == "row" then
+                x = __fmul_rn(x, sa0);
+                y = __fmul_rn(y, sa0);
+% end
+% if SB == "tensor" or SB == "col" then
+                x = __fmul_rn(x, sb0);
+                y = __fmul_rn(y, sb1);
+% end
+% if BIAS then
+                x = __fadd_rn(x, b0);
+                y = __fadd_rn(y, b1);
+% end
+                qc::store2(D + row * ldd + col, x, y, aligned && second, second);
+            }
+        }
+    }
+}
