@@ -8,17 +8,13 @@
 // the consumer warpgroups along M and N; each owns a (BM/WM)×(BN/WN) tile, BM/WM a multiple of
 // 64 (m64 wgmma rows) and BN/WN a multiple of 16 up to 256 (the wgmma N). STAGES 2..8, within
 // 227 KB of shared memory: 128x128x64 up to 7, 128x256x64 and 256x128x64 up to 4.
-// Optional CLUSTER (default 1): 2 pairs CTAs in a cluster on vertically adjacent tiles; each
-// loads half of their shared B tile and copies it into its partner's ring over DSMEM, so a
-// CTA reads (BM + BN/2) rows from L2 per k step instead of BM + BN.
 // Block: one producer warpgroup plus WM*WN consumer warpgroups.
 // qjit:threads=128*(WM*WN+1)
 // Dynamic shared memory in bytes: the ring, then 1024-byte alignment slack and the mbarriers.
 // qjit:smem=STAGES*(BM+BN)*BK*2+2048
 // Grid: any size. One CTA per tile, grid (ceil(N/BN), ceil(M/BM), 1), is the plain launch; a
-// smaller grid makes the kernel persistent (each CTA walks tiles with a stride of the grid
-// size; best as many CTAs as fit on the device at once). With CLUSTER=2, gridDim.x must be
-// even, and a persistent grid should be 2 x cuOccupancyMaxActiveClusters.
+// smaller grid makes the kernel persistent (each CTA walks the tiles with a stride of the
+// grid size; then best one CTA per SM).
 % assert((A == "f16" or A == "bf16") and B == A, "gemm_wgmma: A and B must both be f16 or both bf16")
 % assert(OUT == "f16" or OUT == "bf16" or OUT == "f32", "gemm_wgmma: OUT must be f16, bf16 or f32")
 % assert(ARCH == 90, "gemm_wgmma: needs sm_90a (wgmma, setmaxnreg)")
@@ -30,8 +26,6 @@
 % assert(STAGES >= 2 and STAGES <= 8, "gemm_wgmma: STAGES must be 2..8")
 % assert(SPLIT_K == 1, "gemm_wgmma: SPLIT_K must be 1")
 % local NC = WM * WN
-% local CLUSTER = CLUSTER or 1
-% assert(CLUSTER == 1 or (CLUSTER == 2 and BN % 32 == 0), "gemm_wgmma: CLUSTER must be 1, or 2 with BN a multiple of 32")
 % -- Registers: the launch gets the per-thread cap that __launch_bounds__(threads, 1) allows,
 % -- in steps of 8; the producer drops to 40 (24 beside 3-4 consumers) and the consumers share the rest.
 % local THREADS = 128 * (NC + 1)
@@ -64,7 +58,6 @@ typedef u16 out_t; // $(OUT) bits
 constexpr int BM = $(BM), BN = $(BN), BK = 64;
 constexpr int WM = $(WM), WN = $(WN);
 constexpr int STAGES = $(STAGES);
-constexpr int CLUSTER = $(CLUSTER);
 constexpr int NC = WM * WN;                 // consumer warpgroups
 constexpr int THREADS = 128 * (NC + 1);
 constexpr int WGM = BM / WM, WGN = BN / WN; // consumer warpgroup tile
@@ -75,9 +68,8 @@ constexpr int A_BYTES = BM * ROW_BYTES, STAGE_BYTES = (BM + BN) * ROW_BYTES;
 constexpr int RING_BYTES = STAGES * STAGE_BYTES;
 constexpr int QJIT_SMEM_BYTES = RING_BYTES + 2048;
 static_assert(QJIT_SMEM_BYTES <= 227 * 1024, "gemm_wgmma: tile and stages need more shared memory than an SM has");
-constexpr int B_OWN = BN / CLUSTER;         // B rows this CTA loads from global memory
 constexpr int LD_ROWS = 16;                 // tile rows one pass of 128 producer threads covers
-constexpr int GROUP_M = 8 / CLUSTER;        // tile rows (CTA pairs with CLUSTER=2) per band
+constexpr int GROUP_M = 8;                  // tile rows per rasterization band
 
 __device__ __forceinline__ u32 smem_addr(const void *p)
 {
@@ -130,51 +122,6 @@ __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity)
                  "}\n" :: "r"(bar), "r"(parity) : "memory");
 }
 
-% if CLUSTER == 2 then
-// The partner's shared::cluster address of the same shared::cta offset.
-__device__ __forceinline__ u32 partner(u32 addr, u32 rank)
-{
-    u32 r;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank ^ 1));
-    return r;
-}
-__device__ __forceinline__ u32 cluster_rank()
-{
-    u32 r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-    return r;
-}
-__device__ __forceinline__ void cluster_sync()
-{
-    asm volatile("barrier.cluster.arrive.release.aligned;\n"
-                 "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void mbar_arrive_cluster(u32 cluster_bar)
-{
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" :: "r"(cluster_bar) : "memory");
-}
-// One arrival that also expects `bytes` more to land through complete_tx.
-__device__ __forceinline__ void mbar_arrive_expect(u32 bar, u32 bytes)
-{
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(bar), "r"(bytes) : "memory");
-}
-// As mbar_wait, also ordering after the partner CTA's release arrivals.
-__device__ __forceinline__ void mbar_wait_cluster(u32 bar, u32 parity)
-{
-    asm volatile("{\n"
-                 ".reg .pred done;\n"
-                 "WAIT:\n"
-                 "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-                 "@!done bra WAIT;\n"
-                 "}\n" :: "r"(bar), "r"(parity) : "memory");
-}
-// Copies `bytes` of this CTA's shared memory to the partner's, counted on its barrier.
-__device__ __forceinline__ void copy_to_partner(u32 dst_cluster, u32 src, u32 bytes, u32 bar_cluster)
-{
-    asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
-                 :: "r"(dst_cluster), "r"(src), "r"(bytes), "r"(bar_cluster) : "memory");
-}
-% end
 
 // cp.async writes through the generic proxy and wgmma reads through the async proxy.
 __device__ __forceinline__ void fence_proxy_async()
@@ -272,59 +219,32 @@ __device__ __forceinline__ float bias_at(const out_t *bias, int n)
 
 } // namespace
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1)
-% if CLUSTER == 2 then
-__cluster_dims__(2, 1, 1)
-% end
-qjit_gemm_kernel(const qjit_params p)
+extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const qjit_params p)
 {
     extern __shared__ __align__(1024) unsigned char smem[];
     const int M = (int)p.m, N = (int)p.n, K = (int)p.k;
     const int tid = threadIdx.x;
 
     // Tiles are numbered in bands of GROUP_M tile rows, walking down a band before across
-    // it, so that the CTAs resident at one time share their A rows and B columns in L2. With
-    // CLUSTER=2 the unit is a pair of vertically adjacent tiles, one per CTA of the cluster.
-    // A grid smaller than the tile count makes the kernel persistent: each CTA (or pair)
-    // walks the units with a stride of the grid, and the producer runs ahead into its next
-    // tile while the consumers store the last one.
+    // it, so that the CTAs resident at one time share their A rows and B columns in L2. A
+    // grid smaller than the tile count makes the kernel persistent: each CTA walks the tiles
+    // with a stride of the grid, and its producer runs ahead into the next tile while the
+    // consumers store the last one.
     const int tiles_n = (N + BN - 1) / BN, tiles_m = (M + BM - 1) / BM;
-    const int rows = (tiles_m + CLUSTER - 1) / CLUSTER; // tile rows, or rows of pairs
-    const int units = rows * tiles_n, stride = gridDim.x * gridDim.y / CLUSTER;
-    const int first = (blockIdx.y * gridDim.x + blockIdx.x) / CLUSTER;
-% if CLUSTER == 2 then
-    const u32 rank = cluster_rank();
-% else
-    const u32 rank = 0;
-% end
-    auto tile_origin = [&](int u, int &m0, int &n0) {
-        const int band = u / (GROUP_M * tiles_n), in_band = u % (GROUP_M * tiles_n);
-        const int band_rows = rows - band * GROUP_M < GROUP_M ? rows - band * GROUP_M : GROUP_M;
-        m0 = ((band * GROUP_M + in_band % band_rows) * CLUSTER + rank) * BM;
+    const int tiles = tiles_n * tiles_m, stride = gridDim.x * gridDim.y;
+    const int first = blockIdx.y * gridDim.x + blockIdx.x;
+    auto tile_origin = [&](int t, int &m0, int &n0) {
+        const int band = t / (GROUP_M * tiles_n), in_band = t % (GROUP_M * tiles_n);
+        const int band_rows = tiles_m - band * GROUP_M < GROUP_M ? tiles_m - band * GROUP_M : GROUP_M;
+        m0 = (band * GROUP_M + in_band % band_rows) * BM;
         n0 = (in_band / band_rows) * BN;
     };
 
     // Stage s holds A rows [0, BM) then B rows [0, BN), 128 bytes each; the ring runs on
     // across a CTA's tiles. full[s]: the stage's data is all in shared memory. empty[s]: every
-    // consumer warp (of both CTAs with CLUSTER=2) has finished the wgmma that read it.
+    // consumer warp has finished the wgmma that read it.
     const u32 ring = (smem_addr(smem) + 1023) & ~1023u;
     const u32 full0 = ring + RING_BYTES, empty0 = full0 + 8 * STAGES;
-% if CLUSTER == 2 then
-    // landed[s]: this CTA's own cp.async copies into s are in. Thread 0 then copies the B rows
-    // it loaded to the partner (which counts them on its full[s]) and arrives on full[s]
-    // expecting the partner's half.
-    const u32 landed0 = empty0 + 8 * STAGES;
-    if (tid == 0) {
-#pragma unroll
-        for (int s = 0; s < STAGES; ++s) {
-            mbar_init(full0 + 8 * s, 1);
-            mbar_init(empty0 + 8 * s, 2 * 4 * NC);
-            mbar_init(landed0 + 8 * s, 128);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    cluster_sync();
-% else
     if (tid == 0) {
 #pragma unroll
         for (int s = 0; s < STAGES; ++s) {
@@ -333,7 +253,6 @@ qjit_gemm_kernel(const qjit_params p)
         }
     }
     __syncthreads();
-% end
     const int KT = (K + BK - 1) / BK;
 
     if (tid < 128) {
@@ -344,36 +263,18 @@ qjit_gemm_kernel(const qjit_params p)
 % end
         const int ld_row = tid >> 3, ld_chunk = tid & 7;
         const u32 ld_off = ld_row * ROW_BYTES + ((ld_chunk ^ (ld_row & 7)) << 4);
-        const u32 b_own = A_BYTES + rank * B_OWN * ROW_BYTES; // this CTA's B rows in a stage
         const long long a_pass = LD_ROWS * p.lda * 2, b_pass = LD_ROWS * p.ldb * 2;
         int s = 0, n = 0; // stage, K tiles issued
         u32 phase = 0;
-% if CLUSTER == 2 then
-        int last_s = 0;
-        u32 last_phase = 0;
-        // Publishes stage q: waits for this CTA's copies, sends its B rows to the partner.
-        auto publish = [&](int q, u32 ph) {
-            const u32 bar = full0 + 8 * q, half = ring + q * STAGE_BYTES + b_own;
-            mbar_wait(landed0 + 8 * q, ph);
-            fence_proxy_async(); // the bulk copy reads what cp.async wrote
-            copy_to_partner(partner(half, rank), half, B_OWN * ROW_BYTES, partner(bar, rank));
-            mbar_arrive_expect(bar, B_OWN * ROW_BYTES);
-        };
-% end
-        for (int u = first; u < units; u += stride) {
+        for (int t = first; t < tiles; t += stride) {
             int m0, n0;
-            tile_origin(u, m0, n0);
-            n0 += rank * B_OWN;
+            tile_origin(t, m0, n0);
             const char *a_src = static_cast<const char *>(p.a) + ((long long)(m0 + ld_row) * p.lda + ld_chunk * 8) * 2;
             const char *b_src = static_cast<const char *>(p.b) + ((long long)(n0 + ld_row) * p.ldb + ld_chunk * 8) * 2;
             const int a_rows = M - m0 - ld_row, b_rows = N - n0 - ld_row; // pass i is in while 16*i < rows
             for (int kt = 0; kt < KT; ++kt, ++n) {
                 if (n >= STAGES)
-% if CLUSTER == 2 then
-                    mbar_wait_cluster(empty0 + 8 * s, phase ^ 1);
-% else
                     mbar_wait(empty0 + 8 * s, phase ^ 1);
-% end
                 const u32 st = ring + s * STAGE_BYTES + ld_off;
                 const int k = kt * BK;
                 const bool k_ok = k + ld_chunk * 8 < K; // K % 8 == 0: a chunk is all in or all out
@@ -386,30 +287,17 @@ qjit_gemm_kernel(const qjit_params p)
                 }
                 src = b_src + k * 2;
 #pragma unroll
-                for (int i = 0; i < B_OWN / LD_ROWS; ++i) {
-                    cp_async16(st + b_own + i * LD_ROWS * ROW_BYTES, src, k_ok && i * LD_ROWS < b_rows ? 16 : 0);
+                for (int i = 0; i < BN / LD_ROWS; ++i) {
+                    cp_async16(st + A_BYTES + i * LD_ROWS * ROW_BYTES, src, k_ok && i * LD_ROWS < b_rows ? 16 : 0);
                     src = advance(src, b_pass);
                 }
-% if CLUSTER == 2 then
-                cp_async_arrive(landed0 + 8 * s);
-                // Publish the previous stage, whose copies have had a tile's time to land.
-                if (tid == 0 && n > 0)
-                    publish(last_s, last_phase);
-                last_s = s;
-                last_phase = phase;
-% else
                 cp_async_arrive(full0 + 8 * s);
-% end
                 if (++s == STAGES) {
                     s = 0;
                     phase ^= 1;
                 }
             }
         }
-% if CLUSTER == 2 then
-        if (tid == 0 && n > 0)
-            publish(last_s, last_phase);
-% end
         cp_async_wait_all();
     } else {
         // Consumer warpgroup c computes rows wg_m*WGM .. +WGM, columns wg_n*WGN .. +WGN.
@@ -422,16 +310,11 @@ qjit_gemm_kernel(const qjit_params p)
         const u32 b_tile = ring + A_BYTES + wg_n * WGN * ROW_BYTES;
         int s = 0;
         u32 phase = 0;
-        // Frees stage q for the producer (both producers with CLUSTER=2).
-        auto release = [&](int q) {
-            if (lane == 0) {
+        auto release = [&](int q) { // frees stage q for the producer
+            if (lane == 0)
                 mbar_arrive(empty0 + 8 * q);
-% if CLUSTER == 2 then
-                mbar_arrive_cluster(partner(empty0 + 8 * q, rank));
-% end
-            }
         };
-        for (int u = first; u < units; u += stride) {
+        for (int t = first; t < tiles; t += stride) {
             float acc[MI][NSPLIT][IN / 2];
 #pragma unroll
             for (int mi = 0; mi < MI; ++mi)
@@ -443,11 +326,7 @@ qjit_gemm_kernel(const qjit_params p)
 
             int prev = s;
             for (int kt = 0; kt < KT; ++kt) {
-% if CLUSTER == 2 then
-                mbar_wait_cluster(full0 + 8 * s, phase);
-% else
                 mbar_wait(full0 + 8 * s, phase);
-% end
                 fence_proxy_async(); // wgmma reads what cp.async wrote
                 wgmma_fence();
                 const u32 st = s * STAGE_BYTES;
@@ -474,7 +353,7 @@ qjit_gemm_kernel(const qjit_params p)
             wgmma_wait<0>();
             release(prev);
             int m0, n0;
-            tile_origin(u, m0, n0);
+            tile_origin(t, m0, n0);
 
             // Epilogue. acc[mi][ni][4*j + 2*h + e] is row 16*warp + lane/4 + 8*h of m64 block
             // mi, column IN*ni + 8*j + 2*(lane%4) + e. Whole tiles take a path without checks.
@@ -537,8 +416,4 @@ qjit_gemm_kernel(const qjit_params p)
             }
         }
     }
-% if CLUSTER == 2 then
-    // Neither CTA may leave while its partner can still copy into it or arrive on it.
-    cluster_sync();
-% end
 }
