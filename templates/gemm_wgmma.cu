@@ -1,17 +1,22 @@
 // gemm_wgmma.cu — warp-specialized Hopper GEMM for f16×f16 and bf16×bf16, sm_90a only.
 // D[m,n] = cast_out(sum_k A[m,k]·B[n,k] + bias[n]), f32 accumulation in registers. Warpgroup 0
 // fills a STAGES-deep ring of 128-byte-swizzled shared-memory tiles with cp.async, each stage
-// handed over through mbarriers; WM×WN consumer warpgroups run wgmma.mma_async m64nNk16 with
-// both operands read from shared memory, keeping one wgmma group in flight.
+// handed over through mbarriers; WM×WN consumer warpgroups (registers moved to them with
+// setmaxnreg) run wgmma.mma_async m64nNk16 on both operands in shared memory, keeping one
+// wgmma group in flight. Where shared memory allows, whole output tiles leave through a
+// staging buffer and bulk copies (cp.async.bulk), which overlap the next tile's math.
 //
 // Parameters: BK must be 64 (a tile row of halves is one 128-byte swizzle row). WM and WN count
 // the consumer warpgroups along M and N; each owns a (BM/WM)×(BN/WN) tile, BM/WM a multiple of
-// 64 (m64 wgmma rows) and BN/WN a multiple of 16 up to 256 (the wgmma N). STAGES 2..8, within
-// 227 KB of shared memory: 128x128x64 up to 7, 128x256x64 and 256x128x64 up to 4.
+// 64 (m64 wgmma rows) and BN/WN a multiple of 16 up to 256 (the wgmma N), its accumulators
+// fitting its registers. STAGES 2..8 within 227 KB of shared memory; with bf16/f16 output the
+// staging buffer fits beside 3 stages of 128x256x64 or 256x128x64 and 5 of 128x128x64.
 // Block: one producer warpgroup plus WM*WN consumer warpgroups.
 // qjit:threads=128*(WM*WN+1)
-// Dynamic shared memory in bytes: the ring, then 1024-byte alignment slack and the mbarriers.
-// qjit:smem=STAGES*(BM+BN)*BK*2+2048
+// Dynamic shared memory in bytes: the ring, 1024-byte alignment slack and the mbarriers, then,
+// where it still fits in 227 KB (232448 bytes), the staging buffer for the output tile (EPI):
+// BASE = STAGES*(BM+BN)*BK*2+2048, EPI = BM*(BN*OUT_BYTES+16), OUT_BYTES = 4 for f32 else 2.
+// qjit:smem=(BASE+EPI<=232448) ? BASE+EPI : BASE
 // Grid: any size. One CTA per tile, grid (ceil(N/BN), ceil(M/BM), 1), is the plain launch; a
 // smaller grid makes the kernel persistent (each CTA walks the tiles with a stride of the
 // grid size; then best one CTA per SM).
@@ -35,6 +40,9 @@
 % -- ptxas checks each wgmma against the entry cap, so above 384 threads a wide consumer
 % -- tile is computed by two wgmma of half the width.
 % local IN = (THREADS > 384 and WGN > 128) and WGN // 2 or WGN
+% assert((BM // WM // 64) * (WGN // 2) + 32 <= (NC > 1 and CONSUMER_REGS or 255), "gemm_wgmma: the consumer tile's accumulators do not fit in its registers")
+% local OUT_BYTES = OUT == "f32" and 4 or 2
+% local STAGED = STAGES * (BM + BN) * BK * 2 + 2048 + BM * (BN * OUT_BYTES + 16) <= 232448
 
 struct qjit_params {
     const void *a, *b;
@@ -66,7 +74,12 @@ constexpr int IN = $(IN), NSPLIT = WGN / IN; // wgmma N, wgmma per m64 row and k
 constexpr int ROW_BYTES = BK * 2;           // 128: one swizzle row
 constexpr int A_BYTES = BM * ROW_BYTES, STAGE_BYTES = (BM + BN) * ROW_BYTES;
 constexpr int RING_BYTES = STAGES * STAGE_BYTES;
-constexpr int QJIT_SMEM_BYTES = RING_BYTES + 2048;
+// Whole output tiles go through a shared-memory buffer (rows padded by 16 bytes against bank
+// conflicts) and out by bulk copies, so that the consumers return to the tensor cores without
+// waiting for their global stores.
+constexpr bool STAGED = $(STAGED);
+constexpr int EPI_PITCH = BN * (int)sizeof(out_t) + 16;
+constexpr int QJIT_SMEM_BYTES = RING_BYTES + 2048 + (STAGED ? BM * EPI_PITCH : 0);
 static_assert(QJIT_SMEM_BYTES <= 227 * 1024, "gemm_wgmma: tile and stages need more shared memory than an SM has");
 constexpr int LD_ROWS = 16;                 // tile rows one pass of 128 producer threads covers
 constexpr int GROUP_M = 8;                  // tile rows per rasterization band
@@ -166,6 +179,40 @@ __device__ __forceinline__ void wgmma(float (&d)[IN / 2], u64 a, u64 b)
 % end
                  : "l"(a), "l"(b), "r"(1)); // scale-d true: d += a·b
 }
+
+% if STAGED then
+// Barrier among the 128 threads of one warpgroup (ids 1.. ; 0 is __syncthreads).
+__device__ __forceinline__ void warpgroup_sync(int id)
+{
+    asm volatile("bar.sync %0, 128;\n" :: "r"(id) : "memory");
+}
+// Bulk copy of `bytes` (a multiple of 16, both ends 16-byte aligned) from shared to global memory.
+__device__ __forceinline__ void bulk_store(void *dst, u32 src, u32 bytes)
+{
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n"
+                 :: "l"(dst), "r"(src), "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+// Waits until this thread's bulk stores have read their source (WRITTEN=false) or are done.
+template <bool WRITTEN> __device__ __forceinline__ void bulk_wait()
+{
+    if (WRITTEN)
+        asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+    else
+        asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+// Writes x, y to shared memory as two adjacent output elements.
+__device__ __forceinline__ void stage2(u32 addr, float x, float y)
+{
+%   if OUT == "f32" then
+    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" :: "r"(addr), "f"(x), "f"(y) : "memory");
+%   else
+    u32 r; // the first operand goes to the upper half
+    asm("cvt.rn.$(OUT)x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(y), "f"(x));
+    asm volatile("st.shared.b32 [%0], %1;\n" :: "r"(addr), "r"(r) : "memory");
+%   end
+}
+% end
 
 // Stores x at p[0] and, when `second`, y at p[1]; `paired` means one aligned wide store.
 % if OUT == "f32" then
@@ -310,6 +357,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
         const u32 b_tile = ring + A_BYTES + wg_n * WGN * ROW_BYTES;
         int s = 0;
         u32 phase = 0;
+% if STAGED then
+        const u32 epi = full0 + 128; // past the mbarriers, 16-byte aligned
+        const bool staged_ok = (u64)p.d % 16 == 0 && p.ldd * sizeof(out_t) % 16 == 0;
+% end
         auto release = [&](int q) { // frees stage q for the producer
             if (lane == 0)
                 mbar_arrive(empty0 + 8 * q);
@@ -365,7 +416,46 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 % if BIAS then
             const out_t *__restrict__ bias = static_cast<const out_t *>(p.bias);
 % end
-            if (aligned && m0 + BM <= M && n0 + BN <= N) {
+            const bool whole = m0 + BM <= M && n0 + BN <= N;
+% if STAGED then
+            if (whole && staged_ok) {
+                // Rows wg_m*WGM + r of the tile, columns wg_n*WGN .., r = tid%128 + 128*i, are
+                // this thread's to send; first their last bulk stores must have read the buffer.
+                for (int r = tid & 127; r < WGM; r += 128)
+                    bulk_wait<false>();
+                warpgroup_sync(1 + c);
+                const u32 base = epi + (wg_m * WGM + warp * 16 + (lane >> 2)) * EPI_PITCH +
+                                 (wg_n * WGN + (lane & 3) * 2) * (int)sizeof(out_t);
+#pragma unroll
+                for (int j = 0; j < WGN / 8; ++j) {
+% if BIAS then
+                    const int col = col0 + j * 8;
+                    const float b0 = bias_at(bias, col), b1 = bias_at(bias, col + 1);
+% end
+#pragma unroll
+                    for (int mi = 0; mi < MI; ++mi) {
+#pragma unroll
+                        for (int h = 0; h < 2; ++h) {
+                            const float *a = acc[mi][j / (IN / 8)] + 4 * (j % (IN / 8)) + 2 * h;
+                            const u32 at = base + (mi * 64 + h * 8) * EPI_PITCH + j * 8 * (int)sizeof(out_t);
+% if BIAS then
+                            stage2(at, a[0] + b0, a[1] + b1);
+% else
+                            stage2(at, a[0], a[1]);
+% end
+                        }
+                    }
+                }
+                fence_proxy_async(); // the bulk copies read what these stores wrote
+                warpgroup_sync(1 + c);
+                for (int r = tid & 127; r < WGM; r += 128) {
+                    const int row = wg_m * WGM + r;
+                    bulk_store(D + (long long)(m0 + row) * ldd + n0 + wg_n * WGN,
+                               epi + row * EPI_PITCH + wg_n * WGN * (int)sizeof(out_t), WGN * (int)sizeof(out_t));
+                }
+            } else
+% end
+            if (whole && aligned) {
 #pragma unroll
                 for (int j = 0; j < WGN / 8; ++j) {
                     const int col = col0 + j * 8;
@@ -415,5 +505,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                 }
             }
         }
+% if STAGED then
+        for (int r = tid & 127; r < WGM; r += 128)
+            bulk_wait<true>();
+% end
     }
 }
