@@ -2,34 +2,37 @@
 // D[m,n] = cast_out(sum_k A[m,k]·B[n,k] + bias[n]), f32 accumulation: mma.sync m16n8k16
 // fed by ldmatrix.x4 from XOR-swizzled shared memory that a STAGES-deep cp.async pipeline fills.
 //
+% if (A ~= "f16" and A ~= "bf16") or B ~= A then unsupported("A and B must both be f16 or both bf16 (a=" .. A .. " b=" .. B .. ")") end
+% if OUT ~= "f16" and OUT ~= "bf16" and OUT ~= "f32" then unsupported("OUT must be f16, bf16 or f32 (out=" .. OUT .. ")") end
+% if SA ~= "none" or SB ~= "none" or ZEROS then unsupported("no scales or zero points: f16/bf16 are used as stored") end
+% if ARCH < 80 then unsupported("needs sm_80 or newer") end
+% if SPLIT_K ~= 1 then unsupported("SPLIT_K must be 1 (split=" .. SPLIT_K .. ")") end
+% if BK ~= 32 and BK ~= 64 then unsupported("BK must be 32 or 64 (tile=" .. BM .. "x" .. BN .. "x" .. BK .. ")") end
+% if STAGES < 2 or STAGES > 8 then unsupported("STAGES must be 2..8 (stages=" .. STAGES .. ")") end
+% if WM * WN > 32 then unsupported("warps=" .. WM .. "x" .. WN .. " make more than 1024 threads") end
+% if BM % (16 * WM) ~= 0 or BN % (16 * WN) ~= 0 then unsupported("warps=" .. WM .. "x" .. WN .. " do not split tile " .. BM .. "x" .. BN .. " into multiples of 16x16") end
+% if (BM // WM) * (BN // WN) > 64 * 64 then unsupported(string.format("warps=%dx%d split tile %dx%d into warp tiles of %dx%d, which need %d accumulator registers per thread; at most 128 fit (warp tiles of 64x64 at most)", WM, WN, BM, BN, BM // WM, BN // WN, (BM // WM) * (BN // WN) // 32)) end
+% local SMEM = STAGES * (BM + BN) * BK * 2
+% if SMEM > 227 * 1024 then unsupported("" .. STAGES .. " stages of tile " .. BM .. "x" .. BN .. "x" .. BK .. " need " .. SMEM .. " bytes of shared memory") end
 // Launch needs, read by the library from the expanded source (docs/TEMPLATES.md):
 // 16-byte cp.async along K for 2-byte elements, so K, lda and ldb are multiples of 8.
-// qjit: threads=$(32 * WM * WN) smem=$(STAGES * (BM + BN) * BK * 2) k_multiple=8 ld_multiple=8 align=16
-% assert((A == "f16" or A == "bf16") and B == A, "gemm_mma: A and B must both be f16 or both bf16")
-% assert(OUT == "f16" or OUT == "bf16" or OUT == "f32", "gemm_mma: OUT must be f16, bf16 or f32")
-% assert(BK == 32 or BK == 64, "gemm_mma: BK must be 32 or 64")
-% assert(BM % (16 * WM) == 0 and BN % (16 * WN) == 0, "gemm_mma: warp tile must be a multiple of 16x16")
-% assert(STAGES >= 2 and STAGES <= 8, "gemm_mma: STAGES must be 2..8")
-% assert(SPLIT_K == 1, "gemm_mma: SPLIT_K must be 1")
-% assert(ARCH >= 80, "gemm_mma: needs sm_80 or newer")
-
-struct qjit_params {
-    const void *a, *b;
-    void *d;
-    const void *bias;
-    const void *scale_a, *scale_b, *zeros_b;
-    long long m, n, k, lda, ldb, ldd;
-};
+// qjit: threads=$(32 * WM * WN) smem=$(SMEM) k_multiple=8 ld_multiple=8 align=16
+% include("gemm_common.cuh")
 
 namespace {
 
-typedef unsigned short u16;
-typedef unsigned int u32;
-typedef unsigned long long u64;
-% if OUT == "f32" then
-typedef float out_t;
-% else
-typedef u16 out_t; // $(OUT) bits
+using qc::u16;
+using qc::u32;
+using qc::u64;
+using qc::out_t;
+using qc::smem_addr;
+using qc::cp_async16;
+using qc::cp_async_commit;
+using qc::cp_async_wait;
+using qc::ldsm_x4;
+using qc::store2;
+% if BIAS then
+using qc::bias_at;
 % end
 
 constexpr int BM = $(BM), BN = $(BN), BK = $(BK);
@@ -42,8 +45,6 @@ constexpr int KSTEPS = BK / 16;
 constexpr int CPR = BK / 8;                 // 16-byte chunks per shared-memory row
 constexpr int ROW_BYTES = BK * 2;
 constexpr int A_BYTES = BM * ROW_BYTES, STAGE_BYTES = (BM + BN) * ROW_BYTES;
-constexpr int QJIT_SMEM_BYTES = STAGES * STAGE_BYTES;
-static_assert(QJIT_SMEM_BYTES <= 227 * 1024, "gemm_mma: tile and stages need more shared memory than an SM has");
 constexpr int LD_ROWS = THREADS / CPR;      // tile rows one cp.async pass covers
 constexpr int GROUP_M = 8;                  // tile rows per rasterization band
 
@@ -56,34 +57,6 @@ __device__ __forceinline__ u32 swz(int row, int chunk)
     return row * ROW_BYTES + ((chunk ^ ((row >> SWZ_SHIFT) & (CPR - 1))) << 4);
 }
 
-__device__ __forceinline__ u32 smem_addr(const void *p)
-{
-    u32 r;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
-    return r;
-}
-
-// src_bytes 0 reads nothing and fills the 16 bytes with zeros (tails of M, N and K).
-__device__ __forceinline__ void cp_async16(u32 dst, const void *src, int src_bytes)
-{
-    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n"
-                 :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit()
-{
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int N> __device__ __forceinline__ void cp_async_wait()
-{
-    asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
-}
-
-__device__ __forceinline__ void ldsm_x4(u32 (&r)[4], u32 addr)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-
 __device__ __forceinline__ void mma(float (&c)[4], const u32 (&a)[4], const u32 (&b)[2])
 {
     asm("mma.sync.aligned.m16n8k16.row.col.f32.$(A).$(B).f32 "
@@ -91,56 +64,6 @@ __device__ __forceinline__ void mma(float (&c)[4], const u32 (&a)[4], const u32 
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
-
-// Stores x at p[0] and, when `second`, y at p[1]; `paired` means one aligned wide store.
-% if OUT == "f32" then
-__device__ __forceinline__ void store2(out_t *p, float x, float y, bool paired, bool second)
-{
-    if (paired) {
-        asm volatile("st.global.v2.f32 [%0], {%1, %2};\n" :: "l"(p), "f"(x), "f"(y) : "memory");
-    } else {
-        p[0] = x;
-        if (second)
-            p[1] = y;
-    }
-}
-% else
-__device__ __forceinline__ u16 cvt_out(float x)
-{
-    u16 r;
-    asm("cvt.rn.$(OUT).f32 %0, %1;\n" : "=h"(r) : "f"(x));
-    return r;
-}
-__device__ __forceinline__ void store2(out_t *p, float x, float y, bool paired, bool second)
-{
-    if (paired) {
-        u32 r; // the first operand goes to the upper half
-        asm("cvt.rn.$(OUT)x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(y), "f"(x));
-        *reinterpret_cast<u32 *>(p) = r;
-    } else {
-        p[0] = cvt_out(x);
-        if (second)
-            p[1] = cvt_out(y);
-    }
-}
-% end
-
-% if BIAS then
-__device__ __forceinline__ float bias_at(const out_t *bias, int n)
-{
-%   if OUT == "f32" then
-    return bias[n];
-%   elseif OUT == "f16" then
-    float f;
-    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(bias[n]));
-    return f;
-%   else
-    float f; // bf16 is the top half of an f32
-    asm("mov.b32 %0, %1;\n" : "=f"(f) : "r"((u32)bias[n] << 16));
-    return f;
-%   end
-}
-% end
 
 } // namespace
 
