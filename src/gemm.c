@@ -29,6 +29,7 @@ struct qjit_gemm {
     CUfunction fn;
     unsigned threads, smem, registers;
     int bm, bn, split;
+    int persistent_ctas; /* > 0: persistent grid of at most this many CTAs (the SM count) */
     int k_multiple, ld_multiple, ptr_align;
     int out_bytes;
 };
@@ -189,15 +190,15 @@ static void fill_wgmma(qjit_gemm_desc *r)
         r->wm = r->bm >= 128 ? 2 : 1;
         r->wn = 1;
     }
-    fill_tile(r, 128, 256, 64, 2, 1, 4);
+    fill_tile(r, 128, 256, 64, 2, 1, 3); /* 3 stages leave room for the staged epilogue */
 }
 static void fill_quant(qjit_gemm_desc *r) { fill_tile(r, 128, 128, 64, 2, 2, 3); }
 
-/* In order of preference for kernel=auto (wgmma is asked for by name until it has
- * been verified and measured against mma). */
+/* In order of preference for kernel=auto: on sm_90a wgmma (1.0-1.07x cuBLAS at bf16
+ * 8192^3 where mma reaches 0.54x), elsewhere mma. */
 static const family families[] = {
-    {QJIT_KERNEL_MMA, "gemm_mma.cu", QJIT_ARCH_SM80, serves_float, fill_mma},
     {QJIT_KERNEL_WGMMA, "gemm_wgmma.cu", QJIT_ARCH_SM90A, serves_float, fill_wgmma},
+    {QJIT_KERNEL_MMA, "gemm_mma.cu", QJIT_ARCH_SM80, serves_float, fill_mma},
     {QJIT_KERNEL_MMA_WQ, "gemm_wq.cu", QJIT_ARCH_SM80, serves_wq, fill_quant},
     {QJIT_KERNEL_MMA_I8, "gemm_i8.cu", QJIT_ARCH_SM80, serves_i8, fill_quant},
     {QJIT_KERNEL_MMA_F8, "gemm_f8.cu", QJIT_ARCH_SM89, serves_f8, fill_quant},
@@ -229,34 +230,64 @@ static bool template_exists(const qjit_context *ctx, const family *f)
     return true;
 }
 
-/* Fills auto fields for a named arch: the first family that serves the pair there,
- * then its heuristic configuration (tuned results, later, come first). */
-static void resolve_fill(const qjit_context *ctx, const qjit_gemm_desc *d, qjit_arch arch,
-                         qjit_gemm_desc *r)
+/* Fills auto fields for a named arch with family f's heuristic (tuned results, later,
+ * come first). */
+static void fill_with(const family *f, const qjit_gemm_desc *d, qjit_arch arch,
+                      qjit_gemm_desc *r)
 {
     *r = *d;
     r->arch = arch;
-    if (r->kernel == QJIT_KERNEL_AUTO) {
-        for (int i = 0; i < NFAMILIES; i++)
-            if (families[i].serves(r) && arch_at_least(arch, families[i].min_arch) &&
-                template_exists(ctx, &families[i])) {
-                r->kernel = families[i].kernel;
-                break;
-            }
-    }
-    const family *f = family_of(r->kernel);
-    if (f)
+    if (f) {
+        r->kernel = f->kernel;
         f->fill(r);
-    else
+    } else {
         fill_tile(r, 128, 128, 32, 2, 2, 3); /* keeps the text free of auto */
+    }
     if (!r->split_k)
         r->split_k = 1;
+}
+
+static qjit_status supports_resolved(const qjit_context *ctx, const qjit_gemm_desc *r,
+                                     char *why, size_t cap);
+
+/* kernel=auto: the first family, in order of preference, that serves the pair on this
+ * arch and supports the configuration fields the caller set; if none does, the first
+ * that serves the pair, so that the error explains what is wrong with it. */
+static void resolve_fill(const qjit_context *ctx, const qjit_gemm_desc *d, qjit_arch arch,
+                         qjit_gemm_desc *r)
+{
+    if (d->kernel != QJIT_KERNEL_AUTO) {
+        fill_with(family_of(d->kernel), d, arch, r);
+        return;
+    }
+    const family *first = NULL;
+    for (int i = 0; i < NFAMILIES; i++) {
+        const family *f = &families[i];
+        qjit_gemm_desc probe = *d;
+        probe.arch = arch;
+        if (!f->serves(&probe) || !arch_at_least(arch, f->min_arch) ||
+            !template_exists(ctx, f))
+            continue;
+        if (!first)
+            first = f;
+        bool configured = d->bm || d->wm || d->stages;
+        if (!configured) { /* the heuristic's configuration: take the preferred family */
+            fill_with(f, d, arch, r);
+            return;
+        }
+        char why[256];
+        fill_with(f, d, arch, r);
+        if (supports_resolved(ctx, r, why, sizeof why) == QJIT_OK)
+            return;
+    }
+    fill_with(first, d, arch, r);
 }
 
 /* Launch needs stated by a template in `// qjit: key=value ...` lines. */
 typedef struct kernel_meta {
     unsigned smem, threads;
     int k_multiple, ld_multiple, align;
+    int persistent; /* 1: grid of min(tiles, SMs) CTAs that walk the tiles */
 } kernel_meta;
 
 /* Reads every line that starts with "// qjit:" strictly: each token must be key=integer
@@ -291,6 +322,7 @@ static qjit_status parse_meta(const qjit_buf *src, const char *text, kernel_meta
                 else if (ok && !strcmp(key, "k_multiple")) m->k_multiple = (int)v;
                 else if (ok && !strcmp(key, "ld_multiple")) m->ld_multiple = (int)v;
                 else if (ok && !strcmp(key, "align")) m->align = (int)v;
+                else if (ok && !strcmp(key, "persistent") && (v == 0 || v == 1)) m->persistent = (int)v;
                 else
                     return qjit_err_set(QJIT_ERROR_TEMPLATE,
                                         "%s: bad '// qjit:' token '%.*s' (expected threads=, "
@@ -742,6 +774,15 @@ static qjit_status make_handle(qjit_context *ctx, const qjit_cu_api *cu, CUconte
     g->bm = r->bm;
     g->bn = r->bn;
     g->split = r->split_k;
+    if (meta.persistent) {
+        CUdevice dev;
+        int sms = 0;
+        if (cu->CtxGetDevice(&dev) == CUDA_SUCCESS &&
+            cu->DeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) ==
+                CUDA_SUCCESS &&
+            sms > 0)
+            g->persistent_ctas = sms;
+    }
     g->k_multiple = meta.k_multiple;
     g->ld_multiple = meta.ld_multiple;
     g->ptr_align = meta.align;
@@ -1065,6 +1106,11 @@ static void fill_config(const qjit_gemm *g, const qjit_gemm_args *a, unsigned gr
     grid[0] = (unsigned)((a->n + g->bn - 1) / g->bn);
     grid[1] = (unsigned)((a->m + g->bm - 1) / g->bm);
     grid[2] = (unsigned)g->split;
+    uint64_t tiles = (uint64_t)grid[0] * grid[1];
+    if (g->persistent_ctas && tiles > (uint64_t)g->persistent_ctas) {
+        grid[0] = (unsigned)g->persistent_ctas; /* the CTAs walk the tiles */
+        grid[1] = 1;
+    }
 }
 
 qjit_status qjit_gemm_launch(const qjit_gemm *g, const qjit_gemm_args *a,

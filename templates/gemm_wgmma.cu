@@ -11,25 +11,23 @@
 // 64 (m64 wgmma rows) and BN/WN a multiple of 16 up to 256 (the wgmma N), its accumulators
 // fitting its registers. STAGES 2..8 within 227 KB of shared memory; with bf16/f16 output the
 // staging buffer fits beside 3 stages of 128x256x64 or 256x128x64 and 5 of 128x128x64.
-// Block: one producer warpgroup plus WM*WN consumer warpgroups.
-// qjit:threads=128*(WM*WN+1)
+// Block: one producer warpgroup plus WM*WN consumer warpgroups: threads = 128*(WM*WN+1).
 // Dynamic shared memory in bytes: the ring, 1024-byte alignment slack and the mbarriers, then,
 // where it still fits in 227 KB (232448 bytes), the staging buffer for the output tile (EPI):
 // BASE = STAGES*(BM+BN)*BK*2+2048, EPI = BM*(BN*OUT_BYTES+16), OUT_BYTES = 4 for f32 else 2.
-// qjit:smem=(BASE+EPI<=232448) ? BASE+EPI : BASE
 // Grid: any size. One CTA per tile, grid (ceil(N/BN), ceil(M/BM), 1), is the plain launch; a
 // smaller grid makes the kernel persistent (each CTA walks the tiles with a stride of the
-// grid size; then best one CTA per SM).
-% assert((A == "f16" or A == "bf16") and B == A, "gemm_wgmma: A and B must both be f16 or both bf16")
-% assert(OUT == "f16" or OUT == "bf16" or OUT == "f32", "gemm_wgmma: OUT must be f16, bf16 or f32")
-% assert(ARCH == 90, "gemm_wgmma: needs sm_90a (wgmma, setmaxnreg)")
-% assert(BK == 64, "gemm_wgmma: BK must be 64")
-% assert(WM >= 1 and WN >= 1 and WM * WN <= 4, "gemm_wgmma: WM*WN must be 1..4 consumer warpgroups")
-% assert(BM % (64 * WM) == 0, "gemm_wgmma: BM/WM must be a multiple of 64")
+// grid size; then best one CTA per SM), which the metadata line below asks the library for.
+% if not ((A == "f16" or A == "bf16") and B == A) then unsupported("gemm_wgmma: A and B must both be f16 or both bf16") end
+% if not (OUT == "f16" or OUT == "bf16" or OUT == "f32") then unsupported("gemm_wgmma: OUT must be f16, bf16 or f32") end
+% if not (ARCH == 90) then unsupported("gemm_wgmma: needs sm_90a (wgmma, setmaxnreg)") end
+% if not (BK == 64) then unsupported("gemm_wgmma: BK must be 64") end
+% if not (WM >= 1 and WN >= 1 and WM * WN <= 4) then unsupported("gemm_wgmma: WM*WN must be 1..4 consumer warpgroups") end
+% if not (BM % (64 * WM) == 0) then unsupported("gemm_wgmma: BM/WM must be a multiple of 64") end
 % local WGN = BN // WN
-% assert(BN % WN == 0 and WGN % 16 == 0 and WGN <= 256, "gemm_wgmma: BN/WN must be a multiple of 16 up to 256")
-% assert(STAGES >= 2 and STAGES <= 8, "gemm_wgmma: STAGES must be 2..8")
-% assert(SPLIT_K == 1, "gemm_wgmma: SPLIT_K must be 1")
+% if not (BN % WN == 0 and WGN % 16 == 0 and WGN <= 256) then unsupported("gemm_wgmma: BN/WN must be a multiple of 16 up to 256") end
+% if not (STAGES >= 2 and STAGES <= 8) then unsupported("gemm_wgmma: STAGES must be 2..8") end
+% if not (SPLIT_K == 1) then unsupported("gemm_wgmma: SPLIT_K must be 1") end
 % local NC = WM * WN
 % -- Registers: the launch gets the per-thread cap that __launch_bounds__(threads, 1) allows,
 % -- in steps of 8; the producer drops to 40 (24 beside 3-4 consumers) and the consumers share the rest.
@@ -40,9 +38,12 @@
 % -- ptxas checks each wgmma against the entry cap, so above 384 threads a wide consumer
 % -- tile is computed by two wgmma of half the width.
 % local IN = (THREADS > 384 and WGN > 128) and WGN // 2 or WGN
-% assert((BM // WM // 64) * (WGN // 2) + 32 <= (NC > 1 and CONSUMER_REGS or 255), "gemm_wgmma: the consumer tile's accumulators do not fit in its registers")
+% if not ((BM // WM // 64) * (WGN // 2) + 32 <= (NC > 1 and CONSUMER_REGS or 255)) then unsupported("gemm_wgmma: the consumer tile's accumulators do not fit in its registers") end
 % local OUT_BYTES = OUT == "f32" and 4 or 2
 % local STAGED = STAGES * (BM + BN) * BK * 2 + 2048 + BM * (BN * OUT_BYTES + 16) <= 232448
+% local SMEM = STAGES * (BM + BN) * BK * 2 + 2048 + (STAGED and BM * (BN * OUT_BYTES + 16) or 0)
+% if STAGES * (BM + BN) * BK * 2 + 2048 > 232448 then unsupported("gemm_wgmma: " .. STAGES .. " stages of " .. BM .. "x" .. BN .. "x64 need more than 227 KB of shared memory") end
+// qjit: threads=$(THREADS) smem=$(SMEM) k_multiple=8 ld_multiple=8 align=16 persistent=1
 
 struct qjit_params {
     const void *a, *b;

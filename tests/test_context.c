@@ -44,9 +44,13 @@ int main(void)
     qjit_gemm_desc d, r;
     CHECK_OK(qjit_gemm_desc_parse("gemm a=bf16 b=bf16 out=bf16", &d));
     CHECK_OK(qjit_gemm_resolve(ctx, &d, QJIT_ARCH_SM90A, &r));
-    CHECK(r.arch == QJIT_ARCH_SM90A && r.kernel == QJIT_KERNEL_MMA && r.bm && r.bn && r.bk &&
+    CHECK(r.arch == QJIT_ARCH_SM90A && r.kernel == QJIT_KERNEL_WGMMA && r.bm && r.bn && r.bk &&
               r.wm && r.wn && r.stages && r.split_k == 1,
-          "resolve left auto fields");
+          "resolve for sm_90a: kernel %d, auto fields left", (int)r.kernel);
+    qjit_gemm_desc r80;
+    CHECK_OK(qjit_gemm_resolve(ctx, &d, QJIT_ARCH_SM80, &r80));
+    CHECK(r80.kernel == QJIT_KERNEL_MMA && r80.bm && r80.stages, "resolve for sm_80: kernel %d",
+          (int)r80.kernel);
     char text[256];
     CHECK_OK(qjit_gemm_desc_format(&r, text, sizeof text, NULL));
     CHECK(strstr(text, "auto") == NULL, "resolved text has auto: %s", text);

@@ -213,10 +213,13 @@ static double bound_for(qjit_dtype out)
 
 /* ------------------------------------------------------------ variants */
 static const char *const configs[] = {
-    "tile=128x128x32 warps=2x2 stages=4", "tile=128x256x32 warps=2x4 stages=3",
-    "tile=128x256x32 warps=2x4 stages=4", "tile=256x128x32 warps=4x2 stages=3",
-    "tile=128x128x64 warps=2x2 stages=3", "tile=64x64x32 warps=2x2 stages=2",
-    "tile=64x128x32 warps=2x2 stages=5", "tile=128x64x64 warps=2x2 stages=6",
+    "kernel=mma tile=128x128x32 warps=2x2 stages=4",   "kernel=mma tile=128x256x32 warps=2x4 stages=3",
+    "kernel=mma tile=128x256x32 warps=2x4 stages=4",   "kernel=mma tile=256x128x32 warps=4x2 stages=3",
+    "kernel=mma tile=128x128x64 warps=2x2 stages=3",   "kernel=mma tile=64x64x32 warps=2x2 stages=2",
+    "kernel=mma tile=64x128x32 warps=2x2 stages=5",    "kernel=mma tile=128x64x64 warps=2x2 stages=6",
+    "kernel=wgmma tile=128x256x64 warps=2x1 stages=3", "kernel=wgmma tile=128x256x64 warps=2x1 stages=4",
+    "kernel=wgmma tile=256x128x64 warps=2x1 stages=4", "kernel=wgmma tile=128x128x64 warps=1x1 stages=5",
+    "kernel=wgmma tile=64x256x64 warps=1x1 stages=4",  "kernel=wgmma tile=128x128x64 warps=2x2 stages=2",
     "tile=auto",
 };
 #define NCONF (int)(sizeof configs / sizeof configs[0])
