@@ -1,7 +1,8 @@
 // gemm_i8.cu — integer tensor-core GEMM for s8×s8 (W8A8) and s8×s4 (W4A8), sm_80 … sm_90a.
 // D[m,n] = cast_out(Â·B̂ + bias[n]) with mma.sync m16n8k32 s8 and exact int32 sums, fed from
 // XOR-swizzled shared memory that a STAGES-deep cp.async pipeline fills. s4 weights stay
-// packed in memory and are sign-extended to s8 in registers.
+// packed in memory and in shared memory; each lane widens its nibbles to s8 in registers
+// (unpack_x16) and permutes its A bytes to the same k order.
 //
 // Scales: sa none|tensor|row, sb none|tensor|col: one int32 sum over all of K, then
 // t = (float)acc; t = t*sa; t = t*sb; t = t+bias, each step rounded alone (the f32 epilogue
@@ -10,6 +11,9 @@
 //
 // Parameters: BK 64 or 128 (bytes of A per tile row); warp tiles of 16x16 multiples, up to
 // 64x64 (64x32 with groups, which keep an int32 and an f32 accumulator each); STAGES 2..6.
+// On an H100 at 8192^3: s8×s8 best at 128x128x64 warps 2x2 stages 4; s4 col at 128x128x128
+// (or x64) warps 2x2 stages 4; s4 group at 128x128x128 warps 2x4 stages 4. For M <= 16,
+// tile 16x128x128 warps 1x4 stages 4 streams the weights at about 2.4-2.7 TB/s.
 // Launch needs: 16-byte cp.async along K: K and lda/ldb multiples of 16 values for s8 B,
 // 32 values (16 bytes) for s4 B.
 % if A ~= "s8" or (B ~= "s8" and B ~= "s4") then unsupported("A must be s8 and B s8 or s4") end
@@ -33,6 +37,7 @@
 % local SMEM = STAGES * (BM * BK + BN * B_ROW)
 % if SMEM > 227 * 1024 then unsupported("" .. STAGES .. " stages of tile " .. BM .. "x" .. BN .. "x" .. BK .. " need " .. SMEM .. " bytes of shared memory") end
 % local KMUL = S4 and 32 or 16
+% local DISPATCH = S4 and not GROUPED -- x16 unpack for K < 2^17, exact beyond (see unpack_x16)
 // qjit: threads=$(32 * WM * WN) smem=$(SMEM) k_multiple=$(KMUL) ld_multiple=$(KMUL) align=16
 % include("gemm_common.cuh")
 
@@ -99,30 +104,33 @@ __device__ __forceinline__ void lds64(u32 &x, u32 &y, u32 addr)
     asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(x), "=r"(y) : "r"(addr));
 }
 
-// Four packed bytes hold nibbles k0..k7 (k0 in bits 0-3). lo gets k0,k2,k4,k6 and hi
-// k1,k3,k5,k7 as s8; the A fragment is permuted to match (prmt 0x6420 / 0x7531).
-%   if GROUPED then
-// Times 16: each nibble goes to the top of its byte, an exact s8 of 16x. A group sum stays
-// within 256*128*8*16 = 2^22, and the epilogue takes the 16 back out.
-__device__ __forceinline__ void unpack_s4(u32 w, u32 &lo, u32 &hi)
+// Four packed bytes w hold nibbles k0..k7 (k0 in bits 0-3): lo gets k0,k2,k4,k6 and hi
+// k1,k3,k5,k7, a byte each; the A fragment is permuted to match (prmt 0x6420 / 0x7531).
+//
+// Times 16, the fast way: each nibble goes to the top of its byte, an exact s8 of 16x, and
+// the int32 sum is 16x the true one. That is exact while |sum| < 2^27: always inside a
+// group (256*128*8 = 2^18), and over all of K while K < 2^17 (|a*x| <= 2^10).
+__device__ __forceinline__ void unpack_x16(u32 w, u32 &lo, u32 &hi)
 {
     lo = (w << 4) & 0xF0F0F0F0u;
     hi = w & 0xF0F0F0F0u;
 }
-%   else
-// Exact, so that the int32 sum over all of K is the true one: ((n ^ 8) + 0x78) ^ 0x80
-// sign-extends a nibble n per byte with no carry between bytes.
-__device__ __forceinline__ void unpack_s4(u32 w, u32 &lo, u32 &hi)
+%   if DISPATCH then
+// Exact, for longer K: ((n ^ 8) + 0x78) ^ 0x80 sign-extends a nibble n per byte with no carry
+// between bytes.
+__device__ __forceinline__ void unpack_exact(u32 w, u32 &lo, u32 &hi)
 {
     lo = (((w & 0x0F0F0F0Fu) ^ 0x08080808u) + 0x78787878u) ^ 0x80808080u;
     hi = ((((w >> 4) & 0x0F0F0F0Fu) ^ 0x08080808u) + 0x78787878u) ^ 0x80808080u;
 }
 %   end
 % end
+template <bool V> struct flag { static constexpr bool value = V; };
 
 % if GROUPED then
 // An int32 x in [-2^22, 2^22] added to the bits of 1.5*2^23 reads as the float 1.5*2^23 + x,
-// exactly: the group sums start from these bits and convert with one FADD.
+// exactly: the group sums start from these bits and convert with one FADD. A group sum is
+// within that range: at most 256*128*8*16 (s4 times 16) or 256*128*128 (s8) = 2^22.
 constexpr int MAGIC_BITS = 0x4B400000;
 constexpr float MAGIC = 12582912.0f;
 
@@ -236,11 +244,19 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
             bf[NT - 1] = r[1];
         }
     };
-    auto mma_step = [&](int (&c)[MT][NT][4], const u32 (&af)[MT][4], const bfrag_t &bf) {
+    // x16: flag<true> for unpack_x16 (the sums come out 16x), flag<false> for unpack_exact.
+    auto mma_step = [&](auto x16, int (&c)[MT][NT][4], const u32 (&af)[MT][4], const bfrag_t &bf) {
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
             u32 lo, hi;
-            unpack_s4(bf[nt], lo, hi);
+%   if DISPATCH then
+            if constexpr (decltype(x16)::value)
+                unpack_x16(bf[nt], lo, hi);
+            else
+                unpack_exact(bf[nt], lo, hi);
+%   else
+            unpack_x16(bf[nt], lo, hi);
+%   end
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
                 mma(c[mt][nt], af[mt], lo, hi);
@@ -268,7 +284,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
             bf[2 * np + 1][1] = r[3];
         }
     };
-    auto mma_step = [&](int (&c)[MT][NT][4], const u32 (&af)[MT][4], const bfrag_t &bf) {
+    auto mma_step = [&](auto, int (&c)[MT][NT][4], const u32 (&af)[MT][4], const bfrag_t &bf) {
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -337,52 +353,71 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                 acc[mt][nt][j] = 0;
 % end
 
-    // Pipeline: tile kt sits in stage kt % STAGES. Before the last k32 step of a tile the
-    // next tile is waited for, and one barrier both publishes it and frees the stage read
-    // during the previous tile, which the first k32 step of each tile then refills.
-    const int KT = (K + BK - 1) / BK;
+    // The k loop, once per unpack of s4 (see unpack_x16).
+    auto k_loop = [&](auto x16) {
+        // Pipeline: tile kt sits in stage kt % STAGES. Before the last k32 step of a tile the
+        // next tile is waited for, and one barrier both publishes it and frees the stage read
+        // during the previous tile, which the first k32 step of each tile then refills.
+        const int KT = (K + BK - 1) / BK;
 #pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < KT)
-            load_tile(smem0 + s * STAGE_BYTES, s);
-        qc::cp_async_commit();
-    }
-    qc::cp_async_wait<STAGES - 2>();
-    __syncthreads();
-
-    const u32 smem_end = smem0 + STAGES * STAGE_BYTES;
-    u32 rd = smem0, wr = smem0 + (STAGES - 1) * STAGE_BYTES;
-    int kt_next = STAGES - 1;
-    u32 af[2][MT][4]; // double-buffered across k32 steps
-    bfrag_t bf[2];
-    load_frags(af[0], bf[0], rd, 0);
-
-    for (int kt = 0; kt < KT; ++kt) {
-#pragma unroll
-        for (int ks = 0; ks < KSTEPS; ++ks) {
-            if (ks == KSTEPS - 1) {
-                qc::cp_async_wait<STAGES - 2>();
-                __syncthreads();
-                rd = rd + STAGE_BYTES == smem_end ? smem0 : rd + STAGE_BYTES;
-            }
-            load_frags(af[(ks + 1) & 1], bf[(ks + 1) & 1], rd, (ks + 1) % KSTEPS);
-            if (ks == 0) {
-                if (kt_next < KT)
-                    load_tile(wr, kt_next);
-                qc::cp_async_commit(); // possibly empty: keeps the group count in step
-                ++kt_next;
-                wr = wr + STAGE_BYTES == smem_end ? smem0 : wr + STAGE_BYTES;
-            }
-            mma_step(acc, af[ks & 1], bf[ks & 1]);
-% if GROUPED and GROUP <= BK then
-            if ((ks + 1) % $(GROUP // 32) == 0)
-                flush(kt * $(BK // GROUP) + ks / $(GROUP // 32));
-% elseif GROUPED then
-            if (ks == KSTEPS - 1 && (kt + 1) % $(GROUP // BK) == 0) // K % g == 0: the last tile ends a group
-                flush(kt / $(GROUP // BK));
-% end
+        for (int s = 0; s < STAGES - 1; ++s) {
+            if (s < KT)
+                load_tile(smem0 + s * STAGE_BYTES, s);
+            qc::cp_async_commit();
         }
+        qc::cp_async_wait<STAGES - 2>();
+        __syncthreads();
+
+        const u32 smem_end = smem0 + STAGES * STAGE_BYTES;
+        u32 rd = smem0, wr = smem0 + (STAGES - 1) * STAGE_BYTES;
+        int kt_next = STAGES - 1;
+        u32 af[2][MT][4]; // double-buffered across k32 steps
+        bfrag_t bf[2];
+        load_frags(af[0], bf[0], rd, 0);
+
+        for (int kt = 0; kt < KT; ++kt) {
+#pragma unroll
+            for (int ks = 0; ks < KSTEPS; ++ks) {
+                if (ks == KSTEPS - 1) {
+                    qc::cp_async_wait<STAGES - 2>();
+                    __syncthreads();
+                    rd = rd + STAGE_BYTES == smem_end ? smem0 : rd + STAGE_BYTES;
+                }
+                load_frags(af[(ks + 1) & 1], bf[(ks + 1) & 1], rd, (ks + 1) % KSTEPS);
+                if (ks == 0) {
+                    if (kt_next < KT)
+                        load_tile(wr, kt_next);
+                    qc::cp_async_commit(); // possibly empty: keeps the group count in step
+                    ++kt_next;
+                    wr = wr + STAGE_BYTES == smem_end ? smem0 : wr + STAGE_BYTES;
+                }
+                mma_step(x16, acc, af[ks & 1], bf[ks & 1]);
+% if GROUPED and GROUP <= BK then
+                if ((ks + 1) % $(GROUP // 32) == 0)
+                    flush(kt * $(BK // GROUP) + ks / $(GROUP // 32));
+% elseif GROUPED then
+                if (ks == KSTEPS - 1 && (kt + 1) % $(GROUP // BK) == 0) // K % g == 0: the last tile ends a group
+                    flush(kt / $(GROUP // BK));
+% end
+            }
+        }
+    };
+% if DISPATCH then
+    if (K < (1 << 17)) {
+        k_loop(flag<true>());
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    acc[mt][nt][j] >>= 4; // exact: a multiple of 16 with no wrap
+    } else {
+        k_loop(flag<false>());
     }
+% else
+    k_loop(flag<$(S4 and "true" or "false")>());
+% end
 
     // Epilogue: scales, bias, rounding to OUT, and tails of M and N.
     out_t *__restrict__ D = static_cast<out_t *>(p.d);
