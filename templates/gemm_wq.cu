@@ -1,0 +1,653 @@
+// gemm_wq.cu — f16/bf16 activations × quantized weights (s4, u4, s8, e2m1), mma.sync m16n8k16
+// in A's type with f32 accumulation, sm_80 … sm_90a.  B travels packed (global → cp.async →
+// shared → ldmatrix) and each thread dequantizes its own fragment in registers.
+//
+// The trick that keeps that cheap: the order of k inside one 16-byte chunk of B is free,
+// as long as A uses the same order.  ldmatrix on a packed chunk hands thread t (= lane%4) the
+// 4 bytes 4t..4t+3, i.e. the values k = 8t..8t+7 (4-bit) or 4t..4t+3 (s8).  We let those be
+// the k that mma positions 2t, 2t+1, 2t+8, 2t+9 of the k16 steps stand for, pairing values
+// j and j+4 (4-bit: the same nibble of both 16-bit halves, so one mask serves both halves)
+// or j and j+2 (s8), and A is read with one ld.shared of the same k range and permuted to
+// match with prmt (amortized over all n tiles of the warp).
+//
+// Scales: col and tensor multiply the f32 accumulator in the epilogue (B̂ is an exact small
+// integer in A's type); group builds B̂ = (q − z)·s in A's type, with q − z exact and the
+// product rounded once; mx sums each 32-k block into its own f32 partial and adds it times
+// 2^(e−127), which keeps any e8m0 exponent in range and propagates 0xFF as NaN.
+% local ok_b = {s4 = {col = 1, group = 1}, u4 = {col = 1, group = 1}, s8 = {col = 1, tensor = 1}, e2m1 = {mx = 1}}
+% if A ~= "f16" and A ~= "bf16" then unsupported("gemm_wq: A must be f16 or bf16, not " .. A) end
+% if not ok_b[B] then unsupported("gemm_wq: B must be s4, u4, s8 or e2m1, not " .. B) end
+% if SA ~= "none" then unsupported("gemm_wq: sa must be none (A is not quantized), not " .. SA) end
+% if not ok_b[B][SB] then unsupported("gemm_wq: b=" .. B .. " does not take sb=" .. SB) end
+% if ZEROS and not (B == "u4" and SB == "group") then unsupported("gemm_wq: zero points need b=u4 sb=group") end
+% if OUT ~= "f16" and OUT ~= "bf16" and OUT ~= "f32" then unsupported("gemm_wq: out must be f16, bf16 or f32") end
+% if BK ~= 32 and BK ~= 64 and BK ~= 128 then unsupported("gemm_wq: BK must be 32, 64 or 128, not " .. BK) end
+% if BM % (16 * WM) ~= 0 or BN % (16 * WN) ~= 0 then unsupported("gemm_wq: the warp tile must be a multiple of 16x16") end
+% if STAGES < 2 or STAGES > 6 then unsupported("gemm_wq: STAGES must be 2..6") end
+% if SPLIT_K ~= 1 then unsupported("gemm_wq: split-K is not implemented (SPLIT_K must be 1)") end
+% if ARCH < 80 then unsupported("gemm_wq: needs sm_80 or newer") end
+% local THREADS = 32 * WM * WN
+% local BITS = B == "s8" and 8 or 4
+% local KC = 128 // BITS                   -- k values in one 16-byte chunk of B
+% local RB = BK * BITS // 8                -- bytes of one B tile row
+% local GPT, ES = 0, 0                     -- scale entries per B tile row, bytes per entry
+% if SB == "group" then GPT = math.max(1, BK // GROUP); ES = ZEROS and 8 or 4 end
+% if SB == "mx" then GPT = BK // 32; ES = 2 end
+% local STAGE_BYTES = BM * BK * 2 + BN * RB + BN * GPT * ES
+% local SMEM = STAGES * STAGE_BYTES
+% -- A needs 16-byte rows (lda % 8) and B too (ldb % 32 for 4-bit, % 16 for s8).  The
+% -- loads would take any K (a chunk across K is copied in part), but K is asked to be a
+% -- multiple of ld_multiple too, so that a padded ld = K + ld_multiple stays legal.
+% local LDM = BITS == 4 and 32 or 16
+% local KMUL = LDM
+% local MT_, NT_ = BM // WM // 16, BN // WN // 8
+% local ABUF = MT_ <= 2 and 2 or 1         -- A fragment buffers (see the main loop)
+% -- CTAs per SM to ask ptxas for: registers estimated as accumulators, A and B fragments,
+% -- scale operands, and some 64 for addresses and temporaries.
+% local REGS = MT_ * NT_ * 4 + ABUF * MT_ * (BITS == 4 and 8 or 4) + 2 * NT_ + NT_ * 2 + 64
+% local MINB = math.max(1, math.min(4, 65536 // (THREADS * REGS), 229376 // SMEM))
+% -- Bits of an exactly representable value in A's type, and of the pair (v, v).
+% local function hbits(v)
+%   local sign = 0
+%   if v < 0 then sign = 0x8000; v = -v end
+%   if v == 0 then return sign end
+%   local e = 0
+%   while v >= 2 do v = v / 2; e = e + 1 end
+%   while v < 1 do v = v * 2; e = e - 1 end
+%   if A == "f16" then return sign | ((e + 15) << 10) | math.tointeger((v - 1) * 1024) end
+%   return sign | ((e + 127) << 7) | math.tointeger((v - 1) * 128)
+% end
+% local function h2(v) local b = hbits(v); return string.format("0x%08xu", (b << 16) | b) end
+% local MAGIC = A == "f16" and 1024 or 128 -- a nibble ORed into its mantissa reads MAGIC + q
+% local OFF = B == "s4" and 8 or 0         -- s4 nibbles are biased by 8 (see deq4)
+//
+// Launch needs, read by the library from the expanded source (docs/TEMPLATES.md):
+// qjit: threads=$(THREADS) smem=$(SMEM) k_multiple=$(KMUL) ld_multiple=$(LDM) align=16
+% include("gemm_common.cuh")
+
+namespace {
+using namespace qc;
+
+constexpr int BM = $(BM), BN = $(BN), BK = $(BK);
+constexpr int WM = $(WM), WN = $(WN);
+constexpr int STAGES = $(STAGES);
+constexpr int THREADS = $(THREADS);
+constexpr int WTM = BM / WM, WTN = BN / WN; // warp tile
+constexpr int MT = WTM / 16, NT = WTN / 8;  // m16n8 tiles per warp
+constexpr int BITS = $(BITS);
+constexpr int KC = $(KC);                   // k values per 16-byte chunk of B (one step)
+constexpr int KSTEPS = BK / KC;
+constexpr int RA = BK * 2, CPRA = BK / 8;   // A tile row: bytes, 16-byte chunks
+constexpr int RB = $(RB), CPRB = RB / 16;   // B tile row
+constexpr int A_BYTES = BM * RA, B_BYTES = BN * RB;
+constexpr int GPT = $(GPT), ES = $(ES);     // scale entries per B row and tile, entry bytes
+constexpr int SC_OFF = A_BYTES + B_BYTES, SC_N = BN * GPT;
+constexpr int STAGE_BYTES = $(STAGE_BYTES);
+constexpr int LDA_ROWS = THREADS / CPRA, LDB_ROWS = THREADS / CPRB; // rows per cp.async pass
+constexpr int SC_PER = (SC_N + THREADS - 1) / THREADS;              // scale entries per thread
+constexpr int GROUP_M = 8;                  // tile rows per rasterization band
+static_assert(STAGES * STAGE_BYTES == $(SMEM), "gemm_wq: shared memory size disagrees");
+
+// A: chunk c of row r sits at c ^ fa(r).  The consumer reads per 8-lane phase rows 2p, 2p+1
+// at four chunks each (4-bit B: ld.shared.v4) or per 16-lane phase rows 4q..4q+3 at two
+// chunks each (s8: ld.shared.v2); bit 2 of fa follows bit 0 of the row and bits 1..2 differ
+// over four rows, so both land on 8 distinct bank groups (with BK=32 two rows share a line).
+__device__ __forceinline__ u32 swz_a(int r, int c)
+{
+    const int f = ((r & 1) << 2) | (r & 2) | ((r >> 2) & 1);
+    return r * RA + ((c ^ (f & (CPRA - 1))) << 4);
+}
+// B: the 8 rows of one ldmatrix 8x8 (one chunk each) must cover 8 bank groups; rows shorter
+// than 128 bytes share a line, so the XOR takes the row bits above those.
+constexpr int B_SHIFT = CPRB >= 8 ? 0 : CPRB == 4 ? 1 : CPRB == 2 ? 2 : 3;
+__device__ __forceinline__ u32 swz_b(int r, int c)
+{
+    return r * RB + ((c ^ ((r >> B_SHIFT) & (CPRB - 1))) << 4);
+}
+
+__device__ __forceinline__ void mma(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.$(A).$(A).f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+% if SB == "mx" then
+// d = a·b with a zero accumulator (the partial sum of one 32-k block).
+__device__ __forceinline__ void mma0(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.$(A).$(A).f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
+}
+% end
+
+// Paired arithmetic in A's type.  bf16 add/mul need sm_90, so bf16 goes through fma.
+__device__ __forceinline__ u32 hfma2(u32 a, u32 b, u32 c)
+{
+    u32 d;
+    asm("fma.rn.$(A)x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+__device__ __forceinline__ u32 hadd2(u32 a, u32 b)
+{
+    u32 d;
+% if A == "f16" then
+    asm("add.rn.f16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+% else
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"($(h2(1))), "r"(b));
+% end
+    return d;
+}
+% if B == "e2m1" or SB == "group" then
+__device__ __forceinline__ u32 hmul2(u32 a, u32 b)
+{
+%   if A == "f16" then
+    u32 d;
+    asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+%   else
+    return hfma2(a, b, 0x80008000u); // + (−0) keeps every product, −0 included
+%   end
+}
+% end
+% if SB == "group" then
+// f32 ↔ A's type (round to nearest even).
+__device__ __forceinline__ u32 to_h(float x)
+{
+    u16 r;
+    asm("cvt.rn.$(A).f32 %0, %1;\n" : "=h"(r) : "f"(x));
+    return r;
+}
+__device__ __forceinline__ float from_h(u32 h)
+{
+%   if A == "f16" then
+    float f;
+    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"((u16)h));
+    return f;
+%   else
+    return __uint_as_float(h << 16);
+%   end
+}
+// A group scale or zero of type $(GS), as f32.
+__device__ __forceinline__ float gs_f32(u32 bits)
+{
+%   if GS == "f32" then
+    return __uint_as_float(bits);
+%   elseif GS == "f16" then
+    float f;
+    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"((u16)bits));
+    return f;
+%   else
+    return __uint_as_float(bits << 16);
+%   end
+}
+% end
+
+% if BITS == 4 then
+// Thread t's 8 values k = 8t..8t+7 of one chunk are the nibbles of x (value 2i in the low
+// nibble of byte i).  o[j] pairs value j (low half) with value j+4: nibble j of each 16-bit
+// half, so one mask serves both.  A's register o[0] and o[1] are mma k-step 0's b0 and b1,
+// o[2] and o[3] step 1's.
+%   if B == "e2m1" then
+// e2m1 (s e e m) → A's type: sign to bit 15, e e m to the top of the mantissa and the bottom
+// of the exponent, which reads the value times 2^-(bias difference) exactly (subnormal for
+// e = 0), then one exact multiply restores it.
+__device__ __forceinline__ void deq4(u32 (&o)[4], u32 x)
+{
+    const u32 S = 0x80008000u;
+%     if A == "f16" then
+    const u32 E = 0x0e000e00u; // bits 9..11
+    o[0] = hmul2(((x << 12) & S) | ((x << 9) & E), $(h2(2 ^ 14)));
+    o[1] = hmul2(((x << 8) & S) | ((x << 5) & E), $(h2(2 ^ 14)));
+    o[2] = hmul2(((x << 4) & S) | ((x << 1) & E), $(h2(2 ^ 14)));
+    o[3] = hmul2((x & S) | ((x >> 3) & E), $(h2(2 ^ 14)));
+%     else
+    const u32 E = 0x01c001c0u; // bits 6..8
+    o[0] = hmul2(((x << 12) & S) | ((x << 6) & E), $(h2(2 ^ 126)));
+    o[1] = hmul2(((x << 8) & S) | ((x << 2) & E), $(h2(2 ^ 126)));
+    o[2] = hmul2(((x << 4) & S) | ((x >> 2) & E), $(h2(2 ^ 126)));
+    o[3] = hmul2((x & S) | ((x >> 6) & E), $(h2(2 ^ 126)));
+%     end
+}
+%   else
+// Integer nibbles: OR q into the mantissa of $(MAGIC) (exact: its ulp is 1), then subtract.
+// s4 first flips each nibble's top bit, turning two's complement q into q + 8.
+// nz = −($(MAGIC) + $(OFF) + z) exactly, so q − z is exact; B̂ = (q − z)·s + ns, where ns
+// carries the part of z that nz could not hold, so B̂ is rounded once (col: s = 1, ns = 0).
+__device__ __forceinline__ void deq4(u32 (&o)[4], u32 x, u32 nz, u32 s, u32 ns)
+{
+%     if B == "s4" then
+    x ^= 0x88888888u;
+%     end
+    const u32 q0 = (x & 0x000f000fu) | $(h2(MAGIC));
+    const u32 q1 = ((x >> 4) & 0x000f000fu) | $(h2(MAGIC));
+    const u32 q2 = ((x >> 8) & 0x000f000fu) | $(h2(MAGIC));
+    const u32 q3 = ((x >> 12) & 0x000f000fu) | $(h2(MAGIC));
+%     if SB == "group" then
+    o[0] = hfma2(hadd2(q0, nz), s, ns);
+    o[1] = hfma2(hadd2(q1, nz), s, ns);
+    o[2] = hfma2(hadd2(q2, nz), s, ns);
+    o[3] = hfma2(hadd2(q3, nz), s, ns);
+%     else
+    o[0] = hadd2(q0, nz);
+    o[1] = hadd2(q1, nz);
+    o[2] = hadd2(q2, nz);
+    o[3] = hadd2(q3, nz);
+%     end
+}
+%   end
+% else
+// s8: thread t's values k = 4t..4t+3 of one chunk are the bytes of x.  o[0] pairs values
+// 0 and 2 (b0), o[1] values 1 and 3 (b1).  Flipping the sign bit gives u = q + 128.
+__device__ __forceinline__ void deq8(u32 (&o)[2], u32 x)
+{
+    x ^= 0x80808080u;
+%   if A == "f16" then
+    // u in the low byte of 1024 (0x6400): exact, as its ulp is 1.
+    o[0] = hadd2(__byte_perm(x, 0x64646464u, 0x4240), $(h2(-1152)));
+    o[1] = hadd2(__byte_perm(x, 0x64646464u, 0x4341), $(h2(-1152)));
+%   else
+    // bf16 has 8 significant bits: go through f32, u in the low byte of 2^23.
+    float f[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+        f[i] = __uint_as_float(__byte_perm(x, 0x4b000000u, 0x7440 + i)) - 8388736.f;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(o[0]) : "f"(f[2]), "f"(f[0]));
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(o[1]) : "f"(f[3]), "f"(f[1]));
+%   end
+}
+% end
+
+} // namespace
+
+extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(const qjit_params p)
+{
+    extern __shared__ __align__(128) unsigned char smem[];
+    const u16 *__restrict__ A = static_cast<const u16 *>(p.a);
+    const u8 *__restrict__ B = static_cast<const u8 *>(p.b);
+    const int M = (int)p.m, N = (int)p.n, K = (int)p.k;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int warp_m = warp / WN, warp_n = warp % WN;
+    const int g = lane >> 2, t = lane & 3;
+
+    // Rasterize in bands of GROUP_M tile rows, walking down a band before across it, so
+    // that the CTAs resident at one time share their A rows and B columns in L2.
+    const int tiles_n = gridDim.x, tiles_m = gridDim.y;
+    const int pid = blockIdx.y * tiles_n + blockIdx.x;
+    const int band = pid / (GROUP_M * tiles_n), in_band = pid % (GROUP_M * tiles_n);
+    const int band_rows = tiles_m - band * GROUP_M < GROUP_M ? tiles_m - band * GROUP_M : GROUP_M;
+    const int m0 = (band * GROUP_M + in_band % band_rows) * BM;
+    const int n0 = (in_band / band_rows) * BN;
+
+    // Loads: each thread copies chunk ld_c of rows ld_r + i*LD_ROWS of each tile; a chunk
+    // past K is zero-filled, one that straddles it is copied in part.
+    const int a_r = tid / CPRA, a_c = tid % CPRA;
+    const int b_r = tid / CPRB, b_c = tid % CPRB;
+    const u16 *a_src = A + (long long)(m0 + a_r) * p.lda + a_c * 8;
+    const long long ldb_bytes = p.ldb * BITS / 8;
+    const u8 *b_src = B + (long long)(n0 + b_r) * ldb_bytes + b_c * 16;
+    const long long a_pass = LDA_ROWS * p.lda, b_pass = LDB_ROWS * ldb_bytes;
+    const int a_rows = M - m0 - a_r, b_rows = N - n0 - b_r; // rows of A and B left to read
+
+    const u32 smem0 = smem_addr(smem);
+    auto load_tile = [&](u32 stage, int kt) {
+        const int ka = kt * BK + a_c * 8, kb = kt * BK + b_c * KC;
+        const int a_bytes = K - ka >= 8 ? 16 : K - ka > 0 ? (K - ka) * 2 : 0;
+        const int b_bytes = K - kb >= KC ? 16 : K - kb > 0 ? (K - kb) * BITS / 8 : 0;
+        // one running pointer per tile: hoisted per-pass pointers would cost registers
+        const u16 *pa = a_src + kt * BK;
+#pragma unroll
+        for (int i = 0; i < (BM + LDA_ROWS - 1) / LDA_ROWS; ++i, pa += a_pass) {
+            const int r = a_r + i * LDA_ROWS;
+            if (BM % LDA_ROWS == 0 || r < BM) {
+                const int n = i * LDA_ROWS < a_rows ? a_bytes : 0;
+                cp_async16(stage + swz_a(r, a_c), n ? pa : A, n);
+            }
+        }
+        const u8 *pb = b_src + kt * BK * BITS / 8;
+#pragma unroll
+        for (int i = 0; i < (BN + LDB_ROWS - 1) / LDB_ROWS; ++i, pb += b_pass) {
+            const int r = b_r + i * LDB_ROWS;
+            if (BN % LDB_ROWS == 0 || r < BN) {
+                const int n = i * LDB_ROWS < b_rows ? b_bytes : 0;
+                cp_async16(stage + A_BYTES + swz_b(r, b_c), n ? pb : B, n);
+            }
+        }
+    };
+
+% if SB == "group" or SB == "mx" then
+    // Scales travel through registers: fetch() reads tile kt's from global memory into
+    // `pend` when its cp.async is issued, put() converts and stores them in that tile's
+    // stage a step later, before the barrier that publishes the tile.
+%   if SB == "group" then
+    // Entry e = row*GPT + gi: group kt*BK/GROUP + gi of B row n0 + row, stored as deq4's
+    // operands: the pair (s, s); with zeros, s | nz << 16 (split again at use, which holds
+    // fewer registers) and the pair (ns, ns).
+    const int kgroups = K / $(GROUP);
+    u32 pend_s[SC_PER], pend_z[SC_PER];
+    auto fetch = [&](int kt) {
+#pragma unroll
+        for (int i = 0; i < SC_PER; ++i) {
+            const int e = tid + i * THREADS, row = e / GPT, grp = kt * BK / $(GROUP) + e % GPT;
+            pend_s[i] = pend_z[i] = 0;
+            if ((SC_N % THREADS == 0 || e < SC_N) && n0 + row < N && grp < kgroups) {
+                const long long at = (long long)(n0 + row) * kgroups + grp;
+%     local gst = GS == "f32" and "u32" or "u16"
+                pend_s[i] = static_cast<const $(gst) *>(p.scale_b)[at];
+%     if ZEROS then
+                pend_z[i] = static_cast<const $(gst) *>(p.zeros_b)[at];
+%     end
+            }
+        }
+    };
+    auto put = [&](u32 stage) {
+#pragma unroll
+        for (int i = 0; i < SC_PER; ++i) {
+            const int e = tid + i * THREADS;
+            if (SC_N % THREADS == 0 || e < SC_N) {
+                const float s = gs_f32(pend_s[i]);
+                const u32 sh = to_h(s);
+%     if ZEROS then
+                // nz = −round(B + z) is exact in A's type; ns = −(B + z − round(B + z))·s
+                const float zb = $(MAGIC + OFF).f + gs_f32(pend_z[i]);
+                const u32 zh = to_h(zb);
+                const u32 ns = to_h(-(zb - from_h(zh)) * s);
+                *reinterpret_cast<uint2 *>(smem + stage - smem0 + SC_OFF + e * 8) =
+                    make_uint2(sh | (zh ^ 0x8000u) << 16, ns * 0x10001u);
+%     else
+                *reinterpret_cast<u32 *>(smem + stage - smem0 + SC_OFF + e * 4) = sh * 0x10001u;
+%     end
+            }
+        }
+    };
+%   else
+    // Entry e = blk*BN + row: e8m0 of 32-k block kt*BK/32 + blk of B row n0 + row, stored as
+    // 2^(e−127) in bf16, which holds every e8m0 value exactly in 16 bits, [blk][BN] so that
+    // a thread's two columns are one word.
+    const int kblocks = K / 32;
+    u32 pend_s[SC_PER];
+    auto fetch = [&](int kt) {
+#pragma unroll
+        for (int i = 0; i < SC_PER; ++i) {
+            const int e = tid + i * THREADS, row = e % BN, blk = kt * BK / 32 + e / BN;
+            pend_s[i] = 127;
+            if ((SC_N % THREADS == 0 || e < SC_N) && n0 + row < N && blk < kblocks)
+                pend_s[i] = static_cast<const u8 *>(p.scale_b)[(long long)(n0 + row) * kblocks + blk];
+        }
+    };
+    auto put = [&](u32 stage) {
+#pragma unroll
+        for (int i = 0; i < SC_PER; ++i) {
+            const int e = tid + i * THREADS;
+            if (SC_N % THREADS == 0 || e < SC_N) {
+                const u32 x = pend_s[i];
+                // 2^-127 is the bf16 subnormal 0x0040; 0xff is NaN
+                const u32 bits = x == 0 ? 0x0040u : x == 255 ? 0x7fc0u : x << 7;
+                *reinterpret_cast<u16 *>(smem + stage - smem0 + SC_OFF + e * 2) = (u16)bits;
+            }
+        }
+    };
+%   end
+% end
+
+    // Fragments.  A: lane (g, t) reads rows g and g+8 of each m16 tile at the k range of
+    // its B values (16 bytes for 4-bit B, 8 for s8) and permutes them to B's pairing.  B:
+    // ldmatrix.x4 over one chunk and four n8 tiles: lanes 8i..8i+7 address the rows of
+    // tile i.  Step s moves A by s*64 (or 32) bytes and B by one chunk, which under the
+    // swizzles is an XOR on the lane's offset.
+% if BITS == 4 then
+    const u32 a_lane = swz_a(warp_m * WTM + g, t);
+% else
+    const u32 a_lane = swz_a(warp_m * WTM + g, t >> 1) + 8 * (t & 1);
+% end
+    const u32 b_lane = A_BYTES + swz_b(warp_n * WTN + (lane & 7) + ((lane >> 3) << 3), 0);
+    // A fragments in B's k order, [mt][k16 step][a0..a3]: 4-bit pairs (k0,k4), (k1,k5) in
+    // step 0 and (k2,k6), (k3,k7) in step 1 (k relative to 8t); s8 pairs (k0,k2), (k1,k3).
+% local KS16 = BITS == 4 and 2 or 1
+    typedef u32 afrag[MT][$(KS16)][4];
+    auto load_a = [&](afrag &af, u32 stage, int s) {
+        const unsigned char *sa = smem + (stage - smem0) + (a_lane ^ (s << $(BITS == 4 and 6 or 5)));
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+% if BITS == 4 then
+                const uint4 v = *reinterpret_cast<const uint4 *>(sa + (mt * 16 + h * 8) * RA);
+                af[mt][0][h] = __byte_perm(v.x, v.z, 0x5410);
+                af[mt][0][2 + h] = __byte_perm(v.x, v.z, 0x7632);
+                af[mt][1][h] = __byte_perm(v.y, v.w, 0x5410);
+                af[mt][1][2 + h] = __byte_perm(v.y, v.w, 0x7632);
+% else
+                const uint2 v = *reinterpret_cast<const uint2 *>(sa + (mt * 16 + h * 8) * RA);
+                af[mt][0][h] = __byte_perm(v.x, v.y, 0x5410);
+                af[mt][0][2 + h] = __byte_perm(v.x, v.y, 0x7632);
+% end
+            }
+    };
+    auto load_b = [&](u32 (&bq)[NT], u32 stage, int s) {
+#pragma unroll
+        for (int j = 0; j < NT / 4; ++j) {
+            u32 r[4];
+            ldsm_x4(r, stage + (b_lane ^ (s << 4)) + j * 32 * RB);
+            bq[4 * j] = r[0];
+            bq[4 * j + 1] = r[1];
+            bq[4 * j + 2] = r[2];
+            bq[4 * j + 3] = r[3];
+        }
+        if (NT % 4 != 0) {
+            u32 r[2];
+            ldsm_x2(r, stage + (b_lane ^ (s << 4)) + (NT / 4) * 32 * RB);
+            bq[NT - 2] = r[0];
+            bq[NT - 1] = r[1];
+        }
+    };
+
+    float acc[MT][NT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                acc[mt][nt][j] = 0.f;
+
+    // Pipeline: tile kt sits in stage kt % STAGES.  Before the last step of a tile the next
+    // tile is waited for, and one barrier both publishes it and frees the stage read during
+    // the previous tile, which the first step of each tile then refills.
+    const int KT = (K + BK - 1) / BK;
+% if SB == "group" or SB == "mx" then
+    // Scales of the prologue tiles: stored at once, except the last one's when STAGES > 2,
+    // which the first step puts (the general case).
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        fetch(s);
+        if (STAGES == 2 || s < STAGES - 2)
+            put(smem0 + s * STAGE_BYTES);
+    }
+% end
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < KT)
+            load_tile(smem0 + s * STAGE_BYTES, s);
+        cp_async_commit();
+    }
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+
+    const u32 smem_end = smem0 + STAGES * STAGE_BYTES;
+    u32 rd = smem0, wr = smem0 + (STAGES - 1) * STAGE_BYTES;
+    u32 wr_prev = smem0 + (STAGES - 2) * STAGE_BYTES; // stage of the tile fetch() last read
+    int kt_next = STAGES - 1;
+    // A step's B fragments are read during the step before, across the barrier that ends
+    // a tile, so their latency hides under that step's mma; A's too when the warp tile has
+    // few rows (with more, their registers go to accumulators and A is read in its step).
+    afrag af[$(ABUF)];
+    u32 bq[2][NT];
+% if ABUF == 2 then
+    load_a(af[0], rd, 0);
+% end
+    load_b(bq[0], rd, 0);
+% if SB == "group" then
+    u32 sc[NT][$(ZEROS and 2 or 1)]; // s, or s|nz << 16 and ns (see put)
+    auto read_sc = [&](u32 stage, int nt, int s) {
+        const unsigned char *e = smem + (stage - smem0) + SC_OFF +
+                                 ((warp_n * WTN + nt * 8 + g) * GPT + (GPT > 1 ? s * KC / $(GROUP) : 0)) * ES;
+%   if ZEROS then
+        const uint2 v = *reinterpret_cast<const uint2 *>(e);
+        sc[nt][0] = v.x;
+        sc[nt][1] = v.y;
+%   else
+        sc[nt][0] = *reinterpret_cast<const u32 *>(e);
+%   end
+    };
+% elseif SB == "mx" then
+    u32 mxs[NT]; // bf16 2^(e−127) of the step's 32-k block for columns 2t (low) and 2t+1
+    auto read_sc = [&](u32 stage, int nt, int s) {
+        mxs[nt] = *reinterpret_cast<const u32 *>(
+            smem + (stage - smem0) + SC_OFF + (s * BN + warp_n * WTN + nt * 8 + 2 * t) * 2);
+    };
+% end
+    // End of a tile: wait for the next one, publish it and free the stage just read.
+    auto next_tile = [&]() {
+% if SB == "group" or SB == "mx" then
+        if (STAGES == 2)
+            put(wr_prev);
+% end
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        rd = rd + STAGE_BYTES == smem_end ? smem0 : rd + STAGE_BYTES;
+    };
+
+    for (int kt = 0; kt < KT; ++kt) {
+#pragma unroll
+        for (int s = 0; s < KSTEPS; ++s) {
+            // What this step reads of its own stage, before the barrier can free it.
+% if ABUF == 1 then
+            load_a(af[0], rd, s);
+% end
+% if SB == "group" then
+            if (s * KC % $(GROUP) == 0) // a new group
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt)
+                    read_sc(rd, nt, s);
+% elseif SB == "mx" then
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+                read_sc(rd, nt, s);
+% end
+            if (s == 0) {
+% if SB == "group" or SB == "mx" then
+                if (STAGES > 2)
+                    put(wr_prev);
+% end
+                if (kt_next < KT) {
+                    load_tile(wr, kt_next);
+% if SB == "group" or SB == "mx" then
+                    fetch(kt_next);
+% end
+                }
+                cp_async_commit(); // possibly empty: keeps the group count in step
+                ++kt_next;
+                wr_prev = wr;
+                wr = wr + STAGE_BYTES == smem_end ? smem0 : wr + STAGE_BYTES;
+            }
+            if (s == KSTEPS - 1)
+                next_tile();
+% if ABUF == 2 then
+            load_a(af[(s + 1) & 1], rd, (s + 1) % KSTEPS);
+% end
+            load_b(bq[(s + 1) & 1], rd, (s + 1) % KSTEPS);
+            const afrag &a = af[$(ABUF == 2 and "s & 1" or "0")];
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+% if BITS == 8 then
+                u32 b[2];
+                deq8(b, bq[s & 1][nt]);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+                    mma(acc[mt][nt], a[mt][0], b[0], b[1]);
+% else
+                u32 b[4];
+%   if B == "e2m1" then
+                deq4(b, bq[s & 1][nt]);
+%   elseif SB == "group" and ZEROS then
+                deq4(b, bq[s & 1][nt], __byte_perm(sc[nt][0], 0, 0x3232),
+                     __byte_perm(sc[nt][0], 0, 0x1010), sc[nt][1]);
+%   elseif SB == "group" then
+                deq4(b, bq[s & 1][nt], $(h2(-(MAGIC + OFF))), sc[nt][0], 0x80008000u);
+%   else
+                deq4(b, bq[s & 1][nt], $(h2(-(MAGIC + OFF))), 0, 0);
+%   end
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+%   if SB == "mx" then
+                    float part[4];
+                    mma0(part, a[mt][0], b[0], b[1]);
+                    mma(part, a[mt][1], b[2], b[3]);
+                    const float sx = __uint_as_float(mxs[nt] << 16);
+                    const float sy = __uint_as_float(mxs[nt] & 0xffff0000u);
+                    acc[mt][nt][0] = fmaf(part[0], sx, acc[mt][nt][0]);
+                    acc[mt][nt][1] = fmaf(part[1], sy, acc[mt][nt][1]);
+                    acc[mt][nt][2] = fmaf(part[2], sx, acc[mt][nt][2]);
+                    acc[mt][nt][3] = fmaf(part[3], sy, acc[mt][nt][3]);
+%   else
+                    mma(acc[mt][nt], a[mt][0], b[0], b[1]);
+                    mma(acc[mt][nt], a[mt][1], b[2], b[3]);
+%   end
+                }
+% end
+            }
+        }
+    }
+
+    // Epilogue. acc[mt][nt] holds rows g and g+8, columns 2t and 2t+1; D = acc·s[n] + bias
+    // in that order, each rounded (the f32 epilogue of DESIGN.md §2).
+    out_t *__restrict__ D = static_cast<out_t *>(p.d);
+    const long long ldd = p.ldd;
+    const bool aligned = ldd % 2 == 0 && (u64)p.d % (2 * sizeof(out_t)) == 0;
+    const int row0 = m0 + warp_m * WTM + g;
+    const int col0 = n0 + warp_n * WTN + 2 * t;
+% if BIAS then
+    const out_t *__restrict__ bias = static_cast<const out_t *>(p.bias);
+% end
+% if SB == "tensor" then
+    const float s_all = *static_cast<const float *>(p.scale_b);
+% end
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+        const int col = col0 + nt * 8;
+        if (col >= N)
+            continue;
+        const bool second = col + 1 < N;
+% if SB == "col" then
+        const float *sb = static_cast<const float *>(p.scale_b);
+        const float s0 = sb[col], s1 = second ? sb[col + 1] : 0.f;
+% elseif SB == "tensor" then
+        const float s0 = s_all, s1 = s_all;
+% end
+% if BIAS then
+        const float b0 = bias_at(bias, col), b1 = second ? bias_at(bias, col + 1) : 0.f;
+% end
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row = row0 + mt * 16 + h * 8;
+                if (row >= M)
+                    continue;
+                float x = acc[mt][nt][2 * h], y = acc[mt][nt][2 * h + 1];
+% if SB == "col" or SB == "tensor" then
+                x = __fmul_rn(x, s0);
+                y = __fmul_rn(y, s1);
+% end
+% if BIAS then
+                x = __fadd_rn(x, b0);
+                y = __fadd_rn(y, b1);
+% end
+                store2(D + row * ldd + col, x, y, aligned && second, second);
+            }
+        }
+    }
+}
