@@ -194,13 +194,26 @@ static void fill_wgmma(qjit_gemm_desc *r)
 }
 static void fill_quant(qjit_gemm_desc *r) { fill_tile(r, 128, 128, 64, 2, 2, 3); }
 
+/* mma_i8, from H100 timings at 8192^3: s8 x s8 910 TOPS at 128x128x64 s4; packed s4
+ * weights want BK=128; group mode keeps a second accumulator set, so warp tiles of 64x32
+ * (warps 2x4). */
+static void fill_i8(qjit_gemm_desc *r)
+{
+    if (r->sb == QJIT_SCALE_GROUP)
+        fill_tile(r, 128, 128, 128, 2, 4, 4);
+    else if (r->b == QJIT_DTYPE_S4)
+        fill_tile(r, 128, 128, 128, 2, 2, 4);
+    else
+        fill_tile(r, 128, 128, 64, 2, 2, 4);
+}
+
 /* In order of preference for kernel=auto: on sm_90a wgmma (1.0-1.07x cuBLAS at bf16
  * 8192^3 where mma reaches 0.54x), elsewhere mma. */
 static const family families[] = {
     {QJIT_KERNEL_WGMMA, "gemm_wgmma.cu", QJIT_ARCH_SM90A, serves_float, fill_wgmma},
     {QJIT_KERNEL_MMA, "gemm_mma.cu", QJIT_ARCH_SM80, serves_float, fill_mma},
     {QJIT_KERNEL_MMA_WQ, "gemm_wq.cu", QJIT_ARCH_SM80, serves_wq, fill_quant},
-    {QJIT_KERNEL_MMA_I8, "gemm_i8.cu", QJIT_ARCH_SM80, serves_i8, fill_quant},
+    {QJIT_KERNEL_MMA_I8, "gemm_i8.cu", QJIT_ARCH_SM80, serves_i8, fill_i8},
     {QJIT_KERNEL_MMA_F8, "gemm_f8.cu", QJIT_ARCH_SM89, serves_f8, fill_quant},
 };
 #define NFAMILIES (int)(sizeof families / sizeof families[0])
