@@ -1,16 +1,21 @@
-// gemm_f8.cu — fp8 and MX GEMM on the fp8 tensor cores (mma.sync m16n8k32 .e4m3/.e5m2), sm_89+.
-// A e4m3|e5m2 × B e4m3 with tensor|row|block × tensor|col|block scales; MXFP8 (e4m3 × e4m3) and
-// MXFP4 (e2m1 × e2m1, turned into e4m3 in registers) with e8m0 scales per 32 of K. f32 sums.
+// gemm_f8.cu — fp8 and MX GEMM for sm_89+: A e4m3|e5m2 × B e4m3 with tensor|row|block ×
+// tensor|col|block scales; MXFP8 (e4m3 × e4m3) and MXFP4 (e2m1 × e2m1, unpacked to e4m3 in
+// registers) with e8m0 scales per 32 of K.  Multistage cp.async pipeline, swizzled smem, ldmatrix.
 //
-// Accumulation.  Hopper's and Ada's fp8 mma reads its C operand with 13 mantissa bits (the
-// low bits of a chained accumulator are dropped on every mma), so each mma starts from C = 0
-// and its 32-wide partial sum is added (or, with block and MX scales, multiplied by its
-// scales and added) into f32 registers: the promotion DESIGN §2 asks for, at every 32 of K.
-// tensor/row/col scales are applied once in the epilogue; D = ((acc·sa)·sb) + bias.
+// Tensor cores.  sm_89 runs mma.sync m16n8k32 .e4m3/.e5m2 natively.  sm_90 has no such
+// instruction: ptxas emulates each one by converting its operands to f16 for two HMMAs, so
+// there the kernel converts each fragment once (e4m3/e5m2 -> f16 is exact) and issues the two
+// m16n8k16 f16 mma itself.  (The fast sm_90a path would be wgmma, which reads fp8 directly.)
+// Accumulation.  Partial sums are promoted into f32 registers at least every 128 of K (DESIGN
+// §2).  On sm_90 with warp tiles up to 64x32, a K tile's HMMAs (64 or 128 of K, inside one
+// 128-block) chain through C and the tile's sums are added, times the block scales, at its end,
+// as DeepGEMM does.  Otherwise each k32 step starts from C = 0 and is added at once: always
+// for MX (its scales change every 32) and on sm_89, whose fp8 mma is reported to keep only 13
+// mantissa bits of a chained C.  tensor/row/col scales come last: D = ((acc·sa)·sb) + bias.
 % local FP4 = A == "e2m1"
 % local MX = SA == "mx"
 % local BLOCK = SA == "block" or SB == "block"
-% local CHAIN = false -- true: tensor/row/col sums chained through the mma's C operand
+% local NATIVE = ARCH < 90 -- mma.sync on fp8 operands (sm_89); else f16 HMMA (sm_90)
 % local function one_of(x, ...)
 %   for _, v in ipairs({...}) do if x == v then return true end end
 %   return false
@@ -27,13 +32,14 @@
 % end
 % if not one_of(OUT, "f16", "bf16", "f32") then unsupported("gemm_f8: out must be f16, bf16 or f32") end
 % local WTM, WTN = BM // WM, BN // WN
-% local UNIT = FP4 and 32 or 16 -- warp-tile granule: one ldmatrix.x4 per fragment set
+% local UNIT_N = FP4 and 32 or 16 -- warp-tile columns one B ldmatrix.x4 covers
+% local KMUL = FP4 and 32 or 16   -- elements in a 16-byte chunk along K
 % if BK ~= 64 and BK ~= 128 then
 %   unsupported(string.format("gemm_f8: BK must be 64 or 128 (tile=%dx%dx%d)", BM, BN, BK))
 % end
-% if BM % WM ~= 0 or BN % WN ~= 0 or WTM % UNIT ~= 0 or WTN % UNIT ~= 0 then
-%   unsupported(string.format("gemm_f8: warps=%dx%d must split tile %dx%d into warp tiles that are multiples of %dx%d",
-%     WM, WN, BM, BN, UNIT, UNIT))
+% if BM % WM ~= 0 or BN % WN ~= 0 or WTM % 16 ~= 0 or WTN % UNIT_N ~= 0 then
+%   unsupported(string.format("gemm_f8: warps=%dx%d must split tile %dx%d into warp tiles that are multiples of 16x%d",
+%     WM, WN, BM, BN, UNIT_N))
 % end
 % if WTM * WTN > 64 * 64 then
 %   unsupported(string.format("gemm_f8: warp tile %dx%d needs more than 128 accumulator registers per thread", WTM, WTN))
@@ -41,15 +47,22 @@
 % if SB == "block" and 128 % WTN ~= 0 then
 %   unsupported(string.format("gemm_f8: sb=block needs warp tiles whose width divides 128 (warp tile %dx%d)", WTM, WTN))
 % end
+% if WM * WN > 8 then
+%   unsupported(string.format("gemm_f8: warps=%dx%d: more than 8 warps leave under 128 registers a thread", WM, WN))
+% end
 % if STAGES < 2 or STAGES > 8 then unsupported(string.format("gemm_f8: stages=%d, takes 2..8", STAGES)) end
 % if SPLIT_K ~= 1 then unsupported(string.format("gemm_f8: no split-K (split=%d)", SPLIT_K)) end
+% -- Promotion interval.  With room for a second accumulator set (warp tiles up to 64x32) the
+% -- f16 path chains a whole K tile (64 or 128 of K, inside one 128-block) through the mma's
+% -- C and promotes once per tile, as DeepGEMM does; else, and for MX, every k32 step.
+% local PART = not NATIVE and not MX and (WTM // 16) * (WTN // 8) <= 16
 % local EBITS = FP4 and 4 or 8
 % local ROW_BYTES = BK * EBITS // 8
 % local STAGE_BYTES = (BM + BN) * ROW_BYTES + (MX and (BM + BN) * (BK // 32) * 4 or 0)
 //
 // Launch needs (docs/TEMPLATES.md): 16-byte cp.async chunks along K, which are wholly inside
 // or outside K, so K and the leading dimensions are multiples of 16 elements (32 for e2m1).
-// qjit: threads=$(32 * WM * WN) smem=$(STAGES * STAGE_BYTES) k_multiple=$(UNIT) ld_multiple=$(UNIT) align=16
+// qjit: threads=$(32 * WM * WN) smem=$(STAGES * STAGE_BYTES) k_multiple=$(KMUL) ld_multiple=$(KMUL) align=16
 % include("gemm_common.cuh")
 
 namespace {
@@ -83,18 +96,22 @@ __device__ __forceinline__ u32 swz(int row, int chunk)
     return row * ROW_BYTES + ((chunk ^ ((row >> SWZ_SHIFT) & (CPR - 1))) << 4);
 }
 
-% local AT = FP4 and "e4m3" or A
-% if CHAIN then
-__device__ __forceinline__ void mma(float (&c)[4], const u32 (&a)[4], const u32 (&b)[2])
+% local AT = FP4 and "e4m3" or A -- A's fp8 type in registers (e2m1 is unpacked to e4m3)
+% if NATIVE then
+// One k32 step's operands: the m16n8k32 fragments themselves.
+constexpr int AW = 4, BW = 2;
+__device__ __forceinline__ void make_a(u32 (&o)[AW], const u32 (&f)[4])
 {
-    asm("mma.sync.aligned.m16n8k32.row.col.f32.$(AT).e4m3.f32 "
-        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    for (int i = 0; i < 4; ++i)
+        o[i] = f[i];
 }
-% end
-// d = a·b + 0: a fresh 32-wide partial sum (the C operand would lose low bits, see the top).
-__device__ __forceinline__ void mma0(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2])
+__device__ __forceinline__ void make_b(u32 (&o)[BW], const u32 (&f)[2])
+{
+    o[0] = f[0];
+    o[1] = f[1];
+}
+// d = a·b over one k32 step, from C = 0.
+__device__ __forceinline__ void mma_k32(float (&d)[4], const u32 (&a)[AW], const u32 (&b)[BW])
 {
     asm("mma.sync.aligned.m16n8k32.row.col.f32.$(AT).e4m3.f32 "
         "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
@@ -102,6 +119,55 @@ __device__ __forceinline__ void mma0(float (&d)[4], const u32 (&a)[4], const u32
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
           "f"(0.f), "f"(0.f), "f"(0.f), "f"(0.f));
 }
+% else
+// One k32 step's operands as f16 for two m16n8k16 mma.  A register of 4 fp8 (k0..k3 of one
+// row or column) becomes (k0,k1) and (k2,k3); both operands put (k0,k1) in the f16 slots
+// k 2t,2t+1 and (k2,k3) in k 2t+8,2t+9, so the products pair up.  h = 0 takes the fp8
+// fragment's k 0-15 (a0, a1, b0), h = 1 its k 16-31 (a2, a3, b1).
+constexpr int AW = 8, BW = 4;
+template <int E5> __device__ __forceinline__ void f16x2_of(u32 x, u32 &lo, u32 &hi)
+{
+    if (E5)
+        asm("{ .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e5m2x2 %0, l;\n"
+            " cvt.rn.f16x2.e5m2x2 %1, h;\n}" : "=r"(lo), "=r"(hi) : "r"(x));
+    else
+        asm("{ .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n"
+            " cvt.rn.f16x2.e4m3x2 %1, h;\n}" : "=r"(lo), "=r"(hi) : "r"(x));
+}
+__device__ __forceinline__ void make_a(u32 (&o)[AW], const u32 (&f)[4])
+{
+#pragma unroll
+    for (int i = 0; i < 4; ++i) // f[i]: row g (i even) or g+8, k half i/2
+        f16x2_of<$(AT == "e5m2" and 1 or 0)>(f[i], o[4 * (i >> 1) + (i & 1)], o[4 * (i >> 1) + (i & 1) + 2]);
+}
+__device__ __forceinline__ void make_b(u32 (&o)[BW], const u32 (&f)[2])
+{
+    f16x2_of<0>(f[0], o[0], o[1]);
+    f16x2_of<0>(f[1], o[2], o[3]);
+}
+__device__ __forceinline__ void mma16(float (&d)[4], const u32 *a, const u32 *b)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+// d = a·b over one k32 step, from C = 0; mma_k32_acc adds it to d.
+__device__ __forceinline__ void mma_k32(float (&d)[4], const u32 (&a)[AW], const u32 (&b)[BW])
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+          "f"(0.f), "f"(0.f), "f"(0.f), "f"(0.f));
+    mma16(d, a + 4, b + 2);
+}
+__device__ __forceinline__ void mma_k32_acc(float (&d)[4], const u32 (&a)[AW], const u32 (&b)[BW])
+{
+    mma16(d, a, b);
+    mma16(d, a + 4, b + 2);
+}
+% end
 
 % if FP4 then
 // e2m1 nibbles -> e4m3 bytes worth value·2^-6, exactly: e2m1's exponent and mantissa bits land
@@ -193,25 +259,22 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     };
 
 % if FP4 then
-    // Fragments of packed e2m1.  One ldmatrix 8x16-byte matrix gives a thread 4 bytes of row
-    // g: 8 values of k = 8*tig .. 8*tig+7 of the k32 step, which fp4_lo/hi spread over the two
-    // e4m3 registers that m16n8k32 wants (a0/a2 for rows g, a1/a3 for rows g+8, b0/b1).
-    // Lanes 0-31 address rows 0-31 at the step's chunk: two m16 tiles of A, four n8 tiles of B.
-    const u32 a_lane = swz(warp_m * WTM + lane, 0);
+    // Fragments of packed e2m1.  An 8x8 b16 ldmatrix matrix is 8 rows x 16 bytes (32 values),
+    // and a thread receives 4 bytes of row g: k = 8*tig .. 8*tig+7 of the k32 step, which
+    // fp4_lo/hi spread over the two e4m3 registers m16n8k32 wants (a0/a2 for rows g, a1/a3 for
+    // rows g+8, b0/b1 for column g).  A: lanes 0-15 address rows 0-15 at the step's chunk (x2);
+    // B: lanes 0-31 rows 0-31, four n8 tiles (x4).  Step ks is chunk ks: an XOR of ks << 4.
+    const u32 a_lane = swz(warp_m * WTM + (lane & 15), 0);
     const u32 b_lane = A_BYTES + swz(warp_n * WTN + lane, 0);
-    auto load_frags = [&](u32 (&af)[MT][4], u32 (&bf)[NT][2], u32 stage, int ks) {
-#pragma unroll
-        for (int mp = 0; mp < MT / 2; ++mp) {
-            u32 r[4];
-            qc::ldsm_x4(r, stage + (a_lane ^ (ks << 4)) + mp * 32 * ROW_BYTES);
-#pragma unroll
-            for (int j = 0; j < 2; ++j) {
-                af[2 * mp + j][0] = fp4_lo(r[2 * j]);
-                af[2 * mp + j][1] = fp4_lo(r[2 * j + 1]);
-                af[2 * mp + j][2] = fp4_hi(r[2 * j]);
-                af[2 * mp + j][3] = fp4_hi(r[2 * j + 1]);
-            }
-        }
+    auto load_a = [&](u32 (&af)[4], u32 stage, int ks, int mt) {
+        u32 r[2];
+        qc::ldsm_x2(r, stage + (a_lane ^ (ks << 4)) + mt * 16 * ROW_BYTES);
+        af[0] = fp4_lo(r[0]);
+        af[1] = fp4_lo(r[1]);
+        af[2] = fp4_hi(r[0]);
+        af[3] = fp4_hi(r[1]);
+    };
+    auto load_b = [&](u32 (&bf)[NT][2], u32 stage, int ks) {
 #pragma unroll
         for (int nq = 0; nq < NT / 4; ++nq) {
             u32 r[4];
@@ -232,10 +295,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     // which under the swizzle is an XOR of ks << 5 on the lane's offset.
     const u32 a_lane = swz(warp_m * WTM + (lane & 15), lane >> 4);
     const u32 b_lane = A_BYTES + swz(warp_n * WTN + (lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1);
-    auto load_frags = [&](u32 (&af)[MT][4], u32 (&bf)[NT][2], u32 stage, int ks) {
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-            qc::ldsm_x4(af[mt], stage + (a_lane ^ (ks << 5)) + mt * 16 * ROW_BYTES);
+    auto load_a = [&](u32 (&af)[4], u32 stage, int ks, int mt) {
+        qc::ldsm_x4(af, stage + (a_lane ^ (ks << 5)) + mt * 16 * ROW_BYTES);
+    };
+    auto load_b = [&](u32 (&bf)[NT][2], u32 stage, int ks) {
 #pragma unroll
         for (int np = 0; np < NT / 2; ++np) {
             u32 r[4];
@@ -375,8 +438,17 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     const u32 smem_end = smem0 + STAGES * STAGE_BYTES;
     u32 rd = smem0, wr = smem0 + (STAGES - 1) * STAGE_BYTES, wr_prev = wr;
     int kt_next = STAGES - 1;
-    u32 af[2][MT][4], bf[2][NT][2]; // double-buffered across k32 steps
-    load_frags(af[0], bf[0], rd, 0);
+    // Fragments of the coming k32 step.  Each step first turns them into mma operands (B
+    // for all n8 tiles, then A one m16 tile at a time) and refills each set with the next
+    // step's fragments as soon as it is consumed, which keeps one set of registers.
+    u32 af[MT][4], bf[NT][2];
+% if PART then
+    float part[MT][NT][4]; // the current K tile's sums, promoted into acc at its end
+% end
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+        load_a(af[mt], rd, 0, mt);
+    load_b(bf, rd, 0);
 
     for (int kt = 0; kt < KT; ++kt) {
 % if BLOCK then
@@ -390,6 +462,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 % if MX then
             load_scale_frags(rd, ks);
 % end
+            u32 bop[NT][BW];
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+                make_b(bop[nt], bf[nt]);
             if (ks == KSTEPS - 1) {
 % if MX then
                 store_scales(wr_prev); // tile kt + STAGES - 1, published by the barrier below
@@ -399,7 +475,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                 __syncthreads();
                 rd = rd + STAGE_BYTES == smem_end ? smem0 : rd + STAGE_BYTES;
             }
-            load_frags(af[(ks + 1) & 1], bf[(ks + 1) & 1], rd, (ks + 1) % KSTEPS);
+            const int kn = (ks + 1) % KSTEPS; // the next step, in rd's tile
+            load_b(bf, rd, kn);
             if (ks == 0) {
                 if (kt_next < KT)
                     load_tile(wr, kt_next);
@@ -409,26 +486,47 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                 wr = wr + STAGE_BYTES == smem_end ? smem0 : wr + STAGE_BYTES;
             }
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
+            for (int mt = 0; mt < MT; ++mt) {
+                u32 aop[AW];
+                make_a(aop, af[mt]);
+                load_a(af[mt], rd, kn, mt);
 #pragma unroll
                 for (int nt = 0; nt < NT; ++nt) {
-% if CHAIN and not MX and not BLOCK then
-                    mma(acc[mt][nt], af[ks & 1][mt], bf[ks & 1][nt]);
+% if PART then
+                    if (ks == 0)
+                        mma_k32(part[mt][nt], aop, bop[nt]);
+                    else
+                        mma_k32_acc(part[mt][nt], aop, bop[nt]);
 % else
                     float t[4];
-                    mma0(t, af[ks & 1][mt], bf[ks & 1][nt]);
+                    mma_k32(t, aop, bop[nt]);
 #pragma unroll
                     for (int j = 0; j < 4; ++j)
-% if MX then
+%   if MX then
                         acc[mt][nt][j] = fmaf(t[j] * sa_f[mt][j >> 1], sb_f[nt][j & 1], acc[mt][nt][j]);
-% elseif BLOCK then
+%   elseif BLOCK then
                         acc[mt][nt][j] = fmaf(t[j], s_blk[mt][j >> 1], acc[mt][nt][j]);
-% else
+%   else
                         acc[mt][nt][j] += t[j];
-% end
+%   end
 % end
                 }
+            }
         }
+% if PART then
+        // Promote the tile's partial sums (one 128-block holds the whole tile).
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+%   if BLOCK then
+                    acc[mt][nt][j] = fmaf(part[mt][nt][j], s_blk[mt][j >> 1], acc[mt][nt][j]);
+%   else
+                    acc[mt][nt][j] += part[mt][nt][j];
+%   end
+% end
     }
 
     // Epilogue. acc[mt][nt] holds rows g and g+8, columns 2*tig and +1.
