@@ -11,9 +11,12 @@
 // match with prmt (amortized over all n tiles of the warp).
 //
 // Scales: col and tensor multiply the f32 accumulator in the epilogue (B̂ is an exact small
-// integer in A's type); group builds B̂ = (q − z)·s in A's type, with q − z exact and the
-// product rounded once; mx sums each 32-k block into its own f32 partial and adds it times
-// 2^(e−127), which keeps any e8m0 exponent in range and propagates 0xFF as NaN.
+// integer in A's type).  group, on warp tiles of at most two m16 tiles, keeps B̂ = q − round(z)
+// exact too and sums each group into f32 partials that are folded in times s (minus the
+// fractional rest of z times the group's sums of A, an mma against ones); on taller warp
+// tiles, short of registers, it builds B̂ = (q − z)·s in A's type, q − z exact and the
+// product rounded once.  mx sums each 32-k block apart too and adds it times 2^(e−127),
+// which keeps any e8m0 exponent in range and propagates 0xFF as NaN.
 % local ok_b = {s4 = {col = 1, group = 1}, u4 = {col = 1, group = 1}, s8 = {col = 1, tensor = 1}, e2m1 = {mx = 1}}
 % if A ~= "f16" and A ~= "bf16" then unsupported("gemm_wq: A must be f16 or bf16, not " .. A) end
 % if not ok_b[B] then unsupported("gemm_wq: B must be s4, u4, s8 or e2m1, not " .. B) end
@@ -30,8 +33,16 @@
 % local BITS = B == "s8" and 8 or 4
 % local KC = 128 // BITS                   -- k values in one 16-byte chunk of B
 % local RB = BK * BITS // 8                -- bytes of one B tile row
+% local MT_, NT_ = BM // WM // 16, BN // WN // 8
+% -- Fragment buffers (see the main loop): two, indexed by step parity, need an even
+% -- number of steps per tile; A gets two only on warp tiles of few rows.
+% local BBUF = (BK // KC) % 2 == 0 and 2 or 1
+% local ABUF = MT_ <= 2 and BBUF or 1
+% -- Group scales on warp tiles with room for a second set of accumulators: B̂ = q − round(z)
+% -- exactly, each group summed apart in f32 and folded in times s (see the main loop).
+% local FOLD = SB == "group" and MT_ <= 2
 % local GPT, ES = 0, 0                     -- scale entries per B tile row, bytes per entry
-% if SB == "group" then GPT = math.max(1, BK // GROUP); ES = ZEROS and 8 or 4 end
+% if SB == "group" then GPT = math.max(1, BK // GROUP); ES = FOLD and (ZEROS and 12 or 4) or (ZEROS and 8 or 4) end
 % if SB == "mx" then GPT = BK // 32; ES = 2 end
 % local STAGE_BYTES = BM * BK * 2 + BN * RB + BN * GPT * ES
 % local SMEM = STAGES * STAGE_BYTES
@@ -40,11 +51,10 @@
 % -- multiple of ld_multiple too, so that a padded ld = K + ld_multiple stays legal.
 % local LDM = BITS == 4 and 32 or 16
 % local KMUL = LDM
-% local MT_, NT_ = BM // WM // 16, BN // WN // 8
-% local ABUF = MT_ <= 2 and 2 or 1         -- A fragment buffers (see the main loop)
-% -- CTAs per SM to ask ptxas for: registers estimated as accumulators, A and B fragments,
-% -- scale operands, and some 64 for addresses and temporaries.
-% local REGS = MT_ * NT_ * 4 + ABUF * MT_ * (BITS == 4 and 8 or 4) + 2 * NT_ + NT_ * 2 + 64
+% -- CTAs per SM to ask ptxas for: registers estimated as accumulators (twice with FOLD),
+% -- A and B fragments, scale operands, and some 64 for addresses and temporaries.
+% local REGS = MT_ * NT_ * 4 * (FOLD and 2 or 1) + ABUF * MT_ * (BITS == 4 and 8 or 4) + 2 * NT_ + NT_ * 2 + 64
+% if FOLD and ZEROS then REGS = REGS + NT_ * 3 + MT_ * 4 end
 % local MINB = math.max(1, math.min(4, 65536 // (THREADS * REGS), 229376 // SMEM))
 % -- Bits of an exactly representable value in A's type, and of the pair (v, v).
 % local function hbits(v)
@@ -103,6 +113,13 @@ constexpr int B_SHIFT = CPRB >= 8 ? 0 : CPRB == 4 ? 1 : CPRB == 2 ? 2 : 3;
 __device__ __forceinline__ u32 swz_b(int r, int c)
 {
     return r * RB + ((c ^ ((r >> B_SHIFT) & (CPRB - 1))) << 4);
+}
+
+// cp.async for B, whose rows are read a few tiles' worth at a time: 256-byte L2 fills.
+__device__ __forceinline__ void cp_async16_b(u32 dst, const void *src, int src_bytes)
+{
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n"
+                 :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
 
 __device__ __forceinline__ void mma(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1)
@@ -188,8 +205,8 @@ __device__ __forceinline__ float gs_f32(u32 bits)
 % if BITS == 4 then
 // Thread t's 8 values k = 8t..8t+7 of one chunk are the nibbles of x (value 2i in the low
 // nibble of byte i).  o[j] pairs value j (low half) with value j+4: nibble j of each 16-bit
-// half, so one mask serves both.  A's register o[0] and o[1] are mma k-step 0's b0 and b1,
-// o[2] and o[3] step 1's.
+// half, so one mask serves both.  o[0] and o[1] are mma k-step 0's b0 and b1, o[2] and
+// o[3] step 1's.
 %   if B == "e2m1" then
 // e2m1 (s e e m) → A's type: sign to bit 15, e e m to the top of the mantissa and the bottom
 // of the exponent, which reads the value times 2^-(bias difference) exactly (subnormal for
@@ -212,31 +229,42 @@ __device__ __forceinline__ void deq4(u32 (&o)[4], u32 x)
 %     end
 }
 %   else
-// Integer nibbles: OR q into the mantissa of $(MAGIC) (exact: its ulp is 1), then subtract.
-// s4 first flips each nibble's top bit, turning two's complement q into q + 8.
-// nz = −($(MAGIC) + $(OFF) + z) exactly, so q − z is exact; B̂ = (q − z)·s + ns, where ns
-// carries the part of z that nz could not hold, so B̂ is rounded once (col: s = 1, ns = 0).
+// Integer nibbles: one lop3 per pair ORs the nibble into the mantissa of $(MAGIC) (exact:
+// its ulp is 1), for s4 flipping its top bit on the way, which turns two's complement q
+// into q + 8; adding nz = −round($(MAGIC) + $(OFF) + z) then leaves q − z exactly when z is
+// whole.  The rest r of z is carried apart: by ns in B̂ = (q − z)·s + ns (in-fragment group
+// scales, rounded once) or by the f32 fold; col, tensor and plain groups get the exact q.
+__device__ __forceinline__ u32 nib2(u32 y)
+{
+    u32 d; // b ? a ^ c : c with b = the two nibble masks, c = the magic and the flip bits
+    asm("lop3.b32 %0, %1, %2, %3, 0x6a;\n" : "=r"(d) : "r"(y), "r"(0x000f000fu), "r"($(string.format("0x%08xu", (hbits(MAGIC) * 0x10001) | (OFF == 8 and 0x00080008 or 0)))));
+    return d;
+}
+%     if SB == "group" and not FOLD then
 __device__ __forceinline__ void deq4(u32 (&o)[4], u32 x, u32 nz, u32 s, u32 ns)
 {
-%     if B == "s4" then
-    x ^= 0x88888888u;
-%     end
-    const u32 q0 = (x & 0x000f000fu) | $(h2(MAGIC));
-    const u32 q1 = ((x >> 4) & 0x000f000fu) | $(h2(MAGIC));
-    const u32 q2 = ((x >> 8) & 0x000f000fu) | $(h2(MAGIC));
-    const u32 q3 = ((x >> 12) & 0x000f000fu) | $(h2(MAGIC));
-%     if SB == "group" then
-    o[0] = hfma2(hadd2(q0, nz), s, ns);
-    o[1] = hfma2(hadd2(q1, nz), s, ns);
-    o[2] = hfma2(hadd2(q2, nz), s, ns);
-    o[3] = hfma2(hadd2(q3, nz), s, ns);
-%     else
-    o[0] = hadd2(q0, nz);
-    o[1] = hadd2(q1, nz);
-    o[2] = hadd2(q2, nz);
-    o[3] = hadd2(q3, nz);
-%     end
+    o[0] = hfma2(hadd2(nib2(x), nz), s, ns);
+    o[1] = hfma2(hadd2(nib2(x >> 4), nz), s, ns);
+    o[2] = hfma2(hadd2(nib2(x >> 8), nz), s, ns);
+    o[3] = hfma2(hadd2(nib2(x >> 12), nz), s, ns);
 }
+%     elseif FOLD and ZEROS then
+__device__ __forceinline__ void deq4(u32 (&o)[4], u32 x, u32 nz)
+{
+    o[0] = hadd2(nib2(x), nz);
+    o[1] = hadd2(nib2(x >> 4), nz);
+    o[2] = hadd2(nib2(x >> 8), nz);
+    o[3] = hadd2(nib2(x >> 12), nz);
+}
+%     else
+__device__ __forceinline__ void deq4(u32 (&o)[4], u32 x)
+{
+    o[0] = hadd2(nib2(x), $(h2(-(MAGIC + OFF))));
+    o[1] = hadd2(nib2(x >> 4), $(h2(-(MAGIC + OFF))));
+    o[2] = hadd2(nib2(x >> 8), $(h2(-(MAGIC + OFF))));
+    o[3] = hadd2(nib2(x >> 12), $(h2(-(MAGIC + OFF))));
+}
+%     end
 %   end
 % else
 // s8: thread t's values k = 4t..4t+3 of one chunk are the bytes of x.  o[0] pairs values
@@ -296,24 +324,24 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
         const int ka = kt * BK + a_c * 8, kb = kt * BK + b_c * KC;
         const int a_bytes = K - ka >= 8 ? 16 : K - ka > 0 ? (K - ka) * 2 : 0;
         const int b_bytes = K - kb >= KC ? 16 : K - kb > 0 ? (K - kb) * BITS / 8 : 0;
-        // one running pointer per tile: hoisted per-pass pointers would cost registers
+        // One running pointer per tile: hoisted per-pass pointers would cost registers.
+        // Rows past M (or N) are zero-filled on the first pass through each stage only;
+        // nothing writes them again.
         const u16 *pa = a_src + kt * BK;
 #pragma unroll
         for (int i = 0; i < (BM + LDA_ROWS - 1) / LDA_ROWS; ++i, pa += a_pass) {
             const int r = a_r + i * LDA_ROWS;
-            if (BM % LDA_ROWS == 0 || r < BM) {
-                const int n = i * LDA_ROWS < a_rows ? a_bytes : 0;
-                cp_async16(stage + swz_a(r, a_c), n ? pa : A, n);
-            }
+            const bool in = i * LDA_ROWS < a_rows;
+            if ((BM % LDA_ROWS == 0 || r < BM) && (in || kt < STAGES))
+                cp_async16(stage + swz_a(r, a_c), in && a_bytes ? pa : A, in ? a_bytes : 0);
         }
         const u8 *pb = b_src + kt * BK * BITS / 8;
 #pragma unroll
         for (int i = 0; i < (BN + LDB_ROWS - 1) / LDB_ROWS; ++i, pb += b_pass) {
             const int r = b_r + i * LDB_ROWS;
-            if (BN % LDB_ROWS == 0 || r < BN) {
-                const int n = i * LDB_ROWS < b_rows ? b_bytes : 0;
-                cp_async16(stage + A_BYTES + swz_b(r, b_c), n ? pb : B, n);
-            }
+            const bool in = i * LDB_ROWS < b_rows;
+            if ((BN % LDB_ROWS == 0 || r < BN) && (in || kt < STAGES))
+                cp_async16_b(stage + A_BYTES + swz_b(r, b_c), in && b_bytes ? pb : B, in ? b_bytes : 0);
         }
     };
 
@@ -322,15 +350,21 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
     // `pend` when its cp.async is issued, put() converts and stores them in that tile's
     // stage a step later, before the barrier that publishes the tile.
 %   if SB == "group" then
-    // Entry e = row*GPT + gi: group kt*BK/GROUP + gi of B row n0 + row, stored as deq4's
-    // operands: the pair (s, s); with zeros, s | nz << 16 (split again at use, which holds
-    // fewer registers) and the pair (ns, ns).
+    // Entry e = gi*BN + row: group kt*BK/GROUP + gi of B row n0 + row ([gi][BN]), stored
+%     if FOLD then
+    // in planes of [GPT][BN]: the f32 s (exact for any GS), read as a pair for the two
+    // columns a thread holds; with zeros also c = −r·s and the pair nz, nz (see deq4),
+    // where nz = −round(B + z) and r = B + z − round(B + z) is the rest of z (B = $(MAGIC + OFF)).
+%     else
+    // as deq4's operands: the pair (s, s); with zeros, s | nz << 16 (split again at use,
+    // which holds fewer registers) and the pair (ns, ns).
+%     end
     const int kgroups = K / $(GROUP);
     u32 pend_s[SC_PER], pend_z[SC_PER];
     auto fetch = [&](int kt) {
 #pragma unroll
         for (int i = 0; i < SC_PER; ++i) {
-            const int e = tid + i * THREADS, row = e / GPT, grp = kt * BK / $(GROUP) + e % GPT;
+            const int e = tid + i * THREADS, row = e % BN, grp = kt * BK / $(GROUP) + e / BN;
             pend_s[i] = pend_z[i] = 0;
             if ((SC_N % THREADS == 0 || e < SC_N) && n0 + row < N && grp < kgroups) {
                 const long long at = (long long)(n0 + row) * kgroups + grp;
@@ -348,15 +382,26 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
             const int e = tid + i * THREADS;
             if (SC_N % THREADS == 0 || e < SC_N) {
                 const float s = gs_f32(pend_s[i]);
+%     if FOLD then
+                float *plane = reinterpret_cast<float *>(smem + stage - smem0 + SC_OFF);
+                plane[e] = s;
+%       if ZEROS then
+                const float zb = $(MAGIC + OFF).f + gs_f32(pend_z[i]);
+                const u32 zh = to_h(zb);
+                plane[SC_N + e] = -(zb - from_h(zh)) * s;
+                reinterpret_cast<u32 *>(plane)[2 * SC_N + e] = (zh ^ 0x8000u) * 0x10001u;
+%       end
+%     else
                 const u32 sh = to_h(s);
-%     if ZEROS then
+%     end
+%     if ZEROS and not FOLD then
                 // nz = −round(B + z) is exact in A's type; ns = −(B + z − round(B + z))·s
                 const float zb = $(MAGIC + OFF).f + gs_f32(pend_z[i]);
                 const u32 zh = to_h(zb);
                 const u32 ns = to_h(-(zb - from_h(zh)) * s);
                 *reinterpret_cast<uint2 *>(smem + stage - smem0 + SC_OFF + e * 8) =
                     make_uint2(sh | (zh ^ 0x8000u) << 16, ns * 0x10001u);
-%     else
+%     elseif not FOLD then
                 *reinterpret_cast<u32 *>(smem + stage - smem0 + SC_OFF + e * 4) = sh * 0x10001u;
 %     end
             }
@@ -483,23 +528,65 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
     // A step's B fragments are read during the step before, across the barrier that ends
     // a tile, so their latency hides under that step's mma; A's too when the warp tile has
     // few rows (with more, their registers go to accumulators and A is read in its step).
+    // Buffers alternate with the step's parity, so a tile of one step reads its own.
     afrag af[$(ABUF)];
-    u32 bq[2][NT];
+    u32 bq[$(BBUF)][NT];
 % if ABUF == 2 then
     load_a(af[0], rd, 0);
 % end
+% if BBUF == 2 then
     load_b(bq[0], rd, 0);
+% end
+% if FOLD then
+    // Each group's sum apart, folded into acc times s (columns 2t, 2t+1) at the group's end.
+    float part[MT][NT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                part[mt][nt][j] = 0.f;
+    float2 fs[NT];
+%   if ZEROS then
+    // With zero points the group's part holds Σ A·(q − z + r): rs, the group's sums of A
+    // (an mma against ones), carries the −r·s correction, c = fc.
+    float rs[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            rs[mt][j] = 0.f;
+    float2 fc[NT];
+    u32 nzr[NT]; // nz of the B row this lane dequantizes, for the current group
+    auto read_nz = [&](u32 stage, int nt, int s) {
+        const int gi = GPT > 1 ? s * KC / $(GROUP) : 0;
+        nzr[nt] = reinterpret_cast<const u32 *>(smem + (stage - smem0) + SC_OFF)
+            [2 * SC_N + gi * BN + warp_n * WTN + nt * 8 + g];
+    };
+%   end
+% end
 % if SB == "group" then
+%   if not FOLD then
     u32 sc[NT][$(ZEROS and 2 or 1)]; // s, or s|nz << 16 and ns (see put)
+%   end
     auto read_sc = [&](u32 stage, int nt, int s) {
-        const unsigned char *e = smem + (stage - smem0) + SC_OFF +
-                                 ((warp_n * WTN + nt * 8 + g) * GPT + (GPT > 1 ? s * KC / $(GROUP) : 0)) * ES;
+        const int gi = GPT > 1 ? s * KC / $(GROUP) : 0;
+%   if FOLD then
+        const float *plane = reinterpret_cast<const float *>(smem + (stage - smem0) + SC_OFF);
+        fs[nt] = *reinterpret_cast<const float2 *>(plane + gi * BN + warp_n * WTN + nt * 8 + 2 * t);
+%     if ZEROS then
+        fc[nt] = *reinterpret_cast<const float2 *>(plane + SC_N + gi * BN + warp_n * WTN + nt * 8 + 2 * t);
+%     end
+%   else
+        const unsigned char *e = smem + (stage - smem0) + SC_OFF + (gi * BN + warp_n * WTN + nt * 8 + g) * ES;
 %   if ZEROS then
         const uint2 v = *reinterpret_cast<const uint2 *>(e);
         sc[nt][0] = v.x;
         sc[nt][1] = v.y;
 %   else
         sc[nt][0] = *reinterpret_cast<const u32 *>(e);
+%   end
 %   end
     };
 % elseif SB == "mx" then
@@ -527,7 +614,23 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
 % if ABUF == 1 then
             load_a(af[0], rd, s);
 % end
-% if SB == "group" then
+% if BBUF == 1 then
+            load_b(bq[0], rd, s);
+% end
+% if FOLD then
+%   local GEND = GROUP <= BK and "(s + 1) * KC % " .. GROUP .. " == 0" or "s == KSTEPS - 1 && (kt + 1) % " .. (GROUP // BK) .. " == 0"
+            const bool gend = $(GEND); // this step ends a group
+            if (gend)
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt)
+                    read_sc(rd, nt, s);
+%   if ZEROS then
+            if (s * KC % $(GROUP) == 0) // a new group (or a new tile of one)
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt)
+                    read_nz(rd, nt, s);
+%   end
+% elseif SB == "group" then
             if (s * KC % $(GROUP) == 0) // a new group
 #pragma unroll
                 for (int nt = 0; nt < NT; ++nt)
@@ -558,27 +661,31 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
 % if ABUF == 2 then
             load_a(af[(s + 1) & 1], rd, (s + 1) % KSTEPS);
 % end
+% if BBUF == 2 then
             load_b(bq[(s + 1) & 1], rd, (s + 1) % KSTEPS);
+% end
             const afrag &a = af[$(ABUF == 2 and "s & 1" or "0")];
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
 % if BITS == 8 then
                 u32 b[2];
-                deq8(b, bq[s & 1][nt]);
+                deq8(b, bq[$(BBUF == 2 and "s & 1" or "0")][nt]);
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt)
                     mma(acc[mt][nt], a[mt][0], b[0], b[1]);
 % else
                 u32 b[4];
 %   if B == "e2m1" then
-                deq4(b, bq[s & 1][nt]);
-%   elseif SB == "group" and ZEROS then
-                deq4(b, bq[s & 1][nt], __byte_perm(sc[nt][0], 0, 0x3232),
+                deq4(b, bq[$(BBUF == 2 and "s & 1" or "0")][nt]);
+%   elseif SB == "group" and ZEROS and not FOLD then
+                deq4(b, bq[$(BBUF == 2 and "s & 1" or "0")][nt], __byte_perm(sc[nt][0], 0, 0x3232),
                      __byte_perm(sc[nt][0], 0, 0x1010), sc[nt][1]);
-%   elseif SB == "group" then
-                deq4(b, bq[s & 1][nt], $(h2(-(MAGIC + OFF))), sc[nt][0], 0x80008000u);
+%   elseif FOLD and ZEROS then
+                deq4(b, bq[$(BBUF == 2 and "s & 1" or "0")][nt], nzr[nt]);
+%   elseif SB == "group" and not FOLD then
+                deq4(b, bq[$(BBUF == 2 and "s & 1" or "0")][nt], $(h2(-(MAGIC + OFF))), sc[nt][0], 0x80008000u);
 %   else
-                deq4(b, bq[s & 1][nt], $(h2(-(MAGIC + OFF))), 0, 0);
+                deq4(b, bq[$(BBUF == 2 and "s & 1" or "0")][nt]);
 %   end
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) {
@@ -592,6 +699,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
                     acc[mt][nt][1] = fmaf(part[1], sy, acc[mt][nt][1]);
                     acc[mt][nt][2] = fmaf(part[2], sx, acc[mt][nt][2]);
                     acc[mt][nt][3] = fmaf(part[3], sy, acc[mt][nt][3]);
+%   elseif FOLD then
+                    mma(part[mt][nt], a[mt][0], b[0], b[1]);
+                    mma(part[mt][nt], a[mt][1], b[2], b[3]);
 %   else
                     mma(acc[mt][nt], a[mt][0], b[0], b[1]);
                     mma(acc[mt][nt], a[mt][1], b[2], b[3]);
@@ -599,6 +709,36 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
                 }
 % end
             }
+% if FOLD and ZEROS then
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                mma(rs[mt], a[mt][0], $(h2(1)), $(h2(1)));
+                mma(rs[mt], a[mt][1], $(h2(1)), $(h2(1)));
+            }
+% end
+% if FOLD then
+            if (gend) {
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+                    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                        for (int j = 0; j < 4; ++j) {
+                            float x = acc[mt][nt][j];
+%   if ZEROS then
+                            x = fmaf(rs[mt][j], j & 1 ? fc[nt].y : fc[nt].x, x);
+%   end
+                            acc[mt][nt][j] = fmaf(part[mt][nt][j], j & 1 ? fs[nt].y : fs[nt].x, x);
+                            part[mt][nt][j] = 0.f;
+                        }
+%   if ZEROS then
+#pragma unroll
+                    for (int j = 0; j < 4; ++j)
+                        rs[mt][j] = 0.f;
+%   end
+                }
+            }
+% end
         }
     }
 
