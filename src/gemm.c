@@ -192,31 +192,33 @@ static void fill_wgmma(qjit_gemm_desc *r)
     }
     fill_tile(r, 128, 256, 64, 2, 1, 3); /* 3 stages leave room for the staged epilogue */
 }
-static void fill_quant(qjit_gemm_desc *r) { fill_tile(r, 128, 128, 64, 2, 2, 3); }
 
 /* mma_f8: 430 TFLOP/s at 128x128x128 w2x4 s3 on H100 (e4m3 row/col, 8192^3), where
  * 128x128x64 w2x2 spills. */
 static void fill_f8(qjit_gemm_desc *r) { fill_tile(r, 128, 128, 128, 2, 4, 3); }
 
-/* mma_i8, from H100 timings at 8192^3: s8 x s8 910 TOPS at 128x128x64 s4; packed s4
- * weights want BK=128; group mode keeps a second accumulator set, so warp tiles of 64x32
- * (warps 2x4). */
+/* mma_i8, from H100 timings.  W8A8 (s8 x s8) is a prefill kernel: 910 TOPS at 8192^3
+ * with 128x128x64 s4.  W4A8 (s8 x s4) is a decode kernel: 16x128x128 w1x4 s4 streams
+ * the packed weights at ~2.5 TB/s (47 us at 1x28672x8192); prefill wants 128x128x128. */
 static void fill_i8(qjit_gemm_desc *r)
 {
-    if (r->sb == QJIT_SCALE_GROUP)
-        fill_tile(r, 128, 128, 128, 2, 4, 4);
-    else if (r->b == QJIT_DTYPE_S4)
-        fill_tile(r, 128, 128, 128, 2, 2, 4);
+    if (r->b == QJIT_DTYPE_S4)
+        fill_tile(r, 16, 128, 128, 1, 4, 4);
     else
         fill_tile(r, 128, 128, 64, 2, 2, 4);
 }
+
+/* mma_wq (W4A16, W8A16, bf16 x e2m1) is a decode kernel: 16x128x128 w1x4 s3 runs
+ * bf16 x s4 g128 at 1x28672x8192 in 65.7 us on H100 (1.84 TB/s), 3.4x faster than
+ * 128x128x64 w2x2, which is the one to name for prefill. */
+static void fill_wq(qjit_gemm_desc *r) { fill_tile(r, 16, 128, 128, 1, 4, 3); }
 
 /* In order of preference for kernel=auto: on sm_90a wgmma (1.0-1.07x cuBLAS at bf16
  * 8192^3 where mma reaches 0.54x), elsewhere mma. */
 static const family families[] = {
     {QJIT_KERNEL_WGMMA, "gemm_wgmma.cu", QJIT_ARCH_SM90A, serves_float, fill_wgmma},
     {QJIT_KERNEL_MMA, "gemm_mma.cu", QJIT_ARCH_SM80, serves_float, fill_mma},
-    {QJIT_KERNEL_MMA_WQ, "gemm_wq.cu", QJIT_ARCH_SM80, serves_wq, fill_quant},
+    {QJIT_KERNEL_MMA_WQ, "gemm_wq.cu", QJIT_ARCH_SM80, serves_wq, fill_wq},
     {QJIT_KERNEL_MMA_I8, "gemm_i8.cu", QJIT_ARCH_SM80, serves_i8, fill_i8},
     {QJIT_KERNEL_MMA_F8, "gemm_f8.cu", QJIT_ARCH_SM89, serves_f8, fill_f8},
 };
@@ -1087,12 +1089,12 @@ static qjit_status check_args(const qjit_gemm *g, const qjit_gemm_args *a)
         BAD("%s: argument 'scale_b' = %p is not %d-byte aligned", g->text, a->scale_b, sb_align);
     if (d->zeros && (uintptr_t)a->zeros_b % (uintptr_t)sb_align)
         BAD("%s: argument 'zeros_b' = %p is not %d-byte aligned", g->text, a->zeros_b, sb_align);
-    if (d->sb == QJIT_SCALE_GROUP && a->k % d->group)
-        BAD("%s: k=%lld is not a multiple of the group size %d", g->text, (long long)a->k,
-            d->group);
     if ((qjit_desc_dtype_bits(d->a) == 4 || qjit_desc_dtype_bits(d->b) == 4) && a->k % 2)
         BAD("%s: k=%lld is odd; 4-bit types pack two values per byte along K", g->text,
             (long long)a->k);
+    if (d->sb == QJIT_SCALE_GROUP && a->k % d->group)
+        BAD("%s: k=%lld is not a multiple of the group size %d", g->text, (long long)a->k,
+            d->group);
     if ((d->sa == QJIT_SCALE_MX || d->sb == QJIT_SCALE_MX) && a->k % 32)
         BAD("%s: k=%lld is not a multiple of 32, the MX block size", g->text, (long long)a->k);
     if (a->k == 0 || a->k % g->k_multiple)
