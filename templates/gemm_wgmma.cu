@@ -45,18 +45,24 @@
 % if STAGES * (BM + BN) * BK * 2 + 2048 > 232448 then unsupported("gemm_wgmma: " .. STAGES .. " stages of " .. BM .. "x" .. BN .. "x64 need more than 227 KB of shared memory") end
 // qjit: threads=$(THREADS) smem=$(SMEM) k_multiple=8 ld_multiple=8 align=16 persistent=1
 
-% include("gemm_common.cuh")
+struct qjit_params {
+    const void *a, *b;
+    void *d;
+    const void *bias;
+    const void *scale_a, *scale_b, *zeros_b;
+    long long m, n, k, lda, ldb, ldd;
+};
 
 namespace {
 
-using qc::u16;
-using qc::u32;
-using qc::u64;
-using qc::out_t;
-using qc::smem_addr;
-using qc::cp_async16;
-using qc::store2;
-using qc::bias_at;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+% if OUT == "f32" then
+typedef float out_t;
+% else
+typedef u16 out_t; // $(OUT) bits
+% end
 
 constexpr int BM = $(BM), BN = $(BN), BK = 64;
 constexpr int WM = $(WM), WN = $(WN);
@@ -79,6 +85,19 @@ static_assert(QJIT_SMEM_BYTES <= 227 * 1024, "gemm_wgmma: tile and stages need m
 constexpr int LD_ROWS = 16;                 // tile rows one pass of 128 producer threads covers
 constexpr int GROUP_M = 8;                  // tile rows per rasterization band
 
+__device__ __forceinline__ u32 smem_addr(const void *p)
+{
+    u32 r;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
+    return r;
+}
+
+// src_bytes 0 reads nothing and fills the 16 bytes with zeros (tails of M, N and K).
+__device__ __forceinline__ void cp_async16(u32 dst, const void *src, int src_bytes)
+{
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n"
+                 :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
 // One arrival on `bar` once every cp.async this thread issued so far has landed; noinc: the
 // arrival is one of the barrier's expected count, not an extra one.
 __device__ __forceinline__ void cp_async_arrive(u32 bar)
@@ -196,7 +215,55 @@ __device__ __forceinline__ void stage2(u32 addr, float x, float y)
 }
 % end
 
+// Stores x at p[0] and, when `second`, y at p[1]; `paired` means one aligned wide store.
+% if OUT == "f32" then
+__device__ __forceinline__ void store2(out_t *p, float x, float y, bool paired, bool second)
+{
+    if (paired) {
+        asm volatile("st.global.v2.f32 [%0], {%1, %2};\n" :: "l"(p), "f"(x), "f"(y) : "memory");
+    } else {
+        p[0] = x;
+        if (second)
+            p[1] = y;
+    }
+}
+% else
+__device__ __forceinline__ u16 cvt_out(float x)
+{
+    u16 r;
+    asm("cvt.rn.$(OUT).f32 %0, %1;\n" : "=h"(r) : "f"(x));
+    return r;
+}
+__device__ __forceinline__ void store2(out_t *p, float x, float y, bool paired, bool second)
+{
+    if (paired) {
+        u32 r; // the first operand goes to the upper half
+        asm("cvt.rn.$(OUT)x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(y), "f"(x));
+        *reinterpret_cast<u32 *>(p) = r;
+    } else {
+        p[0] = cvt_out(x);
+        if (second)
+            p[1] = cvt_out(y);
+    }
+}
+% end
 
+% if BIAS then
+__device__ __forceinline__ float bias_at(const out_t *bias, int n)
+{
+%   if OUT == "f32" then
+    return bias[n];
+%   elseif OUT == "f16" then
+    float f;
+    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(bias[n]));
+    return f;
+%   else
+    float f; // bf16 is the top half of an f32
+    asm("mov.b32 %0, %1;\n" : "=f"(f) : "r"((u32)bias[n] << 16));
+    return f;
+%   end
+}
+% end
 
 } // namespace
 
