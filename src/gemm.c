@@ -272,8 +272,30 @@ static qjit_status supports_resolved(const qjit_context *ctx, const qjit_gemm_de
 /* kernel=auto: the first family, in order of preference, that serves the pair on this
  * arch and supports the configuration fields the caller set; if none does, the first
  * that serves the pair, so that the error explains what is wrong with it. */
+/* With stages=auto, fewer stages until the tile fits the arch's shared memory (the
+ * heuristics are written for the largest, sm_80/sm_90a; sm_86/sm_89 have 99 KB). */
+static void fit_stages(const qjit_context *ctx, const qjit_gemm_desc *d, qjit_gemm_desc *r)
+{
+    char why[512];
+    while (!d->stages && r->stages > 2 &&
+           supports_resolved(ctx, r, why, sizeof why) == QJIT_ERROR_UNSUPPORTED &&
+           strstr(why, "shared memory"))
+        r->stages--;
+}
+
+static void resolve_fill_kernel(const qjit_context *ctx, const qjit_gemm_desc *d,
+                                qjit_arch arch, qjit_gemm_desc *r);
+
 static void resolve_fill(const qjit_context *ctx, const qjit_gemm_desc *d, qjit_arch arch,
                          qjit_gemm_desc *r)
+{
+    resolve_fill_kernel(ctx, d, arch, r);
+    if (r->kernel != QJIT_KERNEL_AUTO && family_of(r->kernel))
+        fit_stages(ctx, d, r);
+}
+
+static void resolve_fill_kernel(const qjit_context *ctx, const qjit_gemm_desc *d,
+                                qjit_arch arch, qjit_gemm_desc *r)
 {
     if (d->kernel != QJIT_KERNEL_AUTO) {
         fill_with(family_of(d->kernel), d, arch, r);
