@@ -290,7 +290,9 @@ static void resolve_fill(const qjit_context *ctx, const qjit_gemm_desc *d, qjit_
                          qjit_gemm_desc *r)
 {
     resolve_fill_kernel(ctx, d, arch, r);
-    if (r->kernel != QJIT_KERNEL_AUTO && family_of(r->kernel))
+    /* only the 99 KB targets need it; elsewhere it would cost every cold get an expansion */
+    bool small_smem = arch == QJIT_ARCH_SM86 || arch == QJIT_ARCH_SM89;
+    if (small_smem && r->kernel != QJIT_KERNEL_AUTO && family_of(r->kernel))
         fit_stages(ctx, d, r);
 }
 
