@@ -54,7 +54,7 @@ int qjit_desc_dtype_bits(qjit_dtype t)
     return (unsigned)t < QJIT_DTYPE_COUNT ? dtype_bits[t] : 0;
 }
 
-static const char *scale_name(qjit_scale_mode m)
+const char *qjit_desc_scale_name(qjit_scale_mode m)
 {
     return (unsigned)m < QJIT_SCALE_COUNT ? scale_names[m] : NULL;
 }
@@ -431,7 +431,7 @@ static void w_scale(writer *w, const char *key, qjit_scale_mode m, int group)
     if (m == QJIT_SCALE_GROUP)
         w_printf(w, " %s=group:%d", key, group);
     else
-        w_name(w, key, scale_name(m), (int)m);
+        w_name(w, key, qjit_desc_scale_name(m), (int)m);
 }
 
 /* Write the text of d, including out-of-range values (as "?N") so that messages can
@@ -450,10 +450,10 @@ static const char *desc_write(const qjit_gemm_desc *d, writer *w)
     w_printf(w, "gemm");
     NAMED("a", qjit_desc_dtype_name(d->a), d->a);
     NAMED("b", qjit_desc_dtype_name(d->b), d->b);
-    if (!scale_name(d->sa) && !bad)
+    if (!qjit_desc_scale_name(d->sa) && !bad)
         bad = "sa";
     w_scale(w, "sa", d->sa, d->group);
-    if (!scale_name(d->sb) && !bad)
+    if (!qjit_desc_scale_name(d->sb) && !bad)
         bad = "sb";
     w_scale(w, "sb", d->sb, d->group);
     if (d->sb == QJIT_SCALE_GROUP) {

@@ -48,10 +48,11 @@ struct qjit_inflight {
 };
 
 /* ------------------------------------------------------------ small helpers */
+/* "group" for group:G; "?" for a value out of range (messages only) */
 static const char *mode_name(qjit_scale_mode m)
 {
-    static const char *const n[] = {"none", "tensor", "row", "col", "group", "block", "mx"};
-    return (unsigned)m < QJIT_SCALE_COUNT ? n[m] : "?";
+    const char *n = qjit_desc_scale_name(m);
+    return n ? n : "?";
 }
 
 static void desc_text(const qjit_gemm_desc *d, char *buf, size_t cap)

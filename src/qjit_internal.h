@@ -46,6 +46,7 @@ QJIT_HIDDEN void qjit_buf_free(qjit_buf *b);
 QJIT_HIDDEN const char *qjit_desc_dtype_name(qjit_dtype t);      /* "bf16"; NULL if bad */
 QJIT_HIDDEN const char *qjit_desc_arch_name(qjit_arch a);        /* "sm_90a"; "auto" */
 QJIT_HIDDEN const char *qjit_desc_kernel_name(qjit_kernel k);    /* "mma"; "auto" */
+QJIT_HIDDEN const char *qjit_desc_scale_name(qjit_scale_mode m); /* "group" (no size); NULL if bad */
 QJIT_HIDDEN int qjit_desc_dtype_bits(qjit_dtype t);              /* 16, 8, 4, 32 */
 QJIT_HIDDEN qjit_status qjit_desc_parse_arch(const char *s, qjit_arch *out);
 
