@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Runs on the lent H100 over a carried build/ (built on a CPU machine): the GPU tests,
-# then the benchmark.  Logs go to $OUT when set.  Usage: bash scripts/device.sh [bench args]
+# Runs on the lent H100 over a carried build/ (built on a CPU machine by
+# scripts/device-prep.sh): every GPU test, then qjit-bench (against cuBLAS) and
+# tools/bench_quant.py (against the torch peers).  Logs go to $OUT when set.
+# Usage: bash scripts/device.sh [qjit-bench args]
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build"
@@ -20,5 +22,10 @@ done
 if [ "${QJIT_SKIP_BENCH:-0}" != 1 ]; then
   echo "== qjit-bench $*"
   "$build/tools/qjit-bench" "$@" 2>&1 | tee "$out/bench.log" | tail -n 60
+  if python3 -c 'import torch' 2>/dev/null; then
+    echo "== bench_quant.py (qjit vs torch peers, same run)"
+    PYTHONUNBUFFERED=1 python3 "$root/tools/bench_quant.py" --lib "$build/libqjit.so" 2>&1 |
+      tee "$out/bench_quant.log" | tail -n 80
+  fi
 fi
 exit $rc
