@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 static const char *const manifest[] = {
     "gemm a=bf16 b=bf16 out=bf16",
@@ -40,9 +41,17 @@ int main(void)
     for (int i = 0; i < N; i++)
         fprintf(f, "%s\n", manifest[i]);
     fclose(f);
-    /* the real tool, for the named arch, in its own process */
-    snprintf(cmd, sizeof cmd, "'%s/tools/qjit-precompile' --quiet --arch sm_90a --cache-dir '%s' '%s'",
-             QJIT_BINARY_DIR, dir, path);
+    /* the real tool, for the named arch, in its own process; found beside this test
+     * (build/tests/.. /tools), since the build tree may have moved to the GPU machine */
+    char self[1024] = "";
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0)
+        self[n] = 0;
+    char *slash = strrchr(self, '/');
+    if (slash)
+        *slash = 0;
+    snprintf(cmd, sizeof cmd, "'%s/../tools/qjit-precompile' --quiet --arch sm_90a --cache-dir '%s' '%s'",
+             self, dir, path);
     int rc = system(cmd);
     CHECK(rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "qjit-precompile failed: %d", rc);
 
