@@ -174,8 +174,6 @@ static void fill_tile(qjit_gemm_desc *r, int bm, int bn, int bk, int wm, int wn,
         r->stages = stages;
 }
 
-static unsigned arch_smem_limit(qjit_arch a);
-
 static void fill_mma(qjit_gemm_desc *r)
 {
     bool small_smem = r->arch == QJIT_ARCH_SM86 || r->arch == QJIT_ARCH_SM89;
@@ -270,9 +268,6 @@ static void fill_with(const family *f, const qjit_gemm_desc *d, qjit_arch arch,
 static qjit_status supports_resolved(const qjit_context *ctx, const qjit_gemm_desc *r,
                                      char *why, size_t cap);
 
-/* kernel=auto: the first family, in order of preference, that serves the pair on this
- * arch and supports the configuration fields the caller set; if none does, the first
- * that serves the pair, so that the error explains what is wrong with it. */
 /* With stages=auto, fewer stages until the tile fits the arch's shared memory (the
  * heuristics are written for the largest, sm_80/sm_90a; sm_86/sm_89 have 99 KB). */
 static void fit_stages(const qjit_context *ctx, const qjit_gemm_desc *d, qjit_gemm_desc *r)
@@ -284,19 +279,9 @@ static void fit_stages(const qjit_context *ctx, const qjit_gemm_desc *d, qjit_ge
         r->stages--;
 }
 
-static void resolve_fill_kernel(const qjit_context *ctx, const qjit_gemm_desc *d,
-                                qjit_arch arch, qjit_gemm_desc *r);
-
-static void resolve_fill(const qjit_context *ctx, const qjit_gemm_desc *d, qjit_arch arch,
-                         qjit_gemm_desc *r)
-{
-    resolve_fill_kernel(ctx, d, arch, r);
-    /* only the 99 KB targets need it; elsewhere it would cost every cold get an expansion */
-    bool small_smem = arch == QJIT_ARCH_SM86 || arch == QJIT_ARCH_SM89;
-    if (small_smem && r->kernel != QJIT_KERNEL_AUTO && family_of(r->kernel))
-        fit_stages(ctx, d, r);
-}
-
+/* kernel=auto: the first family, in order of preference, that serves the pair on this
+ * arch and supports the configuration fields the caller set; if none does, the first
+ * that serves the pair, so that the error explains what is wrong with it. */
 static void resolve_fill_kernel(const qjit_context *ctx, const qjit_gemm_desc *d,
                                 qjit_arch arch, qjit_gemm_desc *r)
 {
@@ -325,6 +310,17 @@ static void resolve_fill_kernel(const qjit_context *ctx, const qjit_gemm_desc *d
             return;
     }
     fill_with(first, d, arch, r);
+}
+
+/* The kernel and every auto field for a named arch. */
+static void resolve_fill(const qjit_context *ctx, const qjit_gemm_desc *d, qjit_arch arch,
+                         qjit_gemm_desc *r)
+{
+    resolve_fill_kernel(ctx, d, arch, r);
+    /* only the 99 KB targets need it; elsewhere it would cost every cold get an expansion */
+    bool small_smem = arch == QJIT_ARCH_SM86 || arch == QJIT_ARCH_SM89;
+    if (small_smem && r->kernel != QJIT_KERNEL_AUTO && family_of(r->kernel))
+        fit_stages(ctx, d, r);
 }
 
 /* Launch needs stated by a template in `// qjit: key=value ...` lines. */
@@ -450,11 +446,10 @@ static qjit_status supports_family(const qjit_context *ctx, const qjit_gemm_desc
     return QJIT_OK;
 }
 
-/* Whether the resolved descriptor has a kernel on its arch (its template agreeing, and
- * its shared memory fitting); `why` gets the reason.  Expands the template (no compile);
- * `meta` (may be NULL) gets the launch needs. */
 static qjit_status expand(const qjit_context *ctx, const qjit_gemm_desc *r, qjit_expansion *e);
 
+/* Whether the resolved descriptor has a kernel on its arch (its template agreeing, and
+ * its shared memory fitting); `why` gets the reason.  Expands the template (no compile). */
 static qjit_status supports_resolved(const qjit_context *ctx, const qjit_gemm_desc *r,
                                      char *why, size_t cap)
 {
@@ -463,11 +458,7 @@ static qjit_status supports_resolved(const qjit_context *ctx, const qjit_gemm_de
         return st;
     qjit_expansion e;
     st = expand(ctx, r, &e);
-    if (st == QJIT_ERROR_UNSUPPORTED) {
-        snprintf(why, cap, "%s", qjit_last_error());
-        return st;
-    }
-    if (st != QJIT_OK) {
+    if (st != QJIT_OK) { /* UNSUPPORTED from the template, or a template error */
         snprintf(why, cap, "%s", qjit_last_error());
         return st;
     }
