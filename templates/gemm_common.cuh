@@ -88,6 +88,67 @@ __device__ __forceinline__ void store2(out_t *p, float x, float y, bool paired, 
 }
 % end
 
+// Staged epilogue.  The tile's values are written to shared memory as OUT (one unrolled
+// pass over the accumulators, no branches), then leave in 16-byte chunks through one rolled
+// loop that checks bounds per chunk.  Branch-free staging keeps the generated code small,
+// which is most of a kernel's compile time, and the chunked stores coalesce.
+
+// Writes x, y as two adjacent OUT elements at shared address `addr`.
+__device__ __forceinline__ void stage2(u32 addr, float x, float y)
+{
+% if OUT == "f32" then
+    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" :: "r"(addr), "f"(x), "f"(y) : "memory");
+% else
+    u32 r; // the first operand goes to the upper half
+    asm("cvt.rn.$(OUT)x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(y), "f"(x));
+    asm volatile("st.shared.b32 [%0], %1;\n" :: "r"(addr), "r"(r) : "memory");
+% end
+}
+
+constexpr int OUT_VEC = 16 / (int)sizeof(out_t); // elements per 16-byte chunk
+
+// Copies a staged ROWS x COLS slab from shared memory (row pitch `pitch` bytes, starting at
+// `buf`) to D.  Slab column c is global column col0 + (c / SEG) * SEG_STRIDE + c % SEG: the
+// slab may gather SEG-wide column runs of several warps.  Row r is global row row0 + r.
+// A chunk goes out as one 16-byte store when it is inside M and N and D allows it (`vec`);
+// otherwise element by element inside M and N.  The caller synchronizes around it.
+template <int ROWS, int COLS, int SEG, int SEG_STRIDE, int NTHREADS>
+__device__ __forceinline__ void copy_out(u32 buf, int pitch, out_t *D, long long ldd, int row0,
+                                         int col0, int M, int N, bool vec, int tid)
+{
+    static_assert(SEG % OUT_VEC == 0 && COLS % SEG == 0, "copy_out: runs must be whole chunks");
+    constexpr int CH = COLS / OUT_VEC; // chunks per slab row
+#pragma unroll 1
+    for (int i = tid; i < ROWS * CH; i += NTHREADS) {
+        const int r = i / CH, c = (i % CH) * OUT_VEC;
+        const int row = row0 + r;
+        if (row >= M)
+            continue;
+        const int col = col0 + (c / SEG) * SEG_STRIDE + c % SEG;
+        const u32 src = buf + r * pitch + c * (int)sizeof(out_t);
+        out_t *dst = D + (long long)row * ldd + col;
+        if (vec && col + OUT_VEC <= N) {
+            u32 v0, v1, v2, v3;
+            asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                         : "=r"(v0), "=r"(v1), "=r"(v2), "=r"(v3) : "r"(src));
+            asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n"
+                         :: "l"(dst), "r"(v0), "r"(v1), "r"(v2), "r"(v3) : "memory");
+        } else {
+#pragma unroll 1
+            for (int e = 0; e < OUT_VEC && col + e < N; ++e) {
+% if OUT == "f32" then
+                float v;
+                asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(src + 4 * e));
+% else
+                u16 v;
+                asm volatile("ld.shared.b16 %0, [%1];\n" : "=h"(v) : "r"(src + 2 * e));
+% end
+                dst[e] = v;
+            }
+        }
+    }
+}
+
 // bias[n] (of type OUT) as f32.
 __device__ __forceinline__ float bias_at(const out_t *bias, long long n)
 {

@@ -13,6 +13,13 @@
 % if BM % (16 * WM) ~= 0 or BN % (16 * WN) ~= 0 then unsupported("warps=" .. WM .. "x" .. WN .. " do not split tile " .. BM .. "x" .. BN .. " into multiples of 16x16") end
 % if (BM // WM) * (BN // WN) > 64 * 64 then unsupported(string.format("warps=%dx%d split tile %dx%d into warp tiles of %dx%d, which need %d accumulator registers per thread; at most 128 fit (warp tiles of 64x64 at most)", WM, WN, BM, BN, BM // WM, BN // WN, (BM // WM) * (BN // WN) // 32)) end
 % local SMEM = STAGES * (BM + BN) * BK * 2
+% -- Epilogue staging reuses the pipeline's shared memory, in NP passes over each warp's
+% -- columns when the whole tile of OUT does not fit at once.
+% local OUT_BYTES = OUT == "f32" and 4 or 2
+% local WTN_ = BN // WN
+% local NP = 1
+% while WTN_ % (16 * NP) == 0 and BM * ((BN // NP) * OUT_BYTES + 16) > SMEM do NP = NP * 2 end
+% SMEM = math.max(SMEM, BM * ((BN // NP) * OUT_BYTES + 16))
 % if SMEM > 227 * 1024 then unsupported("" .. STAGES .. " stages of tile " .. BM .. "x" .. BN .. "x" .. BK .. " need " .. SMEM .. " bytes of shared memory") end
 // Launch needs, read by the library from the expanded source (docs/TEMPLATES.md):
 // 16-byte cp.async along K for 2-byte elements, so K, lda and ldb are multiples of 8.
@@ -30,7 +37,6 @@ using qc::cp_async16;
 using qc::cp_async_commit;
 using qc::cp_async_wait;
 using qc::ldsm_x4;
-using qc::store2;
 % if BIAS then
 using qc::bias_at;
 % end
@@ -190,39 +196,45 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
         }
     }
     cp_async_wait<0>(); // the zero fills issued past the last tile
+    __syncthreads();    // every warp is done with the ring: the epilogue reuses it
 
-    // Epilogue. acc[mt][nt] holds rows g and g+8 (g = lane/4), columns 2*(lane%4) and +1.
+    // Epilogue, staged (gemm_common.cuh): pass q stages columns [q*SEG, (q+1)*SEG) of every
+    // warp tile, bias added in f32 before the rounding to OUT, then copies them out.
+    // acc[mt][nt] holds rows g and g+8 (g = lane/4), columns 2*(lane%4) and +1.
+    constexpr int NP = $(NP), SEG = WTN / NP, PITCH = WN * SEG * (int)sizeof(out_t) + 16;
     out_t *__restrict__ D = static_cast<out_t *>(p.d);
-    const long long ldd = p.ldd;
-    const bool aligned = ldd % 2 == 0 && (u64)p.d % (2 * sizeof(out_t)) == 0;
-    const int row0 = m0 + warp_m * WTM + (lane >> 2);
-    const int col0 = n0 + warp_n * WTN + (lane & 3) * 2;
+    const bool vec = p.ldd * (long long)sizeof(out_t) % 16 == 0 && (u64)p.d % 16 == 0;
+    const u32 stage_base = smem0 + (warp_m * WTM + (lane >> 2)) * PITCH +
+                           (warp_n * SEG + (lane & 3) * 2) * (int)sizeof(out_t);
 % if BIAS then
     const out_t *__restrict__ bias = static_cast<const out_t *>(p.bias);
+    const int bias_col = n0 + warp_n * WTN + (lane & 3) * 2;
 % end
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-        const int col = col0 + nt * 8;
-        if (col >= N)
-            continue;
-        const bool second = col + 1 < N;
+    for (int q = 0; q < NP; ++q) {
+#pragma unroll
+        for (int j = 0; j < NT / NP; ++j) {
+            const int nt = q * (NT / NP) + j;
 % if BIAS then
-        const float b0 = bias_at(bias, col), b1 = second ? bias_at(bias, col + 1) : 0.f;
+            const int col = bias_col + nt * 8;
+            const float b0 = col < N ? bias_at(bias, col) : 0.f;
+            const float b1 = col + 1 < N ? bias_at(bias, col + 1) : 0.f;
 % end
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
+            for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int row = row0 + mt * 16 + h * 8;
-                if (row >= M)
-                    continue;
-                float x = acc[mt][nt][2 * h], y = acc[mt][nt][2 * h + 1];
+                for (int h = 0; h < 2; ++h)
+                    qc::stage2(stage_base + (mt * 16 + h * 8) * PITCH + j * 8 * (int)sizeof(out_t),
 % if BIAS then
-                x += b0;
-                y += b1;
+                               acc[mt][nt][2 * h] + b0, acc[mt][nt][2 * h + 1] + b1);
+% else
+                               acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1]);
 % end
-                store2(D + row * ldd + col, x, y, aligned && second, second);
-            }
         }
+        __syncthreads();
+        qc::copy_out<BM, WN * SEG, SEG, WTN, THREADS>(smem0, PITCH, D, p.ldd, m0, n0 + q * SEG, M, N,
+                                                      vec, tid);
+        if (q + 1 < NP)
+            __syncthreads();
     }
 }

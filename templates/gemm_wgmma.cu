@@ -40,29 +40,26 @@
 % local IN = (THREADS > 384 and WGN > 128) and WGN // 2 or WGN
 % if not ((BM // WM // 64) * (WGN // 2) + 32 <= (NC > 1 and CONSUMER_REGS or 255)) then unsupported("gemm_wgmma: the consumer tile's accumulators do not fit in its registers") end
 % local OUT_BYTES = OUT == "f32" and 4 or 2
-% local STAGED = STAGES * (BM + BN) * BK * 2 + 2048 + BM * (BN * OUT_BYTES + 16) <= 232448
-% local SMEM = STAGES * (BM + BN) * BK * 2 + 2048 + (STAGED and BM * (BN * OUT_BYTES + 16) or 0)
-% if STAGES * (BM + BN) * BK * 2 + 2048 > 232448 then unsupported("gemm_wgmma: " .. STAGES .. " stages of " .. BM .. "x" .. BN .. "x64 need more than 227 KB of shared memory") end
+% -- The output tile leaves through a staging buffer beside the ring, in NP passes over each
+% -- consumer's columns when the whole tile of OUT does not fit in the shared memory left.
+% local RING = STAGES * (BM + BN) * BK * 2 + 2048
+% if RING > 232448 then unsupported("gemm_wgmma: " .. STAGES .. " stages of " .. BM .. "x" .. BN .. "x64 need more than 227 KB of shared memory") end
+% local NP = 1
+% while WGN % (16 * NP) == 0 and RING + BM * ((BN // NP) * OUT_BYTES + 16) > 232448 do NP = NP * 2 end
+% local SMEM = RING + BM * ((BN // NP) * OUT_BYTES + 16)
+% if SMEM > 232448 then unsupported("gemm_wgmma: " .. STAGES .. " stages of " .. BM .. "x" .. BN .. "x64 leave too little shared memory to stage the " .. OUT .. " output") end
 // qjit: threads=$(THREADS) smem=$(SMEM) k_multiple=8 ld_multiple=8 align=16 persistent=1
 
-struct qjit_params {
-    const void *a, *b;
-    void *d;
-    const void *bias;
-    const void *scale_a, *scale_b, *zeros_b;
-    long long m, n, k, lda, ldb, ldd;
-};
+% include("gemm_common.cuh")
 
 namespace {
 
-typedef unsigned short u16;
-typedef unsigned int u32;
-typedef unsigned long long u64;
-% if OUT == "f32" then
-typedef float out_t;
-% else
-typedef u16 out_t; // $(OUT) bits
-% end
+using qc::u16;
+using qc::u32;
+using qc::u64;
+using qc::out_t;
+using qc::smem_addr;
+using qc::cp_async16;
 
 constexpr int BM = $(BM), BN = $(BN), BK = 64;
 constexpr int WM = $(WM), WN = $(WN);
@@ -75,29 +72,16 @@ constexpr int IN = $(IN), NSPLIT = WGN / IN; // wgmma N, wgmma per m64 row and k
 constexpr int ROW_BYTES = BK * 2;           // 128: one swizzle row
 constexpr int A_BYTES = BM * ROW_BYTES, STAGE_BYTES = (BM + BN) * ROW_BYTES;
 constexpr int RING_BYTES = STAGES * STAGE_BYTES;
-// Whole output tiles go through a shared-memory buffer (rows padded by 16 bytes against bank
-// conflicts) and out by bulk copies, so that the consumers return to the tensor cores without
-// waiting for their global stores.
-constexpr bool STAGED = $(STAGED);
-constexpr int EPI_PITCH = BN * (int)sizeof(out_t) + 16;
-constexpr int QJIT_SMEM_BYTES = RING_BYTES + 2048 + (STAGED ? BM * EPI_PITCH : 0);
+// Output tiles leave through a shared-memory buffer (rows padded by 16 bytes against bank
+// conflicts), NP passes of SEG columns per consumer, and whole ones by bulk copies, so that
+// the consumers return to the tensor cores without waiting for their global stores.
+constexpr int NP = $(NP), SEG = WGN / NP;
+constexpr int EPI_PITCH = WN * SEG * (int)sizeof(out_t) + 16;
+constexpr int QJIT_SMEM_BYTES = RING_BYTES + 2048 + BM * EPI_PITCH;
 static_assert(QJIT_SMEM_BYTES <= 227 * 1024, "gemm_wgmma: tile and stages need more shared memory than an SM has");
 constexpr int LD_ROWS = 16;                 // tile rows one pass of 128 producer threads covers
 constexpr int GROUP_M = 8;                  // tile rows per rasterization band
 
-__device__ __forceinline__ u32 smem_addr(const void *p)
-{
-    u32 r;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
-    return r;
-}
-
-// src_bytes 0 reads nothing and fills the 16 bytes with zeros (tails of M, N and K).
-__device__ __forceinline__ void cp_async16(u32 dst, const void *src, int src_bytes)
-{
-    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n"
-                 :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
 // One arrival on `bar` once every cp.async this thread issued so far has landed; noinc: the
 // arrival is one of the barrier's expected count, not an extra one.
 __device__ __forceinline__ void cp_async_arrive(u32 bar)
@@ -181,7 +165,6 @@ __device__ __forceinline__ void wgmma(float (&d)[IN / 2], u64 a, u64 b)
                  : "l"(a), "l"(b), "r"(1)); // scale-d true: d += a·b
 }
 
-% if STAGED then
 // Barrier among the 128 threads of one warpgroup (ids 1.. ; 0 is __syncthreads).
 __device__ __forceinline__ void warpgroup_sync(int id)
 {
@@ -202,67 +185,8 @@ template <bool WRITTEN> __device__ __forceinline__ void bulk_wait()
     else
         asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
 }
-// Writes x, y to shared memory as two adjacent output elements.
-__device__ __forceinline__ void stage2(u32 addr, float x, float y)
-{
-%   if OUT == "f32" then
-    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" :: "r"(addr), "f"(x), "f"(y) : "memory");
-%   else
-    u32 r; // the first operand goes to the upper half
-    asm("cvt.rn.$(OUT)x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(y), "f"(x));
-    asm volatile("st.shared.b32 [%0], %1;\n" :: "r"(addr), "r"(r) : "memory");
-%   end
-}
-% end
-
-// Stores x at p[0] and, when `second`, y at p[1]; `paired` means one aligned wide store.
-% if OUT == "f32" then
-__device__ __forceinline__ void store2(out_t *p, float x, float y, bool paired, bool second)
-{
-    if (paired) {
-        asm volatile("st.global.v2.f32 [%0], {%1, %2};\n" :: "l"(p), "f"(x), "f"(y) : "memory");
-    } else {
-        p[0] = x;
-        if (second)
-            p[1] = y;
-    }
-}
-% else
-__device__ __forceinline__ u16 cvt_out(float x)
-{
-    u16 r;
-    asm("cvt.rn.$(OUT).f32 %0, %1;\n" : "=h"(r) : "f"(x));
-    return r;
-}
-__device__ __forceinline__ void store2(out_t *p, float x, float y, bool paired, bool second)
-{
-    if (paired) {
-        u32 r; // the first operand goes to the upper half
-        asm("cvt.rn.$(OUT)x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(y), "f"(x));
-        *reinterpret_cast<u32 *>(p) = r;
-    } else {
-        p[0] = cvt_out(x);
-        if (second)
-            p[1] = cvt_out(y);
-    }
-}
-% end
-
 % if BIAS then
-__device__ __forceinline__ float bias_at(const out_t *bias, int n)
-{
-%   if OUT == "f32" then
-    return bias[n];
-%   elseif OUT == "f16" then
-    float f;
-    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(bias[n]));
-    return f;
-%   else
-    float f; // bf16 is the top half of an f32
-    asm("mov.b32 %0, %1;\n" : "=f"(f) : "r"((u32)bias[n] << 16));
-    return f;
-%   end
-}
+using qc::bias_at;
 % end
 
 } // namespace
@@ -358,10 +282,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
         const u32 b_tile = ring + A_BYTES + wg_n * WGN * ROW_BYTES;
         int s = 0;
         u32 phase = 0;
-% if STAGED then
         const u32 epi = full0 + 128; // past the mbarriers, 16-byte aligned
-        const bool staged_ok = (u64)p.d % 16 == 0 && p.ldd * sizeof(out_t) % 16 == 0;
-% end
+        const bool vec = (u64)p.d % 16 == 0 && p.ldd * (long long)sizeof(out_t) % 16 == 0;
+        const bool sender = (tid & 127) < WGM; // sends rows tid%128 + 128*i of its warpgroup's tile
         auto release = [&](int q) { // frees stage q for the producer
             if (lane == 0)
                 mbar_arrive(empty0 + 8 * q);
@@ -377,6 +300,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                         acc[mi][ni][j] = 0.f;
 
             int prev = s;
+#pragma unroll 1
             for (int kt = 0; kt < KT; ++kt) {
                 mbar_wait(full0 + 8 * s, phase);
                 fence_proxy_async(); // wgmma reads what cp.async wrote
@@ -407,108 +331,62 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
             int m0, n0;
             tile_origin(t, m0, n0);
 
-            // Epilogue. acc[mi][ni][4*j + 2*h + e] is row 16*warp + lane/4 + 8*h of m64 block
-            // mi, column IN*ni + 8*j + 2*(lane%4) + e. Whole tiles take a path without checks.
+            // Epilogue, staged: pass q stages columns [q*SEG, (q+1)*SEG) of the consumer's tile,
+            // bias added in f32 before the rounding to OUT, into its part of the buffer (rows
+            // wg_m*WGM.., columns wg_n*SEG..). acc[mi][ni][4*j + 2*h + e] is row
+            // 16*warp + lane/4 + 8*h of m64 block mi, column IN*ni + 8*j + 2*(lane%4) + e.
+            // Whole tiles leave by one bulk copy per row, others through checked stores.
             out_t *__restrict__ D = static_cast<out_t *>(p.d);
-            const long long ldd = p.ldd;
-            const bool aligned = ldd % 2 == 0 && (u64)p.d % (2 * sizeof(out_t)) == 0;
-            const int row0 = m0 + wg_m * WGM + warp * 16 + (lane >> 2);
-            const int col0 = n0 + wg_n * WGN + (lane & 3) * 2;
+            const bool bulk = vec && m0 + BM <= M && n0 + BN <= N;
+            const u32 base = epi + (wg_m * WGM + warp * 16 + (lane >> 2)) * EPI_PITCH +
+                             (wg_n * SEG + (lane & 3) * 2) * (int)sizeof(out_t);
+            const u32 own = epi + wg_m * WGM * EPI_PITCH + wg_n * SEG * (int)sizeof(out_t);
 % if BIAS then
             const out_t *__restrict__ bias = static_cast<const out_t *>(p.bias);
+            const int bias_col = n0 + wg_n * WGN + (lane & 3) * 2;
 % end
-            const bool whole = m0 + BM <= M && n0 + BN <= N;
-% if STAGED then
-            if (whole && staged_ok) {
-                // Rows wg_m*WGM + r of the tile, columns wg_n*WGN .., r = tid%128 + 128*i, are
-                // this thread's to send; first their last bulk stores must have read the buffer.
-                for (int r = tid & 127; r < WGM; r += 128)
+#pragma unroll
+            for (int q = 0; q < NP; ++q) {
+                // The buffer's last bulk copies must have read it, and every thread its last
+                // checked stores, before it is written again.
+                if (sender)
                     bulk_wait<false>();
                 warpgroup_sync(1 + c);
-                const u32 base = epi + (wg_m * WGM + warp * 16 + (lane >> 2)) * EPI_PITCH +
-                                 (wg_n * WGN + (lane & 3) * 2) * (int)sizeof(out_t);
 #pragma unroll
-                for (int j = 0; j < WGN / 8; ++j) {
+                for (int jj = 0; jj < SEG / 8; ++jj) {
+                    const int j = q * (SEG / 8) + jj;
 % if BIAS then
-                    const int col = col0 + j * 8;
-                    const float b0 = bias_at(bias, col), b1 = bias_at(bias, col + 1);
+                    const int col = bias_col + j * 8;
+                    const float b0 = col < N ? bias_at(bias, col) : 0.f;
+                    const float b1 = col + 1 < N ? bias_at(bias, col + 1) : 0.f;
 % end
 #pragma unroll
                     for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll
                         for (int h = 0; h < 2; ++h) {
                             const float *a = acc[mi][j / (IN / 8)] + 4 * (j % (IN / 8)) + 2 * h;
-                            const u32 at = base + (mi * 64 + h * 8) * EPI_PITCH + j * 8 * (int)sizeof(out_t);
+                            const u32 at = base + (mi * 64 + h * 8) * EPI_PITCH + jj * 8 * (int)sizeof(out_t);
 % if BIAS then
-                            stage2(at, a[0] + b0, a[1] + b1);
+                            qc::stage2(at, a[0] + b0, a[1] + b1);
 % else
-                            stage2(at, a[0], a[1]);
+                            qc::stage2(at, a[0], a[1]);
 % end
                         }
                     }
                 }
                 fence_proxy_async(); // the bulk copies read what these stores wrote
                 warpgroup_sync(1 + c);
-                for (int r = tid & 127; r < WGM; r += 128) {
-                    const int row = wg_m * WGM + r;
-                    bulk_store(D + (long long)(m0 + row) * ldd + n0 + wg_n * WGN,
-                               epi + row * EPI_PITCH + wg_n * WGN * (int)sizeof(out_t), WGN * (int)sizeof(out_t));
-                }
-            } else
-% end
-            if (whole && aligned) {
-#pragma unroll
-                for (int j = 0; j < WGN / 8; ++j) {
-                    const int col = col0 + j * 8;
-% if BIAS then
-                    const float b0 = bias_at(bias, col), b1 = bias_at(bias, col + 1);
-% end
-#pragma unroll
-                    for (int mi = 0; mi < MI; ++mi) {
-#pragma unroll
-                        for (int h = 0; h < 2; ++h) {
-                            const float *a = acc[mi][j / (IN / 8)] + 4 * (j % (IN / 8)) + 2 * h;
-                            const long long row = row0 + mi * 64 + h * 8;
-% if BIAS then
-                            store2(D + row * ldd + col, a[0] + b0, a[1] + b1, true, true);
-% else
-                            store2(D + row * ldd + col, a[0], a[1], true, true);
-% end
-                        }
-                    }
-                }
-            } else {
-#pragma unroll
-                for (int j = 0; j < WGN / 8; ++j) {
-                    const int col = col0 + j * 8;
-                    if (col >= N)
-                        continue;
-                    const bool second = col + 1 < N;
-% if BIAS then
-                    const float b0 = bias_at(bias, col), b1 = second ? bias_at(bias, col + 1) : 0.f;
-% end
-#pragma unroll
-                    for (int mi = 0; mi < MI; ++mi) {
-#pragma unroll
-                        for (int h = 0; h < 2; ++h) {
-                            const int row = row0 + mi * 64 + h * 8;
-                            if (row >= M)
-                                continue;
-                            const float *a = acc[mi][j / (IN / 8)] + 4 * (j % (IN / 8)) + 2 * h;
-                            float x = a[0], y = a[1];
-% if BIAS then
-                            x += b0;
-                            y += b1;
-% end
-                            store2(D + (long long)row * ldd + col, x, y, aligned && second, second);
-                        }
-                    }
+                if (bulk) {
+                    for (int r = tid & 127; r < WGM; r += 128)
+                        bulk_store(D + (long long)(m0 + wg_m * WGM + r) * p.ldd + n0 + wg_n * WGN + q * SEG,
+                                   own + r * EPI_PITCH, SEG * (int)sizeof(out_t));
+                } else {
+                    qc::copy_out<WGM, SEG, SEG, SEG, 128>(own, EPI_PITCH, D, p.ldd, m0 + wg_m * WGM,
+                                                          n0 + wg_n * WGN + q * SEG, M, N, vec, tid & 127);
                 }
             }
         }
-% if STAGED then
-        for (int r = tid & 127; r < WGM; r += 128)
+        if (sender)
             bulk_wait<true>();
-% end
     }
 }

@@ -1156,21 +1156,27 @@ static void run_jit(bench_env *env)
     child_result *miss = xmalloc(sizeof *miss), *hit = xmalloc(sizeof *hit);
     int n = N_JIT_DESCS < MAX_JIT_DESCS ? N_JIT_DESCS : MAX_JIT_DESCS, n_ok = 0;
     const char *const *descs = jit_descs;
-    /* --jit-kernels: distinct kernels from types x outputs x bias x eight tile configs */
+    /* --jit-kernels: distinct kernels from types x outputs x bias x the tile configs: eight
+     * of the mma.sync kernel, and on sm_90 two of the wgmma kernel, which is the one that
+     * arch=auto f16/bf16 descriptors get there */
     static char gen[MAX_JIT_DESCS][160];
     static const char *gen_ptr[MAX_JIT_DESCS];
     static const char *const tiles[] = {
         "tile=128x256x32 warps=2x4 stages=4", "tile=128x256x32 warps=2x4 stages=3",
         "tile=256x128x32 warps=4x2 stages=3", "tile=128x128x32 warps=2x2 stages=4",
         "tile=128x128x64 warps=2x2 stages=3", "tile=64x128x32 warps=2x2 stages=4",
-        "tile=64x64x32 warps=2x2 stages=3",   "tile=128x64x64 warps=2x2 stages=4"};
+        "tile=64x64x32 warps=2x2 stages=3",   "tile=128x64x64 warps=2x2 stages=4",
+        "kernel=wgmma tile=128x256x64 warps=2x1 stages=3",
+        "kernel=wgmma tile=256x128x64 warps=2x1 stages=4"};
+    const int n_tiles = env->prop.major == 9 && env->prop.minor == 0 ? 10 : 8;
     if (env->o->jit_kernels > 0) {
         n = env->o->jit_kernels;
         for (int i = 0; i < n; i++) {
-            const char *t = (i / 8) % 2 ? "f16" : "bf16";
-            const char *out = (i / 16) % 2 ? "f32" : t;
+            const int c = i / n_tiles;
+            const char *t = c % 2 ? "f16" : "bf16";
+            const char *out = (c / 2) % 2 ? "f32" : t;
             snprintf(gen[i], sizeof gen[i], "gemm a=%s b=%s out=%s bias=%d %s", t, t, out,
-                     (i / 32) % 2, tiles[i % 8]);
+                     (c / 4) % 2, tiles[i % n_tiles]);
             gen_ptr[i] = gen[i];
         }
         descs = gen_ptr;
