@@ -37,6 +37,7 @@ static const char *const kernel_names[QJIT_KERNEL_COUNT] = {
     [QJIT_KERNEL_MMA_WQ] = "mma_wq",
     [QJIT_KERNEL_MMA_I8] = "mma_i8",
     [QJIT_KERNEL_MMA_F8] = "mma_f8",
+    [QJIT_KERNEL_WGMMA_F8] = "wgmma_f8",
 };
 
 #define DTYPE_LIST "f16 bf16 f32 s8 s4 u4 e4m3 e5m2 e2m1 e8m0"

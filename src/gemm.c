@@ -152,6 +152,13 @@ static bool serves_f8(const qjit_gemm_desc *d)
            (d->b == QJIT_DTYPE_E4M3 || d->b == QJIT_DTYPE_E2M1);
 }
 
+/* wgmma_f8 takes the plain fp8 pairs; MX and e2m1 stay with mma_f8's dequantize path. */
+static bool serves_wgmma_f8(const qjit_gemm_desc *d)
+{
+    return (d->a == QJIT_DTYPE_E4M3 || d->a == QJIT_DTYPE_E5M2) && d->b == QJIT_DTYPE_E4M3 &&
+           d->sa != QJIT_SCALE_MX && d->sb != QJIT_SCALE_MX;
+}
+
 static void fill_tile(qjit_gemm_desc *r, int bm, int bn, int bk, int wm, int wn, int stages)
 {
     if (!r->bm) {
@@ -192,6 +199,17 @@ static void fill_wgmma(qjit_gemm_desc *r)
     fill_tile(r, 128, 256, 64, 2, 1, 3); /* 3 stages leave room for the staged epilogue */
 }
 
+/* wgmma_f8: part and total accumulators must both fit, so consumer tiles are 64x128:
+ * 128x128x128 with two consumer warpgroups. */
+static void fill_wgmma_f8(qjit_gemm_desc *r)
+{
+    if (r->bm && !r->wm) {
+        r->wm = r->bm >= 128 ? 2 : 1;
+        r->wn = 1;
+    }
+    fill_tile(r, 128, 128, 128, 2, 1, 5);
+}
+
 /* mma_f8: 430 TFLOP/s at 128x128x128 w2x4 s3 on H100 (e4m3 row/col, 8192^3), where
  * 128x128x64 w2x2 spills. */
 static void fill_f8(qjit_gemm_desc *r) { fill_tile(r, 128, 128, 128, 2, 4, 3); }
@@ -213,12 +231,14 @@ static void fill_i8(qjit_gemm_desc *r)
 static void fill_wq(qjit_gemm_desc *r) { fill_tile(r, 16, 128, 128, 1, 4, 3); }
 
 /* In order of preference for kernel=auto: on sm_90a wgmma (1.0-1.07x cuBLAS at bf16
- * 8192^3 where mma reaches 0.54x), elsewhere mma. */
+ * 8192^3 where mma reaches 0.54x), elsewhere mma; on sm_90a fp8 pairs take wgmma_f8
+ * (Hopper's fp8 tensor cores have no mma.sync), MX ones mma_f8. */
 static const family families[] = {
     {QJIT_KERNEL_WGMMA, "gemm_wgmma.cu", QJIT_ARCH_SM90A, serves_float, fill_wgmma},
     {QJIT_KERNEL_MMA, "gemm_mma.cu", QJIT_ARCH_SM80, serves_float, fill_mma},
     {QJIT_KERNEL_MMA_WQ, "gemm_wq.cu", QJIT_ARCH_SM80, serves_wq, fill_wq},
     {QJIT_KERNEL_MMA_I8, "gemm_i8.cu", QJIT_ARCH_SM80, serves_i8, fill_i8},
+    {QJIT_KERNEL_WGMMA_F8, "gemm_wgmma_f8.cu", QJIT_ARCH_SM90A, serves_wgmma_f8, fill_wgmma_f8},
     {QJIT_KERNEL_MMA_F8, "gemm_f8.cu", QJIT_ARCH_SM89, serves_f8, fill_f8},
 };
 #define NFAMILIES (int)(sizeof families / sizeof families[0])
@@ -394,18 +414,19 @@ static qjit_status supports_family(const qjit_context *ctx, const qjit_gemm_desc
     } while (0)
     const family *f = family_of(r->kernel);
     if (r->kernel == QJIT_KERNEL_AUTO || !f) {
-        bool any = false;
+        /* the serving family that asks least of the arch names the one to have */
+        const family *least = NULL;
         for (int i = 0; i < NFAMILIES; i++)
-            if (families[i].serves(r) && template_exists(ctx, &families[i])) {
-                any = true;
-                if (!arch_at_least(r->arch, families[i].min_arch))
-                    NO("pair a=%s b=%s needs %s or newer (kernel %s); %s lacks its tensor-core "
-                       "instructions",
-                       qjit_desc_dtype_name(r->a), qjit_desc_dtype_name(r->b),
-                       qjit_desc_arch_name(families[i].min_arch),
-                       qjit_desc_kernel_name(families[i].kernel), qjit_desc_arch_name(r->arch));
-            }
-        if (!any)
+            if (families[i].serves(r) && template_exists(ctx, &families[i]) &&
+                (!least || (int)families[i].min_arch < (int)least->min_arch))
+                least = &families[i];
+        if (least && !arch_at_least(r->arch, least->min_arch))
+            NO("pair a=%s b=%s needs %s or newer (kernel %s); %s lacks its tensor-core "
+               "instructions",
+               qjit_desc_dtype_name(r->a), qjit_desc_dtype_name(r->b),
+               qjit_desc_arch_name(least->min_arch), qjit_desc_kernel_name(least->kernel),
+               qjit_desc_arch_name(r->arch));
+        if (!least)
             NO("pair a=%s b=%s sa=%s sb=%s has no kernel in this build of qjit",
                qjit_desc_dtype_name(r->a), qjit_desc_dtype_name(r->b), mode_name(r->sa),
                mode_name(r->sb));
@@ -569,6 +590,13 @@ static const sweep_point sweep_wgmma[] = {
 static const sweep_point sweep_wgmma_small[] = {
     {64, 256, 64, 1, 1, 4}, {64, 128, 64, 1, 1, 6}, {128, 128, 64, 2, 1, 5},
 };
+static const sweep_point sweep_wgmma_f8[] = {
+    {128, 128, 128, 2, 1, 5}, {128, 128, 128, 2, 1, 4}, {128, 128, 128, 2, 1, 6},
+    {64, 128, 128, 1, 1, 6},  {128, 64, 128, 2, 1, 6},
+};
+static const sweep_point sweep_wgmma_f8_small[] = {
+    {64, 128, 128, 1, 1, 6}, {64, 64, 128, 1, 1, 8}, {128, 128, 128, 2, 1, 5},
+};
 static const sweep_point sweep_quant[] = {
     {128, 128, 64, 2, 2, 3}, {128, 256, 64, 2, 4, 3}, {64, 128, 64, 2, 2, 3},
     {64, 64, 64, 2, 2, 3},   {128, 128, 64, 2, 2, 4},
@@ -598,6 +626,8 @@ qjit_status qjit_gemm_sweep(qjit_context *ctx, const qjit_gemm_desc *d, qjit_arc
         PICK(sweep_mma, sweep_mma_small);
     else if (base.kernel == QJIT_KERNEL_WGMMA)
         PICK(sweep_wgmma, sweep_wgmma_small);
+    else if (base.kernel == QJIT_KERNEL_WGMMA_F8)
+        PICK(sweep_wgmma_f8, sweep_wgmma_f8_small);
     else
         PICK(sweep_quant, sweep_quant_small);
 #undef PICK

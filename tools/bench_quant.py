@@ -86,6 +86,8 @@ def main():
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--shapes", default="", help="MxNxK,... instead of the defaults")
+    ap.add_argument("--fp8-config", default="",
+                    help="descriptor fields added to the fp8 tensor/rowwise/block rows, e.g. 'stages=4'")
     o = ap.parse_args()
     shapes = [tuple(int(x) for x in s.split("x")) for s in o.shapes.split(",")] if o.shapes else SHAPES
     torch.manual_seed(0)
@@ -159,7 +161,7 @@ def main():
             nbytes = m * k + n * k + m * n * 2
             argsf = Args(ptr(af), ptr(bf), ptr(out16), None, ptr(tsa), ptr(tsb), None, m, n, k, k, k, n)
             try:
-                gf = q.get(f"gemm a=e4m3 b=e4m3 sa={qa} sb={qb} out=bf16")
+                gf = q.get(f"gemm a=e4m3 b=e4m3 sa={qa} sb={qb} out=bf16 {o.fp8_config}".strip())
                 fq = (lambda gf=gf, argsf=argsf: q.launch(gf, argsf))
             except RuntimeError as e:
                 fq, err = None, str(e).splitlines()[0][:80]
@@ -185,7 +187,13 @@ def main():
         a4 = torch.randint(0, 256, (m, k // 2), dtype=torch.uint8, device="cuda")
         b4 = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, device="cuda")
         sb4 = torch.rand(n, k // 128, device="cuda") * 1e-2
+        kb = (k + 127) // 128
+        sab = torch.rand(m, kb, device="cuda") * 1e-2
+        sbb = torch.rand((n + 127) // 128, kb, device="cuda") * 1e-2
         alone = [
+            ("qjit FP8 e4m3 block 1x128/128x128", f"gemm a=e4m3 b=e4m3 sa=block sb=block out=bf16 {o.fp8_config}".strip(),
+             Args(ptr(af), ptr(bf), ptr(out16), None, ptr(sab), ptr(sbb), None, m, n, k, k, k, n),
+             m * k + n * k + 4 * (sab.numel() + sbb.numel()) + m * n * 2),
             ("qjit W8A16 bf16 x s8 col", "gemm a=bf16 b=s8 sb=col out=bf16",
              Args(ptr(x16), ptr(b8), ptr(out16), None, None, ptr(sb), None, m, n, k, k, k, n),
              m * k * 2 + n * k + 4 * n + m * n * 2),

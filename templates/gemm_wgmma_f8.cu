@@ -1,0 +1,418 @@
+// gemm_wgmma_f8.cu — warp-specialized Hopper GEMM on the fp8 tensor cores, sm_90a only:
+// A e4m3|e5m2 × B e4m3 with tensor|row|block × tensor|col|block scales (DESIGN §2).
+// Same machine as gemm_wgmma.cu: warpgroup 0 fills a STAGES-deep ring of 128-byte-swizzled
+// tiles (one 128-byte row holds BK = 128 fp8 values of K) with cp.async and mbarriers; WM×WN
+// consumer warpgroups run wgmma.mma_async m64nNk32 .e4m3/.e5m2 from shared memory.
+//
+// Accumulation.  Hopper's fp8 wgmma keeps a reduced-precision accumulator, so each K tile
+// (128 of K, one scale block) is summed apart, starting from zero (scale-d false on its first
+// k32 step), and promoted into f32 registers at its end: tot += part, or with block scales
+// tot = fma(part, sa[row, kb]·sb[n/128, kb], tot), as DESIGN §2 asks (at least every 128 of
+// K).  A consumer waits for its K tile's wgmma before promoting; the other consumer
+// warpgroups keep the tensor cores busy meanwhile.  tensor/row/col scales come last:
+// D = cast_out(((tot·sa)·sb) + bias).
+//
+// Parameters: BK = 128.  WM, WN count the consumer warpgroups; each owns a (BM/WM)×(BN/WN)
+// tile, BM/WM a multiple of 64, BN/WN a multiple of 16 up to 256; a part and a total
+// accumulator of (BM/WM)·(BN/WN)/128 registers each must fit beside ~40 others.  sb=block
+// needs consumer tiles whose width divides 128 (one scale per K block).
+// Block: 128·(WM·WN + 1) threads.  Shared memory: the ring (STAGES·(BM+BN)·128 bytes), 2 KB
+// of alignment slack and mbarriers, and the output staging buffer (in NP column passes).
+% local function one_of(x, ...)
+%   for _, v in ipairs({...}) do if x == v then return true end end
+%   return false
+% end
+% if ARCH ~= 90 then unsupported(string.format("gemm_wgmma_f8: needs sm_90a (fp8 wgmma, setmaxnreg) (arch=sm_%d)", ARCH)) end
+% if not (one_of(A, "e4m3", "e5m2") and B == "e4m3" and one_of(SA, "none", "tensor", "row", "block") and one_of(SB, "none", "tensor", "col", "block")) then
+%   unsupported(string.format("gemm_wgmma_f8 takes a=e4m3|e5m2 b=e4m3 with sa=tensor|row|block sb=tensor|col|block (got a=%s b=%s sa=%s sb=%s)", A, B, SA, SB))
+% end
+% if not one_of(OUT, "f16", "bf16", "f32") then unsupported("gemm_wgmma_f8: out must be f16, bf16 or f32") end
+% if BK ~= 128 then unsupported(string.format("gemm_wgmma_f8: BK must be 128 (tile=%dx%dx%d)", BM, BN, BK)) end
+% if not (WM >= 1 and WN >= 1 and WM * WN <= 4) then unsupported("gemm_wgmma_f8: WM*WN must be 1..4 consumer warpgroups") end
+% if BM % (64 * WM) ~= 0 then unsupported(string.format("gemm_wgmma_f8: BM/WM must be a multiple of 64 (tile=%dx%d warps=%dx%d)", BM, BN, WM, WN)) end
+% local WGN = BN // WN
+% if not (BN % WN == 0 and WGN % 16 == 0 and WGN <= 256) then unsupported("gemm_wgmma_f8: BN/WN must be a multiple of 16 up to 256") end
+% if SB == "block" and 128 % WGN ~= 0 then unsupported(string.format("gemm_wgmma_f8: sb=block needs consumer tiles whose width divides 128 (BN/WN=%d)", WGN)) end
+% if STAGES < 2 or STAGES > 8 then unsupported("gemm_wgmma_f8: STAGES must be 2..8") end
+% if SPLIT_K ~= 1 then unsupported("gemm_wgmma_f8: SPLIT_K must be 1") end
+% local NC = WM * WN
+% local THREADS = 128 * (NC + 1)
+% local CAP = math.min(255, 65536 // THREADS) // 8 * 8
+% local PRODUCER_REGS = NC > 2 and 24 or 40
+% local CONSUMER_REGS = math.min(240, (CAP * THREADS - PRODUCER_REGS * 128) // (128 * NC) // 8 * 8)
+% local MI = BM // WM // 64
+% if MI * WGN + 40 > (NC > 1 and CONSUMER_REGS or 255) then
+%   unsupported(string.format("gemm_wgmma_f8: a consumer tile of %dx%d needs %d accumulator registers (part and total), more than fit in %d", BM // WM, WGN, MI * WGN, (NC > 1 and CONSUMER_REGS or 255) - 40))
+% end
+% local OUT_BYTES = OUT == "f32" and 4 or 2
+% local RING = STAGES * (BM + BN) * BK + 2048
+% if RING > 232448 then unsupported(string.format("gemm_wgmma_f8: %d stages of %dx%dx128 need more than 227 KB of shared memory", STAGES, BM, BN)) end
+% local NP = 1
+% while WGN % (16 * NP) == 0 and RING + BM * ((BN // NP) * OUT_BYTES + 16) > 232448 do NP = NP * 2 end
+% local SMEM = RING + BM * ((BN // NP) * OUT_BYTES + 16)
+% if SMEM > 232448 then unsupported(string.format("gemm_wgmma_f8: %d stages of %dx%dx128 leave too little shared memory to stage the %s output", STAGES, BM, BN, OUT)) end
+% local BLOCK = SA == "block" or SB == "block"
+//
+// Launch needs (docs/TEMPLATES.md): 16-byte cp.async chunks of 16 fp8 values along K, wholly
+// inside or outside K, so K and the leading dimensions are multiples of 16.
+// qjit: threads=$(THREADS) smem=$(SMEM) k_multiple=16 ld_multiple=16 align=16 persistent=1
+
+% include("gemm_common.cuh")
+
+namespace {
+
+using qc::u32;
+using qc::u64;
+using qc::out_t;
+using qc::smem_addr;
+using qc::cp_async16;
+
+constexpr int BM = $(BM), BN = $(BN), BK = 128;
+constexpr int WM = $(WM), WN = $(WN);
+constexpr int STAGES = $(STAGES);
+constexpr int NC = WM * WN;                 // consumer warpgroups
+constexpr int THREADS = 128 * (NC + 1);
+constexpr int WGM = BM / WM, WGN = BN / WN; // consumer warpgroup tile
+constexpr int MI = WGM / 64;                // m64 wgmma rows per consumer
+constexpr int ROW_BYTES = BK;               // 128: one swizzle row
+constexpr int A_BYTES = BM * ROW_BYTES, STAGE_BYTES = (BM + BN) * ROW_BYTES;
+constexpr int RING_BYTES = STAGES * STAGE_BYTES;
+constexpr int NP = $(NP), SEG = WGN / NP;   // output staging: NP passes of SEG columns
+constexpr int EPI_PITCH = WN * SEG * (int)sizeof(out_t) + 16;
+static_assert(RING_BYTES + 2048 + BM * EPI_PITCH <= 227 * 1024, "gemm_wgmma_f8: tile and stages need more shared memory than an SM has");
+constexpr int LD_ROWS = 16;                 // tile rows one pass of 128 producer threads covers
+constexpr int GROUP_M = 8;                  // tile rows per rasterization band
+
+__device__ __forceinline__ void cp_async_arrive(u32 bar)
+{
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" :: "r"(bar) : "memory");
+}
+// p + bytes, opaque to the compiler so that the producer adds as it goes.
+__device__ __forceinline__ const char *advance(const char *p, long long bytes)
+{
+    const char *r;
+    asm("add.s64 %0, %1, %2;\n" : "=l"(r) : "l"(p), "l"(bytes));
+    return r;
+}
+__device__ __forceinline__ void mbar_init(u32 bar, int count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u32 bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity)
+{
+    asm volatile("{\n"
+                 ".reg .pred done;\n"
+                 "WAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra WAIT;\n"
+                 "}\n" :: "r"(bar), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void fence_proxy_async()
+{
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+__device__ __forceinline__ void warpgroup_sync(int id)
+{
+    asm volatile("bar.sync %0, 128;\n" :: "r"(id) : "memory");
+}
+__device__ __forceinline__ void bulk_store(void *dst, u32 src, u32 bytes)
+{
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n"
+                 :: "l"(dst), "r"(src), "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+template <bool WRITTEN> __device__ __forceinline__ void bulk_wait()
+{
+    if (WRITTEN)
+        asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+    else
+        asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+
+// K-major tile in the 128-byte swizzle layout (as in gemm_wgmma.cu): 8-row atoms 1024 bytes
+// apart; a k32 step of fp8 is 32 bytes into the row.
+__device__ __forceinline__ u64 smem_desc(u32 addr)
+{
+    return (1ull << 62) | ((u64)(1024 >> 4) << 32) | (1ull << 16) | ((addr & 0x3FFFF) >> 4);
+}
+
+// d (64×$(WGN) f32, this thread's $(WGN // 2)) = A(64×32)·B($(WGN)×32)ᵀ + (add ? d : 0).
+__device__ __forceinline__ void wgmma(float (&d)[WGN / 2], u64 a, u64 b, int add)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %$(WGN // 2 + 2), 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n$(WGN)k32.f32.$(A).$(B) {"
+% for i = 0, WGN // 2 - 1 do
+                 "%$(i)$(i + 1 < WGN // 2 and "," or "")"
+% end
+                 "}, %$(WGN // 2), %$(WGN // 2 + 1), p, 1, 1;\n}\n"
+                 :
+% for i = 0, WGN // 2 - 1 do
+                 "+f"(d[$(i)])$(i + 1 < WGN // 2 and "," or "")
+% end
+                 : "l"(a), "l"(b), "r"(add));
+}
+
+} // namespace
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const qjit_params p)
+{
+    extern __shared__ __align__(1024) unsigned char smem[];
+    const int M = (int)p.m, N = (int)p.n, K = (int)p.k;
+    const int tid = threadIdx.x;
+
+    // Tiles in bands of GROUP_M tile rows; a grid smaller than the tile count is persistent.
+    const int tiles_n = (N + BN - 1) / BN, tiles_m = (M + BM - 1) / BM;
+    const int tiles = tiles_n * tiles_m, stride = gridDim.x * gridDim.y;
+    const int first = blockIdx.y * gridDim.x + blockIdx.x;
+    auto tile_origin = [&](int t, int &m0, int &n0) {
+        const int band = t / (GROUP_M * tiles_n), in_band = t % (GROUP_M * tiles_n);
+        const int band_rows = tiles_m - band * GROUP_M < GROUP_M ? tiles_m - band * GROUP_M : GROUP_M;
+        m0 = (band * GROUP_M + in_band % band_rows) * BM;
+        n0 = (in_band / band_rows) * BN;
+    };
+
+    // Stage s: A rows [0, BM) then B rows [0, BN), 128 bytes each.  full[s]: landed.
+    // empty[s]: every consumer warp is done with it.
+    const u32 ring = (smem_addr(smem) + 1023) & ~1023u;
+    const u32 full0 = ring + RING_BYTES, empty0 = full0 + 8 * STAGES;
+    if (tid == 0) {
+#pragma unroll
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(full0 + 8 * s, 128);
+            mbar_init(empty0 + 8 * s, 4 * NC);
+        }
+    }
+    __syncthreads();
+    const int KT = (K + BK - 1) / BK;
+
+    if (tid < 128) {
+        // Producer: thread t copies 16-byte chunk t%8 of rows t/8 + 16*i.
+% if NC > 1 then
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 $(PRODUCER_REGS);\n" ::: "memory");
+% end
+        const int ld_row = tid >> 3, ld_chunk = tid & 7;
+        const u32 ld_off = ld_row * ROW_BYTES + ((ld_chunk ^ (ld_row & 7)) << 4);
+        const long long a_pass = LD_ROWS * p.lda, b_pass = LD_ROWS * p.ldb;
+        int s = 0, n = 0;
+        u32 phase = 0;
+        for (int t = first; t < tiles; t += stride) {
+            int m0, n0;
+            tile_origin(t, m0, n0);
+            const char *a_src = static_cast<const char *>(p.a) + (long long)(m0 + ld_row) * p.lda + ld_chunk * 16;
+            const char *b_src = static_cast<const char *>(p.b) + (long long)(n0 + ld_row) * p.ldb + ld_chunk * 16;
+            const int a_rows = M - m0 - ld_row, b_rows = N - n0 - ld_row;
+            for (int kt = 0; kt < KT; ++kt, ++n) {
+                if (n >= STAGES)
+                    mbar_wait(empty0 + 8 * s, phase ^ 1);
+                const u32 st = ring + s * STAGE_BYTES + ld_off;
+                const int k = kt * BK;
+                const bool k_ok = k + ld_chunk * 16 < K; // K % 16 == 0
+                const char *src = a_src + k;
+#pragma unroll
+                for (int i = 0; i < BM / LD_ROWS; ++i) {
+                    cp_async16(st + i * LD_ROWS * ROW_BYTES, src, k_ok && i * LD_ROWS < a_rows ? 16 : 0);
+                    src = advance(src, a_pass);
+                }
+                src = b_src + k;
+#pragma unroll
+                for (int i = 0; i < BN / LD_ROWS; ++i) {
+                    cp_async16(st + A_BYTES + i * LD_ROWS * ROW_BYTES, src, k_ok && i * LD_ROWS < b_rows ? 16 : 0);
+                    src = advance(src, b_pass);
+                }
+                cp_async_arrive(full0 + 8 * s);
+                if (++s == STAGES) {
+                    s = 0;
+                    phase ^= 1;
+                }
+            }
+        }
+        asm volatile("cp.async.wait_all;\n" ::: "memory");
+    } else {
+        // Consumer warpgroup c: rows wg_m*WGM .. +WGM, columns wg_n*WGN .. +WGN of the tile.
+% if NC > 1 then
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 $(CONSUMER_REGS);\n" ::: "memory");
+% end
+        const int c = (tid >> 7) - 1, wg_m = c / WN, wg_n = c % WN;
+        const int warp = (tid >> 5) & 3, lane = tid & 31;
+        const u32 a_tile = ring + wg_m * WGM * ROW_BYTES;
+        const u32 b_tile = ring + A_BYTES + wg_n * WGN * ROW_BYTES;
+        int s = 0;
+        u32 phase = 0;
+        const u32 epi = full0 + 128;
+        const bool vec = (u64)p.d % 16 == 0 && p.ldd * (long long)sizeof(out_t) % 16 == 0;
+        const bool sender = (tid & 127) < WGM;
+% if BLOCK then
+        const int KB128 = (K + 127) / 128;
+% end
+% if SA == "block" then
+        const float *__restrict__ SAB = static_cast<const float *>(p.scale_a);
+% end
+% if SB == "block" then
+        const float *__restrict__ SBB = static_cast<const float *>(p.scale_b);
+% end
+        for (int t = first; t < tiles; t += stride) {
+            int m0, n0;
+            tile_origin(t, m0, n0);
+            // This thread's rows: 16*warp + lane/4 + 8*h of each m64 block mi.
+            const int row0 = m0 + wg_m * WGM + warp * 16 + (lane >> 2);
+% if SA == "block" then
+            const float *sa_rows[MI][2];
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int row = row0 + mi * 64 + h * 8;
+                    sa_rows[mi][h] = row < M ? SAB + (long long)row * KB128 : nullptr;
+                }
+% end
+% if SB == "block" then
+            const int bcol = n0 + wg_n * WGN;
+            const float *sb_row = bcol < N ? SBB + (long long)(bcol / 128) * KB128 : nullptr;
+% end
+            float tot[MI][WGN / 2], part[MI][WGN / 2];
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+                for (int j = 0; j < WGN / 2; ++j)
+                    tot[mi][j] = 0.f;
+
+#pragma unroll 1
+            for (int kt = 0; kt < KT; ++kt) {
+% if BLOCK then
+                // This K block's scales, read while its wgmma run.
+                float sblk[MI][2];
+#pragma unroll
+                for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h)
+%   if SA == "block" and SB == "block" then
+                        sblk[mi][h] = sa_rows[mi][h] && sb_row ? sa_rows[mi][h][kt] * sb_row[kt] : 0.f;
+%   elseif SA == "block" then
+                        sblk[mi][h] = sa_rows[mi][h] ? sa_rows[mi][h][kt] : 0.f;
+%   else
+                        sblk[mi][h] = sb_row ? sb_row[kt] : 0.f;
+%   end
+% end
+                mbar_wait(full0 + 8 * s, phase);
+                fence_proxy_async(); // wgmma reads what cp.async wrote
+                asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+                const u32 st = s * STAGE_BYTES;
+#pragma unroll
+                for (int ks = 0; ks < BK / 32; ++ks)
+#pragma unroll
+                    for (int mi = 0; mi < MI; ++mi)
+                        wgmma(part[mi], smem_desc(a_tile + st + mi * 64 * ROW_BYTES + ks * 32),
+                              smem_desc(b_tile + st + ks * 32), ks);
+                asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+                asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+                if (lane == 0)
+                    mbar_arrive(empty0 + 8 * s); // the stage is free for the producer
+                if (++s == STAGES) {
+                    s = 0;
+                    phase ^= 1;
+                }
+                // Promote: part[mi][4*j + 2*h + e] is row 8*h (+16*warp + lane/4) of block mi.
+#pragma unroll
+                for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+                    for (int j = 0; j < WGN / 2; ++j)
+% if BLOCK then
+                        tot[mi][j] = fmaf(part[mi][j], sblk[mi][(j >> 1) & 1], tot[mi][j]);
+% else
+                        tot[mi][j] += part[mi][j];
+% end
+            }
+
+            // Epilogue, staged as in gemm_wgmma.cu: pass q stages columns [q*SEG, (q+1)*SEG)
+            // of the consumer's tile, scaled and biased in f32, rounded once to OUT.
+            out_t *__restrict__ D = static_cast<out_t *>(p.d);
+            const bool bulk = vec && m0 + BM <= M && n0 + BN <= N;
+            const u32 base = epi + (wg_m * WGM + warp * 16 + (lane >> 2)) * EPI_PITCH +
+                             (wg_n * SEG + (lane & 3) * 2) * (int)sizeof(out_t);
+            const u32 own = epi + wg_m * WGM * EPI_PITCH + wg_n * SEG * (int)sizeof(out_t);
+            const int col0 = n0 + wg_n * WGN + (lane & 3) * 2;
+% if SA == "tensor" or SA == "row" then
+            const float *__restrict__ sa = static_cast<const float *>(p.scale_a);
+% end
+% if SB == "tensor" or SB == "col" then
+            const float *__restrict__ sb = static_cast<const float *>(p.scale_b);
+% end
+% if SA == "tensor" then
+            const float sa_t = sa[0];
+% end
+% if SB == "tensor" then
+            const float sb0 = sb[0], sb1 = sb0;
+% end
+% if SA == "row" then
+            float sa_r[MI][2];
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int row = row0 + mi * 64 + h * 8;
+                    sa_r[mi][h] = row < M ? sa[row] : 0.f;
+                }
+% end
+% if BIAS then
+            const out_t *__restrict__ bias = static_cast<const out_t *>(p.bias);
+% end
+#pragma unroll
+            for (int q = 0; q < NP; ++q) {
+                if (sender)
+                    bulk_wait<false>();
+                warpgroup_sync(1 + c);
+#pragma unroll
+                for (int jj = 0; jj < SEG / 8; ++jj) {
+                    const int j = q * (SEG / 8) + jj;
+                    const int col = col0 + j * 8;
+% if SB == "col" then
+                    const float sb0 = col < N ? sb[col] : 0.f, sb1 = col + 1 < N ? sb[col + 1] : 0.f;
+% end
+% if BIAS then
+                    const float b0 = col < N ? qc::bias_at(bias, col) : 0.f;
+                    const float b1 = col + 1 < N ? qc::bias_at(bias, col + 1) : 0.f;
+% end
+#pragma unroll
+                    for (int mi = 0; mi < MI; ++mi) {
+#pragma unroll
+                        for (int h = 0; h < 2; ++h) {
+                            float x = tot[mi][4 * j + 2 * h], y = tot[mi][4 * j + 2 * h + 1];
+% if SA == "tensor" then
+                            x = __fmul_rn(x, sa_t);
+                            y = __fmul_rn(y, sa_t);
+% elseif SA == "row" then
+                            x = __fmul_rn(x, sa_r[mi][h]);
+                            y = __fmul_rn(y, sa_r[mi][h]);
+% end
+% if SB == "tensor" or SB == "col" then
+                            x = __fmul_rn(x, sb0);
+                            y = __fmul_rn(y, sb1);
+% end
+% if BIAS then
+                            x = __fadd_rn(x, b0);
+                            y = __fadd_rn(y, b1);
+% end
+                            qc::stage2(base + (mi * 64 + h * 8) * EPI_PITCH + jj * 8 * (int)sizeof(out_t), x, y);
+                        }
+                    }
+                }
+                fence_proxy_async(); // the bulk copies read what these stores wrote
+                warpgroup_sync(1 + c);
+                if (bulk) {
+                    for (int r = tid & 127; r < WGM; r += 128)
+                        bulk_store(D + (long long)(m0 + wg_m * WGM + r) * p.ldd + n0 + wg_n * WGN + q * SEG,
+                                   own + r * EPI_PITCH, SEG * (int)sizeof(out_t));
+                } else {
+                    qc::copy_out<WGM, SEG, SEG, SEG, 128>(own, EPI_PITCH, D, p.ldd, m0 + wg_m * WGM,
+                                                          n0 + wg_n * WGN + q * SEG, M, N, vec, tid & 127);
+                }
+            }
+        }
+        if (sender)
+            bulk_wait<true>();
+    }
+}
