@@ -149,20 +149,26 @@ __device__ __forceinline__ u64 smem_desc(u32 addr)
     return (1ull << 62) | ((u64)(1024 >> 4) << 32) | (1ull << 16) | ((addr & 0x3FFFF) >> 4);
 }
 
-// d (64×$(IN) f32, this thread's $(IN // 2) of it) += A(64×16, desc a) · B($(IN)×16, desc b)ᵀ.
-__device__ __forceinline__ void wgmma(float (&d)[IN / 2], u64 a, u64 b)
+// d (64×$(IN) f32, this thread's $(IN // 2) of it) += A(64×64)·B($(IN)×64)ᵀ: one K tile as four
+// k16 wgmma in one asm statement (an asm with 128 operands costs NVVM as much as four), the
+// descriptors of step ks being a + 2*ks and b + 2*ks (32 bytes into the swizzled rows).
+__device__ __forceinline__ void wgmma_ktile(float (&d)[IN / 2], u64 a, u64 b)
 {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %$(IN // 2 + 2), 0;\n"
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %$(IN // 2 + 8), 0;\n"
+% for ks = 0, 3 do
                  "wgmma.mma_async.sync.aligned.m64n$(IN)k16.f32.$(A).$(B) {"
-% for i = 0, IN // 2 - 1 do
+%   for i = 0, IN // 2 - 1 do
                  "%$(i)$(i + 1 < IN // 2 and "," or "")"
+%   end
+                 "}, %$(IN // 2 + 2 * ks), %$(IN // 2 + 2 * ks + 1), p, 1, 1, 0, 0;\n"
 % end
-                 "}, %$(IN // 2), %$(IN // 2 + 1), p, 1, 1, 0, 0;\n}\n"
+                 "}\n"
                  :
 % for i = 0, IN // 2 - 1 do
                  "+f"(d[$(i)])$(i + 1 < IN // 2 and "," or "")
 % end
-                 : "l"(a), "l"(b), "r"(1)); // scale-d true: d += a·b
+                 : "l"(a), "l"(b), "l"(a + 2), "l"(b + 2), "l"(a + 4), "l"(b + 4), "l"(a + 6), "l"(b + 6),
+                   "r"(1)); // scale-d true: d += a·b
 }
 
 // Barrier among the 128 threads of one warpgroup (ids 1.. ; 0 is __syncthreads).
@@ -307,14 +313,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                 wgmma_fence();
                 const u32 st = s * STAGE_BYTES;
 #pragma unroll
-                for (int ks = 0; ks < BK / 16; ++ks) {
+                for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-                    for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-                        for (int ni = 0; ni < NSPLIT; ++ni)
-                            wgmma(acc[mi][ni], smem_desc(a_tile + st + mi * 64 * ROW_BYTES + ks * 32),
-                                  smem_desc(b_tile + st + ni * IN * ROW_BYTES + ks * 32));
-                }
+                    for (int ni = 0; ni < NSPLIT; ++ni)
+                        wgmma_ktile(acc[mi][ni], smem_desc(a_tile + st + mi * 64 * ROW_BYTES),
+                                    smem_desc(b_tile + st + ni * IN * ROW_BYTES));
                 wgmma_commit();
                 // Keep this tile's group in flight; the previous one has finished reading its stage.
                 wgmma_wait<1>();
