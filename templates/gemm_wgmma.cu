@@ -51,6 +51,7 @@
 // qjit: threads=$(THREADS) smem=$(SMEM) k_multiple=8 ld_multiple=8 align=16 persistent=1
 
 % include("gemm_common.cuh")
+% include("gemm_hopper.cuh")
 
 namespace {
 
@@ -58,8 +59,16 @@ using qc::u16;
 using qc::u32;
 using qc::u64;
 using qc::out_t;
-using qc::smem_addr;
-using qc::cp_async16;
+using qh::ROW_BYTES;
+using qh::mbar_arrive;
+using qh::mbar_wait;
+using qh::fence_proxy_async;
+using qh::wgmma_fence;
+using qh::wgmma_commit;
+using qh::wgmma_wait;
+using qh::smem_desc;
+using qh::warpgroup_sync;
+using qh::bulk_wait;
 
 constexpr int BM = $(BM), BN = $(BN), BK = 64;
 constexpr int WM = $(WM), WN = $(WN);
@@ -69,7 +78,6 @@ constexpr int THREADS = 128 * (NC + 1);
 constexpr int WGM = BM / WM, WGN = BN / WN; // consumer warpgroup tile
 constexpr int MI = WGM / 64;                // m64 wgmma rows per consumer
 constexpr int IN = $(IN), NSPLIT = WGN / IN; // wgmma N, wgmma per m64 row and k16 step
-constexpr int ROW_BYTES = BK * 2;           // 128: one swizzle row
 constexpr int A_BYTES = BM * ROW_BYTES, STAGE_BYTES = (BM + BN) * ROW_BYTES;
 constexpr int RING_BYTES = STAGES * STAGE_BYTES;
 // Output tiles leave through a shared-memory buffer (rows padded by 16 bytes against bank
@@ -79,75 +87,6 @@ constexpr int NP = $(NP), SEG = WGN / NP;
 constexpr int EPI_PITCH = WN * SEG * (int)sizeof(out_t) + 16;
 constexpr int QJIT_SMEM_BYTES = RING_BYTES + 2048 + BM * EPI_PITCH;
 static_assert(QJIT_SMEM_BYTES <= 227 * 1024, "gemm_wgmma: tile and stages need more shared memory than an SM has");
-constexpr int LD_ROWS = 16;                 // tile rows one pass of 128 producer threads covers
-constexpr int GROUP_M = 8;                  // tile rows per rasterization band
-
-// One arrival on `bar` once every cp.async this thread issued so far has landed; noinc: the
-// arrival is one of the barrier's expected count, not an extra one.
-__device__ __forceinline__ void cp_async_arrive(u32 bar)
-{
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" :: "r"(bar) : "memory");
-}
-// p + bytes, opaque to the compiler so that it adds as it goes instead of keeping one
-// precomputed address per row in the producer's few registers.
-__device__ __forceinline__ const char *advance(const char *p, long long bytes)
-{
-    const char *r;
-    asm("add.s64 %0, %1, %2;\n" : "=l"(r) : "l"(p), "l"(bytes));
-    return r;
-}
-__device__ __forceinline__ void cp_async_wait_all()
-{
-    asm volatile("cp.async.wait_all;\n" ::: "memory");
-}
-
-__device__ __forceinline__ void mbar_init(u32 bar, int count)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(u32 bar)
-{
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
-}
-// Returns once the barrier's phase of the given parity has completed.
-__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity)
-{
-    asm volatile("{\n"
-                 ".reg .pred done;\n"
-                 "WAIT:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-                 "@!done bra WAIT;\n"
-                 "}\n" :: "r"(bar), "r"(parity) : "memory");
-}
-
-
-// cp.async writes through the generic proxy and wgmma reads through the async proxy.
-__device__ __forceinline__ void fence_proxy_async()
-{
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-
-__device__ __forceinline__ void wgmma_fence()
-{
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void wgmma_commit()
-{
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-template <int N> __device__ __forceinline__ void wgmma_wait()
-{
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory");
-}
-
-// Shared-memory matrix descriptor for a K-major tile in the 128-byte swizzle layout: rows of
-// 128 bytes, chunk c of row r stored at chunk c ^ (r % 8), 8-row atoms 1024 bytes apart
-// (stride byte offset). The leading byte offset is unused by this layout. The tile base is
-// 1024-byte aligned; a k16 step inside the row adds 32 bytes to the start address.
-__device__ __forceinline__ u64 smem_desc(u32 addr)
-{
-    return (1ull << 62) | ((u64)(1024 >> 4) << 32) | (1ull << 16) | ((addr & 0x3FFFF) >> 4);
-}
 
 // d (64×$(IN) f32, this thread's $(IN // 2) of it) += A(64×64)·B($(IN)×64)ᵀ: one K tile as four
 // k16 wgmma in one asm statement (an asm with 128 operands costs NVVM as much as four), the
@@ -171,26 +110,6 @@ __device__ __forceinline__ void wgmma_ktile(float (&d)[IN / 2], u64 a, u64 b)
                    "r"(1)); // scale-d true: d += a·b
 }
 
-// Barrier among the 128 threads of one warpgroup (ids 1.. ; 0 is __syncthreads).
-__device__ __forceinline__ void warpgroup_sync(int id)
-{
-    asm volatile("bar.sync %0, 128;\n" :: "r"(id) : "memory");
-}
-// Bulk copy of `bytes` (a multiple of 16, both ends 16-byte aligned) from shared to global memory.
-__device__ __forceinline__ void bulk_store(void *dst, u32 src, u32 bytes)
-{
-    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n"
-                 :: "l"(dst), "r"(src), "r"(bytes) : "memory");
-    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-}
-// Waits until this thread's bulk stores have read their source (WRITTEN=false) or are done.
-template <bool WRITTEN> __device__ __forceinline__ void bulk_wait()
-{
-    if (WRITTEN)
-        asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
-    else
-        asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-}
 % if BIAS then
 using qc::bias_at;
 % end
@@ -203,80 +122,19 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     const int M = (int)p.m, N = (int)p.n, K = (int)p.k;
     const int tid = threadIdx.x;
 
-    // Tiles are numbered in bands of GROUP_M tile rows, walking down a band before across
-    // it, so that the CTAs resident at one time share their A rows and B columns in L2. A
-    // grid smaller than the tile count makes the kernel persistent: each CTA walks the tiles
-    // with a stride of the grid, and its producer runs ahead into the next tile while the
-    // consumers store the last one.
-    const int tiles_n = (N + BN - 1) / BN, tiles_m = (M + BM - 1) / BM;
-    const int tiles = tiles_n * tiles_m, stride = gridDim.x * gridDim.y;
-    const int first = blockIdx.y * gridDim.x + blockIdx.x;
-    auto tile_origin = [&](int t, int &m0, int &n0) {
-        const int band = t / (GROUP_M * tiles_n), in_band = t % (GROUP_M * tiles_n);
-        const int band_rows = tiles_m - band * GROUP_M < GROUP_M ? tiles_m - band * GROUP_M : GROUP_M;
-        m0 = (band * GROUP_M + in_band % band_rows) * BM;
-        n0 = (in_band / band_rows) * BN;
-    };
+    const qh::tile_walk<BM, BN> w(M, N);
+    const int first = w.first, tiles = w.tiles, stride = w.stride;
 
-    // Stage s holds A rows [0, BM) then B rows [0, BN), 128 bytes each; the ring runs on
-    // across a CTA's tiles. full[s]: the stage's data is all in shared memory. empty[s]: every
-    // consumer warp has finished the wgmma that read it.
-    const u32 ring = (smem_addr(smem) + 1023) & ~1023u;
-    const u32 full0 = ring + RING_BYTES, empty0 = full0 + 8 * STAGES;
-    if (tid == 0) {
-#pragma unroll
-        for (int s = 0; s < STAGES; ++s) {
-            mbar_init(full0 + 8 * s, 128);
-            mbar_init(empty0 + 8 * s, 4 * NC);
-        }
-    }
-    __syncthreads();
+    // The ring (gemm_hopper.cuh) runs on across a CTA's tiles.
+    const qh::ring_addrs rg = qh::make_ring<STAGES, NC>(smem, RING_BYTES, tid);
+    const u32 ring = rg.base, full0 = rg.full0, empty0 = rg.empty0;
     const int KT = (K + BK - 1) / BK;
 
     if (tid < 128) {
-        // Producer. Thread t copies 16-byte chunk t%8 of rows t/8 + 16*i; 16 rows keep the
-        // row's swizzle phase, so the destination offset is fixed and steps by 16 rows.
 % if NC > 1 then
         asm volatile("setmaxnreg.dec.sync.aligned.u32 $(PRODUCER_REGS);\n" ::: "memory");
 % end
-        const int ld_row = tid >> 3, ld_chunk = tid & 7;
-        const u32 ld_off = ld_row * ROW_BYTES + ((ld_chunk ^ (ld_row & 7)) << 4);
-        const long long a_pass = LD_ROWS * p.lda * 2, b_pass = LD_ROWS * p.ldb * 2;
-        int s = 0, n = 0; // stage, K tiles issued
-        u32 phase = 0;
-        for (int t = first; t < tiles; t += stride) {
-            int m0, n0;
-            tile_origin(t, m0, n0);
-            const char *a_src = static_cast<const char *>(p.a) + ((long long)(m0 + ld_row) * p.lda + ld_chunk * 8) * 2;
-            const char *b_src = static_cast<const char *>(p.b) + ((long long)(n0 + ld_row) * p.ldb + ld_chunk * 8) * 2;
-            const int a_rows = M - m0 - ld_row, b_rows = N - n0 - ld_row; // pass i is in while 16*i < rows
-            for (int kt = 0; kt < KT; ++kt, ++n) {
-                if (n >= STAGES)
-                    mbar_wait(empty0 + 8 * s, phase ^ 1);
-                const u32 st = ring + s * STAGE_BYTES + ld_off;
-                const int k = kt * BK;
-                const bool k_ok = k + ld_chunk * 8 < K; // K % 8 == 0: a chunk is all in or all out
-                // Out-of-range rows and chunks copy 0 source bytes: their addresses are never read.
-                const char *src = a_src + k * 2;
-#pragma unroll
-                for (int i = 0; i < BM / LD_ROWS; ++i) {
-                    cp_async16(st + i * LD_ROWS * ROW_BYTES, src, k_ok && i * LD_ROWS < a_rows ? 16 : 0);
-                    src = advance(src, a_pass);
-                }
-                src = b_src + k * 2;
-#pragma unroll
-                for (int i = 0; i < BN / LD_ROWS; ++i) {
-                    cp_async16(st + A_BYTES + i * LD_ROWS * ROW_BYTES, src, k_ok && i * LD_ROWS < b_rows ? 16 : 0);
-                    src = advance(src, b_pass);
-                }
-                cp_async_arrive(full0 + 8 * s);
-                if (++s == STAGES) {
-                    s = 0;
-                    phase ^= 1;
-                }
-            }
-        }
-        cp_async_wait_all();
+        qh::produce<BM, BN, STAGES, 2>(p, w, ring, full0, empty0, tid);
     } else {
         // Consumer warpgroup c computes rows wg_m*WGM .. +WGM, columns wg_n*WGN .. +WGN.
 % if NC > 1 then
@@ -332,7 +190,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
             wgmma_wait<0>();
             release(prev);
             int m0, n0;
-            tile_origin(t, m0, n0);
+            w.origin(t, m0, n0);
 
             // Epilogue, staged: pass q stages columns [q*SEG, (q+1)*SEG) of the consumer's tile,
             // bias added in f32 before the rounding to OUT, into its part of the buffer (rows
@@ -379,14 +237,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                 }
                 fence_proxy_async(); // the bulk copies read what these stores wrote
                 warpgroup_sync(1 + c);
-                if (bulk) {
-                    for (int r = tid & 127; r < WGM; r += 128)
-                        bulk_store(D + (long long)(m0 + wg_m * WGM + r) * p.ldd + n0 + wg_n * WGN + q * SEG,
-                                   own + r * EPI_PITCH, SEG * (int)sizeof(out_t));
-                } else {
-                    qc::copy_out<WGM, SEG, SEG, SEG, 128>(own, EPI_PITCH, D, p.ldd, m0 + wg_m * WGM,
-                                                          n0 + wg_n * WGN + q * SEG, M, N, vec, tid & 127);
-                }
+                qh::send_pass<WGM, SEG>(bulk, D, p.ldd, own, EPI_PITCH, m0 + wg_m * WGM,
+                                        n0 + wg_n * WGN + q * SEG, M, N, vec, tid & 127);
             }
         }
         if (sender)

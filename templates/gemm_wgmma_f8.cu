@@ -58,14 +58,20 @@
 // qjit: threads=$(THREADS) smem=$(SMEM) k_multiple=16 ld_multiple=16 align=16 persistent=1
 
 % include("gemm_common.cuh")
+% include("gemm_hopper.cuh")
 
 namespace {
 
 using qc::u32;
 using qc::u64;
 using qc::out_t;
-using qc::smem_addr;
-using qc::cp_async16;
+using qh::ROW_BYTES;
+using qh::mbar_arrive;
+using qh::mbar_wait;
+using qh::fence_proxy_async;
+using qh::smem_desc;
+using qh::warpgroup_sync;
+using qh::bulk_wait;
 
 constexpr int BM = $(BM), BN = $(BN), BK = 128;
 constexpr int WM = $(WM), WN = $(WN);
@@ -74,71 +80,11 @@ constexpr int NC = WM * WN;                 // consumer warpgroups
 constexpr int THREADS = 128 * (NC + 1);
 constexpr int WGM = BM / WM, WGN = BN / WN; // consumer warpgroup tile
 constexpr int MI = WGM / 64;                // m64 wgmma rows per consumer
-constexpr int ROW_BYTES = BK;               // 128: one swizzle row
 constexpr int A_BYTES = BM * ROW_BYTES, STAGE_BYTES = (BM + BN) * ROW_BYTES;
 constexpr int RING_BYTES = STAGES * STAGE_BYTES;
 constexpr int NP = $(NP), SEG = WGN / NP;   // output staging: NP passes of SEG columns
 constexpr int EPI_PITCH = WN * SEG * (int)sizeof(out_t) + 16;
 static_assert(RING_BYTES + 2048 + BM * EPI_PITCH <= 227 * 1024, "gemm_wgmma_f8: tile and stages need more shared memory than an SM has");
-constexpr int LD_ROWS = 16;                 // tile rows one pass of 128 producer threads covers
-constexpr int GROUP_M = 8;                  // tile rows per rasterization band
-
-__device__ __forceinline__ void cp_async_arrive(u32 bar)
-{
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" :: "r"(bar) : "memory");
-}
-// p + bytes, opaque to the compiler so that the producer adds as it goes.
-__device__ __forceinline__ const char *advance(const char *p, long long bytes)
-{
-    const char *r;
-    asm("add.s64 %0, %1, %2;\n" : "=l"(r) : "l"(p), "l"(bytes));
-    return r;
-}
-__device__ __forceinline__ void mbar_init(u32 bar, int count)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(u32 bar)
-{
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity)
-{
-    asm volatile("{\n"
-                 ".reg .pred done;\n"
-                 "WAIT:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-                 "@!done bra WAIT;\n"
-                 "}\n" :: "r"(bar), "r"(parity) : "memory");
-}
-__device__ __forceinline__ void fence_proxy_async()
-{
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-__device__ __forceinline__ void warpgroup_sync(int id)
-{
-    asm volatile("bar.sync %0, 128;\n" :: "r"(id) : "memory");
-}
-__device__ __forceinline__ void bulk_store(void *dst, u32 src, u32 bytes)
-{
-    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n"
-                 :: "l"(dst), "r"(src), "r"(bytes) : "memory");
-    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-}
-template <bool WRITTEN> __device__ __forceinline__ void bulk_wait()
-{
-    if (WRITTEN)
-        asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
-    else
-        asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-}
-
-// K-major tile in the 128-byte swizzle layout (as in gemm_wgmma.cu): 8-row atoms 1024 bytes
-// apart; a k32 step of fp8 is 32 bytes into the row.
-__device__ __forceinline__ u64 smem_desc(u32 addr)
-{
-    return (1ull << 62) | ((u64)(1024 >> 4) << 32) | (1ull << 16) | ((addr & 0x3FFFF) >> 4);
-}
 
 // d (64×$(WGN) f32, this thread's $(WGN // 2)) = A(64×32)·B($(WGN)×32)ᵀ + (add ? d : 0).
 __device__ __forceinline__ void wgmma(float (&d)[WGN / 2], u64 a, u64 b, int add)
@@ -164,73 +110,19 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     const int M = (int)p.m, N = (int)p.n, K = (int)p.k;
     const int tid = threadIdx.x;
 
-    // Tiles in bands of GROUP_M tile rows; a grid smaller than the tile count is persistent.
-    const int tiles_n = (N + BN - 1) / BN, tiles_m = (M + BM - 1) / BM;
-    const int tiles = tiles_n * tiles_m, stride = gridDim.x * gridDim.y;
-    const int first = blockIdx.y * gridDim.x + blockIdx.x;
-    auto tile_origin = [&](int t, int &m0, int &n0) {
-        const int band = t / (GROUP_M * tiles_n), in_band = t % (GROUP_M * tiles_n);
-        const int band_rows = tiles_m - band * GROUP_M < GROUP_M ? tiles_m - band * GROUP_M : GROUP_M;
-        m0 = (band * GROUP_M + in_band % band_rows) * BM;
-        n0 = (in_band / band_rows) * BN;
-    };
+    const qh::tile_walk<BM, BN> w(M, N);
+    const int first = w.first, tiles = w.tiles, stride = w.stride;
 
-    // Stage s: A rows [0, BM) then B rows [0, BN), 128 bytes each.  full[s]: landed.
-    // empty[s]: every consumer warp is done with it.
-    const u32 ring = (smem_addr(smem) + 1023) & ~1023u;
-    const u32 full0 = ring + RING_BYTES, empty0 = full0 + 8 * STAGES;
-    if (tid == 0) {
-#pragma unroll
-        for (int s = 0; s < STAGES; ++s) {
-            mbar_init(full0 + 8 * s, 128);
-            mbar_init(empty0 + 8 * s, 4 * NC);
-        }
-    }
-    __syncthreads();
+    // The ring (gemm_hopper.cuh) runs on across a CTA's tiles.
+    const qh::ring_addrs rg = qh::make_ring<STAGES, NC>(smem, RING_BYTES, tid);
+    const u32 ring = rg.base, full0 = rg.full0, empty0 = rg.empty0;
     const int KT = (K + BK - 1) / BK;
 
     if (tid < 128) {
-        // Producer: thread t copies 16-byte chunk t%8 of rows t/8 + 16*i.
 % if NC > 1 then
         asm volatile("setmaxnreg.dec.sync.aligned.u32 $(PRODUCER_REGS);\n" ::: "memory");
 % end
-        const int ld_row = tid >> 3, ld_chunk = tid & 7;
-        const u32 ld_off = ld_row * ROW_BYTES + ((ld_chunk ^ (ld_row & 7)) << 4);
-        const long long a_pass = LD_ROWS * p.lda, b_pass = LD_ROWS * p.ldb;
-        int s = 0, n = 0;
-        u32 phase = 0;
-        for (int t = first; t < tiles; t += stride) {
-            int m0, n0;
-            tile_origin(t, m0, n0);
-            const char *a_src = static_cast<const char *>(p.a) + (long long)(m0 + ld_row) * p.lda + ld_chunk * 16;
-            const char *b_src = static_cast<const char *>(p.b) + (long long)(n0 + ld_row) * p.ldb + ld_chunk * 16;
-            const int a_rows = M - m0 - ld_row, b_rows = N - n0 - ld_row;
-            for (int kt = 0; kt < KT; ++kt, ++n) {
-                if (n >= STAGES)
-                    mbar_wait(empty0 + 8 * s, phase ^ 1);
-                const u32 st = ring + s * STAGE_BYTES + ld_off;
-                const int k = kt * BK;
-                const bool k_ok = k + ld_chunk * 16 < K; // K % 16 == 0
-                const char *src = a_src + k;
-#pragma unroll
-                for (int i = 0; i < BM / LD_ROWS; ++i) {
-                    cp_async16(st + i * LD_ROWS * ROW_BYTES, src, k_ok && i * LD_ROWS < a_rows ? 16 : 0);
-                    src = advance(src, a_pass);
-                }
-                src = b_src + k;
-#pragma unroll
-                for (int i = 0; i < BN / LD_ROWS; ++i) {
-                    cp_async16(st + A_BYTES + i * LD_ROWS * ROW_BYTES, src, k_ok && i * LD_ROWS < b_rows ? 16 : 0);
-                    src = advance(src, b_pass);
-                }
-                cp_async_arrive(full0 + 8 * s);
-                if (++s == STAGES) {
-                    s = 0;
-                    phase ^= 1;
-                }
-            }
-        }
-        asm volatile("cp.async.wait_all;\n" ::: "memory");
+        qh::produce<BM, BN, STAGES, 1>(p, w, ring, full0, empty0, tid);
     } else {
         // Consumer warpgroup c: rows wg_m*WGM .. +WGM, columns wg_n*WGN .. +WGN of the tile.
 % if NC > 1 then
@@ -256,7 +148,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 % end
         for (int t = first; t < tiles; t += stride) {
             int m0, n0;
-            tile_origin(t, m0, n0);
+            w.origin(t, m0, n0);
             // This thread's rows: 16*warp + lane/4 + 8*h of each m64 block mi.
             const int row0 = m0 + wg_m * WGM + warp * 16 + (lane >> 2);
 % if SA == "block" then
@@ -299,7 +191,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 % end
                 mbar_wait(full0 + 8 * s, phase);
                 fence_proxy_async(); // wgmma reads what cp.async wrote
-                asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+                qh::wgmma_fence();
                 const u32 st = s * STAGE_BYTES;
 #pragma unroll
                 for (int ks = 0; ks < BK / 32; ++ks)
@@ -307,8 +199,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                     for (int mi = 0; mi < MI; ++mi)
                         wgmma(part[mi], smem_desc(a_tile + st + mi * 64 * ROW_BYTES + ks * 32),
                               smem_desc(b_tile + st + ks * 32), ks);
-                asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-                asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+                qh::wgmma_commit();
+                qh::wgmma_wait<0>();
                 if (lane == 0)
                     mbar_arrive(empty0 + 8 * s); // the stage is free for the producer
                 if (++s == STAGES) {
@@ -402,14 +294,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                 }
                 fence_proxy_async(); // the bulk copies read what these stores wrote
                 warpgroup_sync(1 + c);
-                if (bulk) {
-                    for (int r = tid & 127; r < WGM; r += 128)
-                        bulk_store(D + (long long)(m0 + wg_m * WGM + r) * p.ldd + n0 + wg_n * WGN + q * SEG,
-                                   own + r * EPI_PITCH, SEG * (int)sizeof(out_t));
-                } else {
-                    qc::copy_out<WGM, SEG, SEG, SEG, 128>(own, EPI_PITCH, D, p.ldd, m0 + wg_m * WGM,
-                                                          n0 + wg_n * WGN + q * SEG, M, N, vec, tid & 127);
-                }
+                qh::send_pass<WGM, SEG>(bulk, D, p.ldd, own, EPI_PITCH, m0 + wg_m * WGM,
+                                        n0 + wg_n * WGN + q * SEG, M, N, vec, tid & 127);
             }
         }
         if (sender)

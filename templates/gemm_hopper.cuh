@@ -1,0 +1,217 @@
+// gemm_hopper.cuh — the sm_90a machinery that gemm_wgmma.cu and gemm_wgmma_f8.cu share:
+// mbarriers, the async-proxy fence, wgmma group control, shared-memory matrix descriptors,
+// bulk stores, the persistent tile walk, the cp.async producer warpgroup and the sending of
+// one staged output pass.  Include after gemm_common.cuh: `% include("gemm_hopper.cuh")`.
+//
+// The ring: STAGES stages, each A rows [0, BM) then B rows [0, BN) of one K tile, 128 bytes
+// a row (64 halves or 128 fp8 values) in the 128-byte swizzle layout.  full[s] (8 bytes at
+// full0 + 8s) completes when the stage's data has landed; empty[s] (at empty0 + 8s) when
+// every consumer warp is done with it.
+
+namespace qh {
+
+using qc::u32;
+using qc::u64;
+using qc::out_t;
+
+constexpr int ROW_BYTES = 128; // one swizzle row
+constexpr int LD_ROWS = 16;    // tile rows one pass of 128 producer threads covers
+constexpr int GROUP_M = 8;     // tile rows per rasterization band
+
+// One arrival on `bar` once every cp.async this thread issued so far has landed; noinc: the
+// arrival is one of the barrier's expected count, not an extra one.
+__device__ __forceinline__ void cp_async_arrive(u32 bar)
+{
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" :: "r"(bar) : "memory");
+}
+// p + bytes, opaque to the compiler so that it adds as it goes instead of keeping one
+// precomputed address per row in the producer's few registers.
+__device__ __forceinline__ const char *advance(const char *p, long long bytes)
+{
+    const char *r;
+    asm("add.s64 %0, %1, %2;\n" : "=l"(r) : "l"(p), "l"(bytes));
+    return r;
+}
+
+__device__ __forceinline__ void mbar_init(u32 bar, int count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u32 bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
+}
+// Returns once the barrier's phase of the given parity has completed.
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity)
+{
+    asm volatile("{\n"
+                 ".reg .pred done;\n"
+                 "WAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra WAIT;\n"
+                 "}\n" :: "r"(bar), "r"(parity) : "memory");
+}
+
+// cp.async writes through the generic proxy; wgmma and the bulk copies read through the
+// async proxy.
+__device__ __forceinline__ void fence_proxy_async()
+{
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void wgmma_fence()
+{
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit()
+{
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N> __device__ __forceinline__ void wgmma_wait()
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory");
+}
+
+// Shared-memory matrix descriptor for a K-major tile in the 128-byte swizzle layout: rows of
+// 128 bytes, chunk c of row r stored at chunk c ^ (r % 8), 8-row atoms 1024 bytes apart
+// (stride byte offset). The leading byte offset is unused by this layout. The tile base is
+// 1024-byte aligned; a step of 32 bytes into the row adds 2 to the descriptor.
+__device__ __forceinline__ u64 smem_desc(u32 addr)
+{
+    return (1ull << 62) | ((u64)(1024 >> 4) << 32) | (1ull << 16) | ((addr & 0x3FFFF) >> 4);
+}
+
+// Barrier among the 128 threads of one warpgroup (ids 1.. ; 0 is __syncthreads).
+__device__ __forceinline__ void warpgroup_sync(int id)
+{
+    asm volatile("bar.sync %0, 128;\n" :: "r"(id) : "memory");
+}
+// Bulk copy of `bytes` (a multiple of 16, both ends 16-byte aligned) from shared to global memory.
+__device__ __forceinline__ void bulk_store(void *dst, u32 src, u32 bytes)
+{
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n"
+                 :: "l"(dst), "r"(src), "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+// Waits until this thread's bulk stores have read their source (WRITTEN=false) or are done.
+template <bool WRITTEN> __device__ __forceinline__ void bulk_wait()
+{
+    if (WRITTEN)
+        asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+    else
+        asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+
+// The ring at the first 1024-byte boundary of dynamic shared memory, its 2*STAGES mbarriers
+// right after it: full[s] expects the 128 producer threads, empty[s] the 4*NC consumer warps.
+// Every thread of the block calls it (it ends with __syncthreads).
+struct ring_addrs {
+    u32 base, full0, empty0;
+};
+template <int STAGES, int NC>
+__device__ __forceinline__ ring_addrs make_ring(const unsigned char *smem, int ring_bytes, int tid)
+{
+    ring_addrs r;
+    r.base = (qc::smem_addr(smem) + 1023) & ~1023u;
+    r.full0 = r.base + ring_bytes;
+    r.empty0 = r.full0 + 8 * STAGES;
+    if (tid == 0) {
+#pragma unroll
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(r.full0 + 8 * s, 128);
+            mbar_init(r.empty0 + 8 * s, 4 * NC);
+        }
+    }
+    __syncthreads();
+    return r;
+}
+
+// Tiles are numbered in bands of GROUP_M tile rows, walking down a band before across it, so
+// that the CTAs resident at one time share their A rows and B columns in L2. A grid smaller
+// than the tile count makes the kernel persistent: each CTA walks the tiles with a stride of
+// the grid, and its producer runs ahead into the next tile while the consumers store the last.
+template <int BM, int BN> struct tile_walk {
+    int tiles_n, tiles_m, tiles, first, stride;
+    __device__ __forceinline__ tile_walk(int M, int N)
+        : tiles_n((N + BN - 1) / BN), tiles_m((M + BM - 1) / BM), tiles(tiles_n * tiles_m),
+          first(blockIdx.y * gridDim.x + blockIdx.x), stride(gridDim.x * gridDim.y)
+    {
+    }
+    __device__ __forceinline__ void origin(int t, int &m0, int &n0) const
+    {
+        const int band = t / (GROUP_M * tiles_n), in_band = t % (GROUP_M * tiles_n);
+        const int band_rows = tiles_m - band * GROUP_M < GROUP_M ? tiles_m - band * GROUP_M : GROUP_M;
+        m0 = (band * GROUP_M + in_band % band_rows) * BM;
+        n0 = (in_band / band_rows) * BN;
+    }
+};
+
+// The producer warpgroup (threads 0..127): thread t copies 16-byte chunk t%8 of rows
+// t/8 + 16*i of every K tile of every tile of the walk into the ring; 16 rows keep the row's
+// swizzle phase, so the destination offset is fixed and steps by 16 rows. Rows past M or N
+// and chunks past K copy 0 source bytes (zeros; their addresses are never read). ES is the
+// element size in bytes; K·ES, lda·ES and ldb·ES are multiples of 16.
+template <int BM, int BN, int STAGES, int ES>
+__device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM, BN> &w, u32 ring,
+                                        u32 full0, u32 empty0, int tid)
+{
+    constexpr int A_BYTES = BM * ROW_BYTES, STAGE_BYTES = (BM + BN) * ROW_BYTES;
+    const int M = (int)p.m, N = (int)p.n;
+    const long long K_BYTES = p.k * ES;
+    const int KT = (int)((K_BYTES + ROW_BYTES - 1) / ROW_BYTES);
+    const int ld_row = tid >> 3, ld_chunk = tid & 7;
+    const u32 ld_off = ld_row * ROW_BYTES + ((ld_chunk ^ (ld_row & 7)) << 4);
+    const long long a_pass = LD_ROWS * p.lda * ES, b_pass = LD_ROWS * p.ldb * ES;
+    int s = 0, n = 0; // stage, K tiles issued
+    u32 phase = 0;
+    for (int t = w.first; t < w.tiles; t += w.stride) {
+        int m0, n0;
+        w.origin(t, m0, n0);
+        const char *a_src = static_cast<const char *>(p.a) + (long long)(m0 + ld_row) * p.lda * ES + ld_chunk * 16;
+        const char *b_src = static_cast<const char *>(p.b) + (long long)(n0 + ld_row) * p.ldb * ES + ld_chunk * 16;
+        const int a_rows = M - m0 - ld_row, b_rows = N - n0 - ld_row; // pass i is in while 16*i < rows
+        for (int kt = 0; kt < KT; ++kt, ++n) {
+            if (n >= STAGES)
+                mbar_wait(empty0 + 8 * s, phase ^ 1);
+            const u32 st = ring + s * STAGE_BYTES + ld_off;
+            const int k = kt * ROW_BYTES;
+            const bool k_ok = k + ld_chunk * 16 < K_BYTES; // a chunk is all in or all out
+            const char *src = a_src + k;
+#pragma unroll
+            for (int i = 0; i < BM / LD_ROWS; ++i) {
+                qc::cp_async16(st + i * LD_ROWS * ROW_BYTES, src, k_ok && i * LD_ROWS < a_rows ? 16 : 0);
+                src = advance(src, a_pass);
+            }
+            src = b_src + k;
+#pragma unroll
+            for (int i = 0; i < BN / LD_ROWS; ++i) {
+                qc::cp_async16(st + A_BYTES + i * LD_ROWS * ROW_BYTES, src, k_ok && i * LD_ROWS < b_rows ? 16 : 0);
+                src = advance(src, b_pass);
+            }
+            cp_async_arrive(full0 + 8 * s);
+            if (++s == STAGES) {
+                s = 0;
+                phase ^= 1;
+            }
+        }
+    }
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+
+// Sends one staged pass of a consumer warpgroup: ROWS x SEG values of OUT at shared address
+// `own` (row pitch `pitch`) to D rows row0.., columns col0... A whole tile with a 16-byte
+// aligned D leaves by one bulk copy per row; any other through checked stores. t: the
+// thread's index in its warpgroup.
+template <int ROWS, int SEG>
+__device__ __forceinline__ void send_pass(bool bulk, out_t *D, long long ldd, u32 own, int pitch,
+                                          int row0, int col0, int M, int N, bool vec, int t)
+{
+    if (bulk) {
+        for (int r = t; r < ROWS; r += 128)
+            bulk_store(D + (long long)(row0 + r) * ldd + col0, own + r * pitch, SEG * (int)sizeof(out_t));
+    } else {
+        qc::copy_out<ROWS, SEG, SEG, SEG, 128>(own, pitch, D, ldd, row0, col0, M, N, vec, t);
+    }
+}
+
+} // namespace qh
