@@ -265,12 +265,13 @@ out:
 #include "quant_list.h"
 
 /* Configurations of each: the heuristic's and a small explicit tile, both required;
- * then a large prefill tile and a one-warpgroup wgmma_f8 tile (fp8 pairs on sm_90a), run
- * where the kernel supports them (reported when not). */
+ * then a large prefill tile and two more wgmma_f8 shapes (one consumer warpgroup; 64-wide
+ * consumer tiles), run where the kernel supports them (reported when not). */
 static const char *const configs[] = {"", " tile=64x64x64 warps=2x2 stages=3",
                                       " tile=128x128x64 warps=2x2 stages=3",
-                                      " tile=64x128x128 warps=1x1 stages=6"};
-#define NCONFIGS 4
+                                      " tile=64x128x128 warps=1x1 stages=6",
+                                      " tile=128x64x128 warps=2x1 stages=6"};
+#define NCONFIGS 5
 #define NREQUIRED 2
 
 static void bad_input(qjit_gemm *g, const qjit_gemm_desc *d, const qjit_gemm_info *info)
