@@ -189,13 +189,18 @@ static void fill_mma(qjit_gemm_desc *r)
            (unsigned)(r->stages * (r->bm + r->bn) * r->bk * 2) > arch_smem_limit(r->arch))
         r->stages--;
 }
-/* wgmma's warps field counts consumer warpgroups (WM along M, WN along N). */
-static void fill_wgmma(qjit_gemm_desc *r)
+/* The wgmma families' warps field counts consumer warpgroups (WM along M, WN along N):
+ * with a named tile, two along M where the tile allows. */
+static void fill_warpgroups(qjit_gemm_desc *r)
 {
-    if (r->bm && !r->wm) { /* two consumer warpgroups along M where the tile allows */
+    if (r->bm && !r->wm) {
         r->wm = r->bm >= 128 ? 2 : 1;
         r->wn = 1;
     }
+}
+static void fill_wgmma(qjit_gemm_desc *r)
+{
+    fill_warpgroups(r);
     fill_tile(r, 128, 256, 64, 2, 1, 3); /* 3 stages leave room for the staged epilogue */
 }
 
@@ -203,10 +208,7 @@ static void fill_wgmma(qjit_gemm_desc *r)
  * 128x128x128 with two consumer warpgroups. */
 static void fill_wgmma_f8(qjit_gemm_desc *r)
 {
-    if (r->bm && !r->wm) {
-        r->wm = r->bm >= 128 ? 2 : 1;
-        r->wn = 1;
-    }
+    fill_warpgroups(r);
     fill_tile(r, 128, 128, 128, 2, 1, 5);
 }
 

@@ -130,11 +130,13 @@ __device__ __forceinline__ ring_addrs make_ring(const unsigned char *smem, int r
 // that the CTAs resident at one time share their A rows and B columns in L2. A grid smaller
 // than the tile count makes the kernel persistent: each CTA walks the tiles with a stride of
 // the grid, and its producer runs ahead into the next tile while the consumers store the last.
-template <int BM, int BN> struct tile_walk {
-    int tiles_n, tiles_m, tiles, first, stride;
-    __device__ __forceinline__ tile_walk(int M, int N)
-        : tiles_n((N + BN - 1) / BN), tiles_m((M + BM - 1) / BM), tiles(tiles_n * tiles_m),
-          first(blockIdx.y * gridDim.x + blockIdx.x), stride(gridDim.x * gridDim.y)
+// Every tile has k_tiles K tiles of one 128-byte ring row each (ES: element size in bytes).
+template <int BM, int BN, int ES> struct tile_walk {
+    int tiles_n, tiles_m, tiles, first, stride, k_tiles;
+    __device__ __forceinline__ tile_walk(const qjit_params &p)
+        : tiles_n(((int)p.n + BN - 1) / BN), tiles_m(((int)p.m + BM - 1) / BM),
+          tiles(tiles_n * tiles_m), first(blockIdx.y * gridDim.x + blockIdx.x),
+          stride(gridDim.x * gridDim.y), k_tiles((int)((p.k * ES + ROW_BYTES - 1) / ROW_BYTES))
     {
     }
     __device__ __forceinline__ void origin(int t, int &m0, int &n0) const
@@ -149,16 +151,15 @@ template <int BM, int BN> struct tile_walk {
 // The producer warpgroup (threads 0..127): thread t copies 16-byte chunk t%8 of rows
 // t/8 + 16*i of every K tile of every tile of the walk into the ring; 16 rows keep the row's
 // swizzle phase, so the destination offset is fixed and steps by 16 rows. Rows past M or N
-// and chunks past K copy 0 source bytes (zeros; their addresses are never read). ES is the
-// element size in bytes; K·ES, lda·ES and ldb·ES are multiples of 16.
+// and chunks past K copy 0 source bytes (zeros; their addresses are never read). K·ES,
+// lda·ES and ldb·ES are multiples of 16.
 template <int BM, int BN, int STAGES, int ES>
-__device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM, BN> &w, u32 ring,
+__device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM, BN, ES> &w, u32 ring,
                                         u32 full0, u32 empty0, int tid)
 {
     constexpr int A_BYTES = BM * ROW_BYTES, STAGE_BYTES = (BM + BN) * ROW_BYTES;
     const int M = (int)p.m, N = (int)p.n;
     const long long K_BYTES = p.k * ES;
-    const int KT = (int)((K_BYTES + ROW_BYTES - 1) / ROW_BYTES);
     const int ld_row = tid >> 3, ld_chunk = tid & 7;
     const u32 ld_off = ld_row * ROW_BYTES + ((ld_chunk ^ (ld_row & 7)) << 4);
     const long long a_pass = LD_ROWS * p.lda * ES, b_pass = LD_ROWS * p.ldb * ES;
@@ -170,7 +171,7 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
         const char *a_src = static_cast<const char *>(p.a) + (long long)(m0 + ld_row) * p.lda * ES + ld_chunk * 16;
         const char *b_src = static_cast<const char *>(p.b) + (long long)(n0 + ld_row) * p.ldb * ES + ld_chunk * 16;
         const int a_rows = M - m0 - ld_row, b_rows = N - n0 - ld_row; // pass i is in while 16*i < rows
-        for (int kt = 0; kt < KT; ++kt, ++n) {
+        for (int kt = 0; kt < w.k_tiles; ++kt, ++n) {
             if (n >= STAGES)
                 mbar_wait(empty0 + 8 * s, phase ^ 1);
             const u32 st = ring + s * STAGE_BYTES + ld_off;

@@ -29,25 +29,13 @@
 % if not (STAGES >= 2 and STAGES <= 8) then unsupported("gemm_wgmma: STAGES must be 2..8") end
 % if not (SPLIT_K == 1) then unsupported("gemm_wgmma: SPLIT_K must be 1") end
 % local NC = WM * WN
-% -- Registers: the launch gets the per-thread cap that __launch_bounds__(threads, 1) allows,
-% -- in steps of 8; the producer drops to 40 (24 beside 3-4 consumers) and the consumers share the rest.
-% local THREADS = 128 * (NC + 1)
-% local CAP = math.min(255, 65536 // THREADS) // 8 * 8
-% local PRODUCER_REGS = NC > 2 and 24 or 40
-% local CONSUMER_REGS = math.min(240, (CAP * THREADS - PRODUCER_REGS * 128) // (128 * NC) // 8 * 8)
+% include("gemm_hopper_plan.cuh")
+% local THREADS, PRODUCER_REGS, CONSUMER_REGS, REG_BUDGET = hopper_regs(NC)
 % -- ptxas checks each wgmma against the entry cap, so above 384 threads a wide consumer
 % -- tile is computed by two wgmma of half the width.
 % local IN = (THREADS > 384 and WGN > 128) and WGN // 2 or WGN
-% if not ((BM // WM // 64) * (WGN // 2) + 32 <= (NC > 1 and CONSUMER_REGS or 255)) then unsupported("gemm_wgmma: the consumer tile's accumulators do not fit in its registers") end
-% local OUT_BYTES = OUT == "f32" and 4 or 2
-% -- The output tile leaves through a staging buffer beside the ring, in NP passes over each
-% -- consumer's columns when the whole tile of OUT does not fit in the shared memory left.
-% local RING = STAGES * (BM + BN) * BK * 2 + 2048
-% if RING > 232448 then unsupported("gemm_wgmma: " .. STAGES .. " stages of " .. BM .. "x" .. BN .. "x64 need more than 227 KB of shared memory") end
-% local NP = 1
-% while WGN % (16 * NP) == 0 and RING + BM * ((BN // NP) * OUT_BYTES + 16) > 232448 do NP = NP * 2 end
-% local SMEM = RING + BM * ((BN // NP) * OUT_BYTES + 16)
-% if SMEM > 232448 then unsupported("gemm_wgmma: " .. STAGES .. " stages of " .. BM .. "x" .. BN .. "x64 leave too little shared memory to stage the " .. OUT .. " output") end
+% if not ((BM // WM // 64) * (WGN // 2) + 32 <= REG_BUDGET) then unsupported("gemm_wgmma: the consumer tile's accumulators do not fit in its registers") end
+% local NP, SMEM = hopper_staging("gemm_wgmma", STAGES * (BM + BN) * BK * 2 + 2048, WGN)
 // qjit: threads=$(THREADS) smem=$(SMEM) k_multiple=8 ld_multiple=8 align=16 persistent=1
 
 % include("gemm_common.cuh")
@@ -119,16 +107,15 @@ using qc::bias_at;
 extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const qjit_params p)
 {
     extern __shared__ __align__(1024) unsigned char smem[];
-    const int M = (int)p.m, N = (int)p.n, K = (int)p.k;
+    const int M = (int)p.m, N = (int)p.n;
     const int tid = threadIdx.x;
 
-    const qh::tile_walk<BM, BN> w(M, N);
-    const int first = w.first, tiles = w.tiles, stride = w.stride;
+    const qh::tile_walk<BM, BN, 2> w(p);
+    const int first = w.first, tiles = w.tiles, stride = w.stride, KT = w.k_tiles;
 
     // The ring (gemm_hopper.cuh) runs on across a CTA's tiles.
     const qh::ring_addrs rg = qh::make_ring<STAGES, NC>(smem, RING_BYTES, tid);
     const u32 ring = rg.base, full0 = rg.full0, empty0 = rg.empty0;
-    const int KT = (K + BK - 1) / BK;
 
     if (tid < 128) {
 % if NC > 1 then

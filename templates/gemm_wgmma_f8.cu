@@ -36,21 +36,13 @@
 % if STAGES < 2 or STAGES > 8 then unsupported("gemm_wgmma_f8: STAGES must be 2..8") end
 % if SPLIT_K ~= 1 then unsupported("gemm_wgmma_f8: SPLIT_K must be 1") end
 % local NC = WM * WN
-% local THREADS = 128 * (NC + 1)
-% local CAP = math.min(255, 65536 // THREADS) // 8 * 8
-% local PRODUCER_REGS = NC > 2 and 24 or 40
-% local CONSUMER_REGS = math.min(240, (CAP * THREADS - PRODUCER_REGS * 128) // (128 * NC) // 8 * 8)
+% include("gemm_hopper_plan.cuh")
+% local THREADS, PRODUCER_REGS, CONSUMER_REGS, REG_BUDGET = hopper_regs(NC)
 % local MI = BM // WM // 64
-% if MI * WGN + 40 > (NC > 1 and CONSUMER_REGS or 255) then
-%   unsupported(string.format("gemm_wgmma_f8: a consumer tile of %dx%d needs %d accumulator registers (part and total), more than fit in %d", BM // WM, WGN, MI * WGN, (NC > 1 and CONSUMER_REGS or 255) - 40))
+% if MI * WGN + 40 > REG_BUDGET then
+%   unsupported(string.format("gemm_wgmma_f8: a consumer tile of %dx%d needs %d accumulator registers (part and total), more than fit in %d", BM // WM, WGN, MI * WGN, REG_BUDGET - 40))
 % end
-% local OUT_BYTES = OUT == "f32" and 4 or 2
-% local RING = STAGES * (BM + BN) * BK + 2048
-% if RING > 232448 then unsupported(string.format("gemm_wgmma_f8: %d stages of %dx%dx128 need more than 227 KB of shared memory", STAGES, BM, BN)) end
-% local NP = 1
-% while WGN % (16 * NP) == 0 and RING + BM * ((BN // NP) * OUT_BYTES + 16) > 232448 do NP = NP * 2 end
-% local SMEM = RING + BM * ((BN // NP) * OUT_BYTES + 16)
-% if SMEM > 232448 then unsupported(string.format("gemm_wgmma_f8: %d stages of %dx%dx128 leave too little shared memory to stage the %s output", STAGES, BM, BN, OUT)) end
+% local NP, SMEM = hopper_staging("gemm_wgmma_f8", STAGES * (BM + BN) * BK + 2048, WGN)
 % local BLOCK = SA == "block" or SB == "block"
 //
 // Launch needs (docs/TEMPLATES.md): 16-byte cp.async chunks of 16 fp8 values along K, wholly
@@ -107,16 +99,15 @@ __device__ __forceinline__ void wgmma(float (&d)[WGN / 2], u64 a, u64 b, int add
 extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const qjit_params p)
 {
     extern __shared__ __align__(1024) unsigned char smem[];
-    const int M = (int)p.m, N = (int)p.n, K = (int)p.k;
+    const int M = (int)p.m, N = (int)p.n;
     const int tid = threadIdx.x;
 
-    const qh::tile_walk<BM, BN> w(M, N);
-    const int first = w.first, tiles = w.tiles, stride = w.stride;
+    const qh::tile_walk<BM, BN, 1> w(p);
+    const int first = w.first, tiles = w.tiles, stride = w.stride, KT = w.k_tiles;
 
     // The ring (gemm_hopper.cuh) runs on across a CTA's tiles.
     const qh::ring_addrs rg = qh::make_ring<STAGES, NC>(smem, RING_BYTES, tid);
     const u32 ring = rg.base, full0 = rg.full0, empty0 = rg.empty0;
-    const int KT = (K + BK - 1) / BK;
 
     if (tid < 128) {
 % if NC > 1 then
@@ -137,9 +128,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
         const u32 epi = full0 + 128;
         const bool vec = (u64)p.d % 16 == 0 && p.ldd * (long long)sizeof(out_t) % 16 == 0;
         const bool sender = (tid & 127) < WGM;
-% if BLOCK then
-        const int KB128 = (K + 127) / 128;
-% end
 % if SA == "block" then
         const float *__restrict__ SAB = static_cast<const float *>(p.scale_a);
 % end
@@ -158,12 +146,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
                     const int row = row0 + mi * 64 + h * 8;
-                    sa_rows[mi][h] = row < M ? SAB + (long long)row * KB128 : nullptr;
+                    sa_rows[mi][h] = row < M ? SAB + (long long)row * KT : nullptr;
                 }
 % end
 % if SB == "block" then
             const int bcol = n0 + wg_n * WGN;
-            const float *sb_row = bcol < N ? SBB + (long long)(bcol / 128) * KB128 : nullptr;
+            const float *sb_row = bcol < N ? SBB + (long long)(bcol / 128) * KT : nullptr;
 % end
             float tot[MI][WGN / 2], part[MI][WGN / 2];
 #pragma unroll
@@ -175,7 +163,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 #pragma unroll 1
             for (int kt = 0; kt < KT; ++kt) {
 % if BLOCK then
-                // This K block's scales, read while its wgmma run.
+                // This K block's scales (a K tile is one 128-block: KT blocks in all), read
+                // while its wgmma run.
                 float sblk[MI][2];
 #pragma unroll
                 for (int mi = 0; mi < MI; ++mi)
