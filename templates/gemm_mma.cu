@@ -133,12 +133,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     // which under the swizzle is an XOR of ks << 5 on the lane's offset.
     const u32 a_lane = swz(warp_m * WTM + (lane & 15), lane >> 4);
     const u32 b_lane = A_BYTES + swz(warp_n * WTN + (lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1);
-    auto load_frags = [&](u32 (&af)[MT][4], u32 (&bf)[NT][2], u32 stage, int ks) {
+    auto load_a = [&](u32 (&af)[MT][4], u32 stage, int ks, int mt0, int mt1) { // m-tiles [mt0, mt1)
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
+        for (int mt = mt0; mt < mt1; ++mt)
             ldsm_x4(af[mt], stage + (a_lane ^ (ks << 5)) + mt * 16 * ROW_BYTES);
+    };
+    auto load_b = [&](u32 (&bf)[NT][2], u32 stage, int ks, int p0, int p1) { // n8 pairs [p0, p1)
 #pragma unroll
-        for (int np = 0; np < NT / 2; ++np) {
+        for (int np = p0; np < p1; ++np) {
             u32 r[4];
             ldsm_x4(r, stage + (b_lane ^ (ks << 5)) + np * 16 * ROW_BYTES);
             bf[2 * np][0] = r[0];
@@ -146,6 +148,19 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
             bf[2 * np + 1][0] = r[2];
             bf[2 * np + 1][1] = r[3];
         }
+    };
+    // A step's fragments take NL ldmatrix.x4: load l is a B pair or an A m-tile, the two
+    // alternating while both last, so that issuing one every EVERY mma of the step before
+    // spreads them over it.  Pairs from `npair` on are left out.
+    constexpr int NPAIR = NT / 2, NL = MT + NPAIR, BOTH = 2 * (MT < NPAIR ? MT : NPAIR);
+    constexpr int EVERY = MT * NT / NL; // >= 1
+    auto load_nth = [&](u32 (&af)[MT][4], u32 (&bf)[NT][2], u32 stage, int ks, int l, int npair) {
+        const bool is_b = l < BOTH ? l % 2 == 0 : NPAIR > MT;
+        const int i = l < BOTH ? l / 2 : l - BOTH / 2;
+        if (!is_b)
+            load_a(af, stage, ks, i, i + 1);
+        else if (i < npair)
+            load_b(bf, stage, ks, i, i + 1);
     };
 
     float acc[MT][NT][4];
@@ -160,6 +175,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     // Pipeline: tile kt sits in stage kt % STAGES. Before the last k16 step of a tile the
     // next tile is waited for, and one barrier both publishes it and frees the stage read
     // during the previous tile, which the first k16 step of each tile then refills.
+    // Fragments are double-buffered: step ks + 1's loads are spread over step ks's mma, and
+    // the next tile's first fragments are loaded behind the barrier so that the tensor cores
+    // have work while they arrive, all but the last B pair, which is loaded at the start of
+    // the tile and used by its last mma (the mma go column by column).  Carrying the whole
+    // fragment set across the loop's back edge instead costs ptxas -O3 three times the time
+    // on this loop; leaving one pair out costs 3% or less of the speed (docs/NOTES.md).
     const int KT = (K + BK - 1) / BK;
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
@@ -171,8 +192,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 
     const u32 smem_end = smem0 + STAGES * STAGE_BYTES;
     u32 rd = smem0, wr = smem0 + (STAGES - 1) * STAGE_BYTES;
-    u32 af[2][MT][4], bf[2][NT][2]; // double-buffered across k16 steps
-    load_frags(af[0], bf[0], rd, 0);
+    u32 af[2][MT][4], bf[2][NT][2];
+    load_a(af[0], rd, 0, 0, MT);
+    load_b(bf[0], rd, 0, 0, NPAIR - 1);
 
     for (int kt = 0; kt < KT; ++kt) {
 #pragma unroll
@@ -182,17 +204,23 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                 __syncthreads();
                 rd = rd + STAGE_BYTES == smem_end ? smem0 : rd + STAGE_BYTES;
             }
-            load_frags(af[(ks + 1) & 1], bf[(ks + 1) & 1], rd, (ks + 1) % KSTEPS);
-            if (ks == 0) {
-                load_tile(wr);
-                cp_async_commit();
-                wr = wr + STAGE_BYTES == smem_end ? smem0 : wr + STAGE_BYTES;
-            }
+            if (ks == 0)
+                load_b(bf[0], rd, 0, NPAIR - 1, NPAIR);
+            const int next = (ks + 1) % KSTEPS, npair = ks + 1 < KSTEPS ? NPAIR : NPAIR - 1;
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
+            for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-                for (int nt = 0; nt < NT; ++nt)
+                for (int mt = 0; mt < MT; ++mt) {
+                    const int i = nt * MT + mt;
+                    if (i % EVERY == 0 && i / EVERY < NL)
+                        load_nth(af[(ks + 1) & 1], bf[(ks + 1) & 1], rd, next, i / EVERY, npair);
                     mma(acc[mt][nt], af[ks & 1][mt], bf[ks & 1][nt]);
+                    if (ks == 0 && i == MT - 1) {
+                        load_tile(wr);
+                        cp_async_commit();
+                        wr = wr + STAGE_BYTES == smem_end ? smem0 : wr + STAGE_BYTES;
+                    }
+                }
         }
     }
     cp_async_wait<0>(); // the zero fills issued past the last tile
@@ -204,33 +232,32 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     constexpr int NP = $(NP), SEG = WTN / NP, PITCH = WN * SEG * (int)sizeof(out_t) + 16;
     out_t *__restrict__ D = static_cast<out_t *>(p.d);
     const bool vec = p.ldd * (long long)sizeof(out_t) % 16 == 0 && (u64)p.d % 16 == 0;
-    const u32 stage_base = smem0 + (warp_m * WTM + (lane >> 2)) * PITCH +
-                           (warp_n * SEG + (lane & 3) * 2) * (int)sizeof(out_t);
+    const u32 warp_stage = smem0 + warp_m * WTM * PITCH + warp_n * SEG * (int)sizeof(out_t);
 % if BIAS then
     const out_t *__restrict__ bias = static_cast<const out_t *>(p.bias);
     const int bias_col = n0 + warp_n * WTN + (lane & 3) * 2;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+        const int col = bias_col + nt * 8;
+        const float b0 = col < N ? bias_at(bias, col) : 0.f;
+        const float b1 = col + 1 < N ? bias_at(bias, col + 1) : 0.f;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+            acc[mt][nt][0] += b0;
+            acc[mt][nt][1] += b1;
+            acc[mt][nt][2] += b0;
+            acc[mt][nt][3] += b1;
+        }
+    }
 % end
 #pragma unroll
     for (int q = 0; q < NP; ++q) {
 #pragma unroll
-        for (int j = 0; j < NT / NP; ++j) {
-            const int nt = q * (NT / NP) + j;
-% if BIAS then
-            const int col = bias_col + nt * 8;
-            const float b0 = col < N ? bias_at(bias, col) : 0.f;
-            const float b1 = col + 1 < N ? bias_at(bias, col + 1) : 0.f;
-% end
+        for (int j = 0; j < NT / NP; j += 2)
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int h = 0; h < 2; ++h)
-                    qc::stage2(stage_base + (mt * 16 + h * 8) * PITCH + j * 8 * (int)sizeof(out_t),
-% if BIAS then
-                               acc[mt][nt][2 * h] + b0, acc[mt][nt][2 * h + 1] + b1);
-% else
-                               acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1]);
-% end
-        }
+                qc::stage16x16(warp_stage + mt * 16 * PITCH + j * 8 * (int)sizeof(out_t), PITCH,
+                               acc[mt][q * (NT / NP) + j], acc[mt][q * (NT / NP) + j + 1], lane);
         __syncthreads();
         qc::copy_out<BM, WN * SEG, SEG, WTN, THREADS>(smem0, PITCH, D, p.ldd, m0, n0 + q * SEG, M, N,
                                                       vec, tid);

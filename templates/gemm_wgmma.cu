@@ -186,12 +186,25 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
             // Whole tiles leave by one bulk copy per row, others through checked stores.
             out_t *__restrict__ D = static_cast<out_t *>(p.d);
             const bool bulk = vec && m0 + BM <= M && n0 + BN <= N;
-            const u32 base = epi + (wg_m * WGM + warp * 16 + (lane >> 2)) * EPI_PITCH +
-                             (wg_n * SEG + (lane & 3) * 2) * (int)sizeof(out_t);
             const u32 own = epi + wg_m * WGM * EPI_PITCH + wg_n * SEG * (int)sizeof(out_t);
+            const u32 warp_stage = own + warp * 16 * EPI_PITCH;
 % if BIAS then
             const out_t *__restrict__ bias = static_cast<const out_t *>(p.bias);
             const int bias_col = n0 + wg_n * WGN + (lane & 3) * 2;
+#pragma unroll
+            for (int j = 0; j < WGN / 8; ++j) {
+                const int col = bias_col + j * 8;
+                const float b0 = col < N ? bias_at(bias, col) : 0.f;
+                const float b1 = col + 1 < N ? bias_at(bias, col + 1) : 0.f;
+#pragma unroll
+                for (int mi = 0; mi < MI; ++mi) {
+                    float *a = acc[mi][j / (IN / 8)] + 4 * (j % (IN / 8));
+                    a[0] += b0;
+                    a[1] += b1;
+                    a[2] += b0;
+                    a[3] += b1;
+                }
+            }
 % end
 #pragma unroll
             for (int q = 0; q < NP; ++q) {
@@ -201,26 +214,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                     bulk_wait<false>();
                 warpgroup_sync(1 + c);
 #pragma unroll
-                for (int jj = 0; jj < SEG / 8; ++jj) {
+                for (int jj = 0; jj < SEG / 8; jj += 2) {
                     const int j = q * (SEG / 8) + jj;
-% if BIAS then
-                    const int col = bias_col + j * 8;
-                    const float b0 = col < N ? bias_at(bias, col) : 0.f;
-                    const float b1 = col + 1 < N ? bias_at(bias, col + 1) : 0.f;
-% end
 #pragma unroll
-                    for (int mi = 0; mi < MI; ++mi) {
-#pragma unroll
-                        for (int h = 0; h < 2; ++h) {
-                            const float *a = acc[mi][j / (IN / 8)] + 4 * (j % (IN / 8)) + 2 * h;
-                            const u32 at = base + (mi * 64 + h * 8) * EPI_PITCH + jj * 8 * (int)sizeof(out_t);
-% if BIAS then
-                            qc::stage2(at, a[0] + b0, a[1] + b1);
-% else
-                            qc::stage2(at, a[0], a[1]);
-% end
-                        }
-                    }
+                    for (int mi = 0; mi < MI; ++mi)
+                        qc::stage16x16(warp_stage + mi * 64 * EPI_PITCH + jj * 8 * (int)sizeof(out_t),
+                                       EPI_PITCH, acc[mi][j / (IN / 8)] + 4 * (j % (IN / 8)),
+                                       acc[mi][(j + 1) / (IN / 8)] + 4 * ((j + 1) % (IN / 8)), lane);
                 }
                 fence_proxy_async(); // the bulk copies read what these stores wrote
                 warpgroup_sync(1 + c);
