@@ -359,7 +359,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
         // next tile is waited for, and one barrier both publishes it and frees the stage read
         // during the previous tile, which the first k32 step of each tile then refills.
         const int KT = (K + BK - 1) / BK;
-#pragma unroll
+#pragma unroll 1 // the prologue: rolled, it compiles faster and runs once
         for (int s = 0; s < STAGES - 1; ++s) {
             if (s < KT)
                 load_tile(smem0 + s * STAGE_BYTES, s);

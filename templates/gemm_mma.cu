@@ -182,7 +182,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     // fragment set across the loop's back edge instead costs ptxas -O3 three times the time
     // on this loop; leaving one pair out costs 3% or less of the speed (docs/NOTES.md).
     const int KT = (K + BK - 1) / BK;
-#pragma unroll
+#pragma unroll 1 // the prologue: rolled, it compiles faster and runs once
     for (int s = 0; s < STAGES - 1; ++s) {
         load_tile(smem0 + s * STAGE_BYTES);
         cp_async_commit();

@@ -512,7 +512,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
             put(smem0 + s * STAGE_BYTES);
     }
 % end
-#pragma unroll
+#pragma unroll 1 // the prologue: rolled, it compiles faster and runs once
     for (int s = 0; s < STAGES - 1; ++s) {
         if (s < KT)
             load_tile(smem0 + s * STAGE_BYTES, s);
