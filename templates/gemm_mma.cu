@@ -180,7 +180,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     // have work while they arrive, all but the last B pair, which is loaded at the start of
     // the tile and used by its last mma (the mma go column by column).  Carrying the whole
     // fragment set across the loop's back edge instead costs ptxas -O3 three times the time
-    // on this loop; leaving one pair out costs 3% or less of the speed (docs/NOTES.md).
+    // on this loop; leaving one pair out costs the 8-warp tiles 2-3% of their speed (7% at
+    // BK=64) and gains the 4-warp ones 4% (docs/NOTES.md).
     const int KT = (K + BK - 1) / BK;
 #pragma unroll 1 // the prologue: rolled, it compiles faster and runs once
     for (int s = 0; s < STAGES - 1; ++s) {
