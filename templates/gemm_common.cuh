@@ -55,39 +55,6 @@ __device__ __forceinline__ void ldsm_x2(u32 (&r)[2], u32 addr)
                  : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
 }
 
-// f32 -> OUT with round to nearest even; pairs pack the first value in the low half.
-% if OUT == "f32" then
-__device__ __forceinline__ void store2(out_t *p, float x, float y, bool paired, bool second)
-{
-    if (paired) {
-        asm volatile("st.global.v2.f32 [%0], {%1, %2};\n" :: "l"(p), "f"(x), "f"(y) : "memory");
-    } else {
-        p[0] = x;
-        if (second)
-            p[1] = y;
-    }
-}
-% else
-__device__ __forceinline__ u16 cvt_out(float x)
-{
-    u16 r;
-    asm("cvt.rn.$(OUT).f32 %0, %1;\n" : "=h"(r) : "f"(x));
-    return r;
-}
-__device__ __forceinline__ void store2(out_t *p, float x, float y, bool paired, bool second)
-{
-    if (paired) {
-        u32 r; // the first operand goes to the upper half
-        asm("cvt.rn.$(OUT)x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(y), "f"(x));
-        *reinterpret_cast<u32 *>(p) = r;
-    } else {
-        p[0] = cvt_out(x);
-        if (second)
-            p[1] = cvt_out(y);
-    }
-}
-% end
-
 // Staged epilogue.  The tile's values are written to shared memory as OUT (one unrolled
 // pass over the accumulators, no branches), then leave in 16-byte chunks through one rolled
 // loop that checks bounds per chunk.  Branch-free staging keeps the generated code small,
@@ -174,6 +141,37 @@ __device__ __forceinline__ void copy_out(u32 buf, int pitch, out_t *D, long long
                 dst[e] = v;
             }
         }
+    }
+}
+
+// The epilogue of the mma.sync templates, after the main loop is done with the ring (the
+// caller synchronizes first): v holds each warp's finished values in f32, m16n8 fragments
+// (v[mt][nt]: rows lane/4 and +8 of m-tile mt, columns 2*(lane%4) and +1 of n8 tile nt).
+// They are written as OUT to shared memory from smem0 on, NP passes of the warps'
+// WTN/NP-wide column runs (gemm_stage_plan.cuh sizes them), each copied out to D.
+template <int BM, int BN, int WM, int WN, int NP, int MT, int NT>
+__device__ __forceinline__ void stage_out(const float (&v)[MT][NT][4], u32 smem0, out_t *D,
+                                          long long ldd, int m0, int n0, int M, int N, int tid)
+{
+    constexpr int WTM = BM / WM, WTN = BN / WN, SEG = WTN / NP;
+    constexpr int PITCH = WN * SEG * (int)sizeof(out_t) + 16;
+    static_assert(MT * 16 == WTM && NT * 8 == WTN && (NT / NP) % 2 == 0, "stage_out: warp tile");
+    const int lane = tid & 31, warp = tid >> 5, warp_m = warp / WN, warp_n = warp % WN;
+    const bool vec = ldd * (long long)sizeof(out_t) % 16 == 0 && (u64)D % 16 == 0;
+    const u32 warp_stage = smem0 + warp_m * WTM * PITCH + warp_n * SEG * (int)sizeof(out_t);
+#pragma unroll
+    for (int q = 0; q < NP; ++q) {
+#pragma unroll
+        for (int j = 0; j < NT / NP; j += 2)
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+                stage16x16(warp_stage + mt * 16 * PITCH + j * 8 * (int)sizeof(out_t), PITCH,
+                           v[mt][q * (NT / NP) + j], v[mt][q * (NT / NP) + j + 1], lane);
+        __syncthreads();
+        copy_out<BM, WN * SEG, SEG, WTN, 32 * WM * WN>(smem0, PITCH, D, ldd, m0, n0 + q * SEG, M,
+                                                       N, vec, tid);
+        if (q + 1 < NP)
+            __syncthreads();
     }
 }
 

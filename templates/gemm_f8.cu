@@ -64,7 +64,9 @@
 //
 // Launch needs (docs/TEMPLATES.md): 16-byte cp.async chunks along K, which are wholly inside
 // or outside K, so K and the leading dimensions are multiples of 16 elements (32 for e2m1).
-// qjit: threads=$(32 * WM * WN) smem=$(STAGES * STAGE_BYTES) k_multiple=$(KMUL) ld_multiple=$(KMUL) align=16
+% include("gemm_stage_plan.cuh")
+% local NP, SMEM = ring_staging("gemm_f8", STAGES * STAGE_BYTES, WTN)
+// qjit: threads=$(32 * WM * WN) smem=$(SMEM) k_multiple=$(KMUL) ld_multiple=$(KMUL) align=16
 % include("gemm_common.cuh")
 
 namespace {
@@ -532,11 +534,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 % end
     }
 
-    // Epilogue. acc[mt][nt] holds rows g and g+8, columns 2*tig and +1.
-    out_t *__restrict__ D = static_cast<out_t *>(p.d);
-    const long long ldd = p.ldd;
-    const bool aligned = ldd % 2 == 0 && (u64)p.d % (2 * sizeof(out_t)) == 0;
+    // Epilogue. acc[mt][nt] holds rows g and g+8, columns 2*tig and +1.  Each value is
+    // finished in f32 in place, scales and bias past M or N reading as 0, then staged out
+    // through shared memory (gemm_common.cuh), which writes nothing past M or N.
+% if SA == "row" then
     const int row0 = m0 + warp_m * WTM + g;
+% end
     const int col0 = n0 + warp_n * WTN + tig * 2;
 % if SA == "tensor" or SA == "row" then
     const float *__restrict__ sa = static_cast<const float *>(p.scale_a);
@@ -556,25 +559,21 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
         const int col = col0 + nt * 8;
-        if (col >= N)
-            continue;
-        const bool second = col + 1 < N;
 % if SB == "col" then
-        const float sb0 = sb[col], sb1 = second ? sb[col + 1] : 0.f;
+        const float sb0 = col < N ? sb[col] : 0.f, sb1 = col + 1 < N ? sb[col + 1] : 0.f;
 % end
 % if BIAS then
-        const float b0 = qc::bias_at(bias, col), b1 = second ? qc::bias_at(bias, col + 1) : 0.f;
+        const float b0 = col < N ? qc::bias_at(bias, col) : 0.f;
+        const float b1 = col + 1 < N ? qc::bias_at(bias, col + 1) : 0.f;
 % end
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                const int row = row0 + mt * 16 + h * 8;
-                if (row >= M)
-                    continue;
-                float x = acc[mt][nt][2 * h], y = acc[mt][nt][2 * h + 1];
+                float &x = acc[mt][nt][2 * h], &y = acc[mt][nt][2 * h + 1];
 % if SA == "row" then
-                const float sa0 = sa[row];
+                const int row = row0 + mt * 16 + h * 8;
+                const float sa0 = row < M ? sa[row] : 0.f;
 % end
 % if SA == "tensor" or SA == "row" then
                 x = __fmul_rn(x, sa0);
@@ -588,8 +587,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                 x = __fadd_rn(x, b0);
                 y = __fadd_rn(y, b1);
 % end
-                qc::store2(D + row * ldd + col, x, y, aligned && second, second);
             }
         }
     }
+    qc::cp_async_wait<0>();
+    __syncthreads(); // every warp is done with the ring: the epilogue reuses it
+    qc::stage_out<BM, BN, WM, WN, $(NP)>(acc, smem0, static_cast<out_t *>(p.d), p.ldd, m0, n0, M, N,
+                                         tid);
 }

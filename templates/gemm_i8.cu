@@ -34,8 +34,8 @@
 %   unsupported(string.format("warps=%dx%d split tile %dx%d into warp tiles of %dx%d, which need %d accumulator registers per thread%s; at most 128 fit (%s)", WM, WN, BM, BN, WTM, WTN, WTM * WTN // 32 * (GROUPED and 2 or 1), GROUPED and " (an int32 group sum and an f32 total each)" or "", GROUPED and "warp tiles of 64x32 at most, e.g. warps=2x4 for 128x128" or "warp tiles of 64x64 at most"))
 % end
 % local B_ROW = S4 and BK // 2 or BK
-% local SMEM = STAGES * (BM * BK + BN * B_ROW)
-% if SMEM > 227 * 1024 then unsupported("" .. STAGES .. " stages of tile " .. BM .. "x" .. BN .. "x" .. BK .. " need " .. SMEM .. " bytes of shared memory") end
+% include("gemm_stage_plan.cuh")
+% local NP, SMEM = ring_staging("gemm_i8", STAGES * (BM * BK + BN * B_ROW), WTN)
 % local KMUL = S4 and 32 or 16
 % local DISPATCH = S4 and not GROUPED -- x16 unpack for K < 2^17, exact beyond (see unpack_x16)
 // qjit: threads=$(32 * WM * WN) smem=$(SMEM) k_multiple=$(KMUL) ld_multiple=$(KMUL) align=16
@@ -419,10 +419,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     k_loop(flag<$(S4 and "true" or "false")>());
 % end
 
-    // Epilogue: scales, bias, rounding to OUT, and tails of M and N.
-    out_t *__restrict__ D = static_cast<out_t *>(p.d);
-    const long long ldd = p.ldd;
-    const bool aligned = ldd % 2 == 0 && (u64)p.d % (2 * sizeof(out_t)) == 0;
+    // Epilogue: each value is finished in f32 in place (the steps above, each rounded
+    // alone), scales and bias past M or N reading as 0, then staged out through shared
+    // memory (gemm_common.cuh), which writes nothing past M or N.
+% if GROUPED then
+    float (&v)[MT][NT][4] = tot;
+% else
+    float v[MT][NT][4];
+% end
 % if BIAS then
     const out_t *__restrict__ bias = static_cast<const out_t *>(p.bias);
 % end
@@ -444,23 +448,18 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
         const int col = col0 + nt * 8;
-        if (col >= N)
-            continue;
-        const bool second = col + 1 < N;
 % if SB == "col" then
         const float *sbp = static_cast<const float *>(p.scale_b);
-        const float sb0 = sbp[col], sb1 = second ? sbp[col + 1] : 0.f;
+        const float sb0 = col < N ? sbp[col] : 0.f, sb1 = col + 1 < N ? sbp[col + 1] : 0.f;
 % end
 % if BIAS then
-        const float b0 = qc::bias_at(bias, col), b1 = second ? qc::bias_at(bias, col + 1) : 0.f;
+        const float b0 = col < N ? qc::bias_at(bias, col) : 0.f;
+        const float b1 = col + 1 < N ? qc::bias_at(bias, col + 1) : 0.f;
 % end
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                const int row = row0 + mt * 16 + h * 8;
-                if (row >= M)
-                    continue;
 % if GROUPED and S4 then
                 // s4 was unpacked times 16; taking it back out is exact (a power of 2)
                 float x = __fmul_rn(tot[mt][nt][2 * h], 0.0625f);
@@ -489,8 +488,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                 x = __fadd_rn(x, b0);
                 y = __fadd_rn(y, b1);
 % end
-                qc::store2(D + row * ldd + col, x, y, aligned && second, second);
+                v[mt][nt][2 * h] = x;
+                v[mt][nt][2 * h + 1] = y;
             }
         }
     }
+    qc::cp_async_wait<0>();
+    __syncthreads(); // every warp is done with the ring: the epilogue reuses it
+    qc::stage_out<BM, BN, WM, WN, $(NP)>(v, smem0, static_cast<out_t *>(p.d), p.ldd, m0, n0, M, N,
+                                         tid);
 }

@@ -12,15 +12,8 @@
 % if WM * WN > 32 then unsupported("warps=" .. WM .. "x" .. WN .. " make more than 1024 threads") end
 % if BM % (16 * WM) ~= 0 or BN % (16 * WN) ~= 0 then unsupported("warps=" .. WM .. "x" .. WN .. " do not split tile " .. BM .. "x" .. BN .. " into multiples of 16x16") end
 % if (BM // WM) * (BN // WN) > 64 * 64 then unsupported(string.format("warps=%dx%d split tile %dx%d into warp tiles of %dx%d, which need %d accumulator registers per thread; at most 128 fit (warp tiles of 64x64 at most)", WM, WN, BM, BN, BM // WM, BN // WN, (BM // WM) * (BN // WN) // 32)) end
-% local SMEM = STAGES * (BM + BN) * BK * 2
-% -- Epilogue staging reuses the pipeline's shared memory, in NP passes over each warp's
-% -- columns when the whole tile of OUT does not fit at once.
-% local OUT_BYTES = OUT == "f32" and 4 or 2
-% local WTN_ = BN // WN
-% local NP = 1
-% while WTN_ % (16 * NP) == 0 and BM * ((BN // NP) * OUT_BYTES + 16) > SMEM do NP = NP * 2 end
-% SMEM = math.max(SMEM, BM * ((BN // NP) * OUT_BYTES + 16))
-% if SMEM > 227 * 1024 then unsupported("" .. STAGES .. " stages of tile " .. BM .. "x" .. BN .. "x" .. BK .. " need " .. SMEM .. " bytes of shared memory") end
+% include("gemm_stage_plan.cuh")
+% local NP, SMEM = ring_staging("gemm_mma", STAGES * (BM + BN) * BK * 2, BN // WN)
 // Launch needs, read by the library from the expanded source (docs/TEMPLATES.md):
 // 16-byte cp.async along K for 2-byte elements, so K, lda and ldb are multiples of 8.
 // qjit: threads=$(32 * WM * WN) smem=$(SMEM) k_multiple=8 ld_multiple=8 align=16
@@ -227,13 +220,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     cp_async_wait<0>(); // the zero fills issued past the last tile
     __syncthreads();    // every warp is done with the ring: the epilogue reuses it
 
-    // Epilogue, staged (gemm_common.cuh): pass q stages columns [q*SEG, (q+1)*SEG) of every
-    // warp tile, bias added in f32 before the rounding to OUT, then copies them out.
+    // Epilogue, staged (gemm_common.cuh), bias added in f32 before the rounding to OUT.
     // acc[mt][nt] holds rows g and g+8 (g = lane/4), columns 2*(lane%4) and +1.
-    constexpr int NP = $(NP), SEG = WTN / NP, PITCH = WN * SEG * (int)sizeof(out_t) + 16;
-    out_t *__restrict__ D = static_cast<out_t *>(p.d);
-    const bool vec = p.ldd * (long long)sizeof(out_t) % 16 == 0 && (u64)p.d % 16 == 0;
-    const u32 warp_stage = smem0 + warp_m * WTM * PITCH + warp_n * SEG * (int)sizeof(out_t);
 % if BIAS then
     const out_t *__restrict__ bias = static_cast<const out_t *>(p.bias);
     const int bias_col = n0 + warp_n * WTN + (lane & 3) * 2;
@@ -251,18 +239,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
         }
     }
 % end
-#pragma unroll
-    for (int q = 0; q < NP; ++q) {
-#pragma unroll
-        for (int j = 0; j < NT / NP; j += 2)
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-                qc::stage16x16(warp_stage + mt * 16 * PITCH + j * 8 * (int)sizeof(out_t), PITCH,
-                               acc[mt][q * (NT / NP) + j], acc[mt][q * (NT / NP) + j + 1], lane);
-        __syncthreads();
-        qc::copy_out<BM, WN * SEG, SEG, WTN, THREADS>(smem0, PITCH, D, p.ldd, m0, n0 + q * SEG, M, N,
-                                                      vec, tid);
-        if (q + 1 < NP)
-            __syncthreads();
-    }
+    qc::stage_out<BM, BN, WM, WN, $(NP)>(acc, smem0, static_cast<out_t *>(p.d), p.ldd, m0, n0, M, N,
+                                         tid);
 }

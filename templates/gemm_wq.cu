@@ -45,7 +45,8 @@
 % if SB == "group" then GPT = math.max(1, BK // GROUP); ES = FOLD and (ZEROS and 12 or 4) or (ZEROS and 8 or 4) end
 % if SB == "mx" then GPT = BK // 32; ES = 2 end
 % local STAGE_BYTES = BM * BK * 2 + BN * RB + BN * GPT * ES
-% local SMEM = STAGES * STAGE_BYTES
+% include("gemm_stage_plan.cuh")
+% local NP, SMEM = ring_staging("gemm_wq", STAGES * STAGE_BYTES, BN // WN)
 % -- A needs 16-byte rows (lda % 8) and B too (ldb % 32 for 4-bit, % 16 for s8).  The
 % -- loads would take any K (a chunk across K is copied in part), but K is asked to be a
 % -- multiple of ld_multiple too, so that a padded ld = K + ld_multiple stays legal.
@@ -743,11 +744,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
     }
 
     // Epilogue. acc[mt][nt] holds rows g and g+8, columns 2t and 2t+1; D = acc·s[n] + bias
-    // in that order, each rounded (the f32 epilogue of DESIGN.md §2).
-    out_t *__restrict__ D = static_cast<out_t *>(p.d);
-    const long long ldd = p.ldd;
-    const bool aligned = ldd % 2 == 0 && (u64)p.d % (2 * sizeof(out_t)) == 0;
-    const int row0 = m0 + warp_m * WTM + g;
+    // in that order, each rounded (the f32 epilogue of DESIGN.md §2), finished in place with
+    // scales and bias past N reading as 0, then staged out through shared memory
+    // (gemm_common.cuh), which writes nothing past M or N.
     const int col0 = n0 + warp_n * WTN + 2 * t;
 % if BIAS then
     const out_t *__restrict__ bias = static_cast<const out_t *>(p.bias);
@@ -758,26 +757,21 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
         const int col = col0 + nt * 8;
-        if (col >= N)
-            continue;
-        const bool second = col + 1 < N;
 % if SB == "col" then
         const float *sb = static_cast<const float *>(p.scale_b);
-        const float s0 = sb[col], s1 = second ? sb[col + 1] : 0.f;
+        const float s0 = col < N ? sb[col] : 0.f, s1 = col + 1 < N ? sb[col + 1] : 0.f;
 % elseif SB == "tensor" then
         const float s0 = s_all, s1 = s_all;
 % end
 % if BIAS then
-        const float b0 = bias_at(bias, col), b1 = second ? bias_at(bias, col + 1) : 0.f;
+        const float b0 = col < N ? bias_at(bias, col) : 0.f;
+        const float b1 = col + 1 < N ? bias_at(bias, col + 1) : 0.f;
 % end
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                const int row = row0 + mt * 16 + h * 8;
-                if (row >= M)
-                    continue;
-                float x = acc[mt][nt][2 * h], y = acc[mt][nt][2 * h + 1];
+                float &x = acc[mt][nt][2 * h], &y = acc[mt][nt][2 * h + 1];
 % if SB == "col" or SB == "tensor" then
                 x = __fmul_rn(x, s0);
                 y = __fmul_rn(y, s1);
@@ -786,8 +780,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
                 x = __fadd_rn(x, b0);
                 y = __fadd_rn(y, b1);
 % end
-                store2(D + row * ldd + col, x, y, aligned && second, second);
             }
         }
     }
+    cp_async_wait<0>();
+    __syncthreads(); // every warp is done with the ring: the epilogue reuses it
+    stage_out<BM, BN, WM, WN, $(NP)>(acc, smem0, static_cast<out_t *>(p.d), p.ldd, m0, n0, M, N, tid);
 }

@@ -1,0 +1,20 @@
+% -- gemm_stage_plan.cuh — the output-staging plan of the mma.sync templates (gemm_mma.cu,
+% -- gemm_wq.cu, gemm_i8.cu, gemm_f8.cu), in Lua only (it writes no code): include it before
+% -- the `// qjit:` line.
+% --
+% -- ring_staging(name, ring, wtn): the output tile goes through the pipeline's shared memory
+% -- once the main loop is done with it (qc::stage_out), BM rows of the tile's columns in np
+% -- passes over each warp's wtn, np doubling while the staging area is larger than the ring
+% -- and wtn still splits into 16-column blocks.  Returns np and the dynamic shared memory
+% -- in bytes (the larger of the two); refuses what does not fit in 227 KB.
+% function ring_staging(name, ring, wtn)
+%   local out_bytes = OUT == "f32" and 4 or 2
+%   local np = 1
+%   while wtn % (16 * np * 2) == 0 and BM * ((BN // np) * out_bytes + 16) > ring do np = np * 2 end
+%   local smem = math.max(ring, BM * ((BN // np) * out_bytes + 16))
+%   if smem > 227 * 1024 then
+%     unsupported(string.format("%s: %d stages of tile %dx%dx%d need %d bytes of shared memory",
+%       name, STAGES, BM, BN, BK, smem))
+%   end
+%   return np, smem
+% end
