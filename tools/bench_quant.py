@@ -88,6 +88,8 @@ def main():
     ap.add_argument("--shapes", default="", help="MxNxK,... instead of the defaults")
     ap.add_argument("--fp8-config", default="",
                     help="descriptor fields added to the fp8 tensor/rowwise/block rows, e.g. 'stages=4'")
+    ap.add_argument("--w4a16-config", default="",
+                    help="descriptor fields added to the W4A16 row, e.g. 'tile=16x64x128 warps=1x4'")
     o = ap.parse_args()
     shapes = [tuple(int(x) for x in s.split("x")) for s in o.shapes.split(",")] if o.shapes else SHAPES
     torch.manual_seed(0)
@@ -108,7 +110,7 @@ def main():
         nbytes = m * k * 2 + n * k // 2 + sc.numel() * 2 + m * n * 2
         args = Args(ptr(x16), ptr(wq), ptr(out16), None, None, ptr(sc), None, m, n, k, k, k, n)
         try:
-            g = q.get("gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16")
+            g = q.get(f"gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 {o.w4a16_config}".strip())
             fq = lambda: q.launch(g, args)
         except RuntimeError as e:
             fq, err = None, str(e).splitlines()[0][:80]
