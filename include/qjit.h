@@ -405,6 +405,8 @@ typedef struct qjit_launch_config {
     unsigned shared_bytes;
     unsigned char params[128]; /* the kernel's single by-value parameter */
     size_t params_size;
+    unsigned cluster_z; /* > 1: the grid goes in clusters of 1x1xcluster_z CTAs, which a raw
+                           launch must ask for (cuLaunchKernelEx, cluster dimension) */
 } qjit_launch_config;
 QJIT_API qjit_status qjit_gemm_launch_config(const qjit_gemm *g, const qjit_gemm_args *args,
                                              qjit_launch_config *cfg);

@@ -41,6 +41,7 @@ static void load(void)
         SYM(FuncGetAttribute, "cuFuncGetAttribute"),
         SYM(LaunchKernel, "cuLaunchKernel"),
         SYM(StreamIsCapturing, "cuStreamIsCapturing"),
+        SYM(LaunchKernelEx, "cuLaunchKernelEx"),
 #undef SYM
     };
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {

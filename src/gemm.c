@@ -30,6 +30,7 @@ struct qjit_gemm {
     unsigned threads, smem, registers;
     int bm, bn, split;
     int persistent_ctas; /* > 0: persistent grid of at most this many CTAs (the SM count) */
+    int cluster_k, k_chunk, sms; /* K split across a cluster, chosen at launch (see fill_config) */
     int k_multiple, ld_multiple, ptr_align;
     int out_bytes;
 };
@@ -350,6 +351,8 @@ typedef struct kernel_meta {
     unsigned smem, threads;
     int k_multiple, ld_multiple, align;
     int persistent; /* 1: grid of min(tiles, SMs) CTAs that walk the tiles */
+    int cluster_k;  /* > 1: K may be split across up to this many CTAs of a cluster */
+    int k_chunk;    /* with cluster_k: each CTA's share of K is a multiple of this */
 } kernel_meta;
 
 /* Reads every line that starts with "// qjit:" strictly: each token must be key=integer
@@ -385,11 +388,13 @@ static qjit_status parse_meta(const qjit_buf *src, const char *text, kernel_meta
                 else if (ok && !strcmp(key, "ld_multiple")) m->ld_multiple = (int)v;
                 else if (ok && !strcmp(key, "align")) m->align = (int)v;
                 else if (ok && !strcmp(key, "persistent") && (v == 0 || v == 1)) m->persistent = (int)v;
+                else if (ok && !strcmp(key, "cluster_k") && v >= 1 && v <= 8) m->cluster_k = (int)v;
+                else if (ok && !strcmp(key, "k_chunk") && v >= 1) m->k_chunk = (int)v;
                 else
                     return qjit_err_set(QJIT_ERROR_TEMPLATE,
                                         "%s: bad '// qjit:' token '%.*s' (expected threads=, "
-                                        "smem=, k_multiple=, ld_multiple= or align= with an "
-                                        "integer)",
+                                        "smem=, k_multiple=, ld_multiple=, align=, persistent=, "
+                                        "cluster_k= (1..8) or k_chunk= with an integer)",
                                         text, (int)(strcspn(q, " \t\n")), q);
                 q += used;
             }
@@ -841,14 +846,20 @@ static qjit_status make_handle(qjit_context *ctx, const qjit_cu_api *cu, CUconte
     g->bm = r->bm;
     g->bn = r->bn;
     g->split = r->split_k;
-    if (meta.persistent) {
+    if (meta.persistent || meta.cluster_k > 1) {
         CUdevice dev;
         int sms = 0;
         if (cu->CtxGetDevice(&dev) == CUDA_SUCCESS &&
             cu->DeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) ==
                 CUDA_SUCCESS &&
-            sms > 0)
-            g->persistent_ctas = sms;
+            sms > 0) {
+            g->persistent_ctas = meta.persistent ? sms : 0;
+            g->sms = sms;
+        }
+    }
+    if (meta.cluster_k > 1 && meta.k_chunk > 0 && g->sms > 0) {
+        g->cluster_k = meta.cluster_k;
+        g->k_chunk = meta.k_chunk;
     }
     g->k_multiple = meta.k_multiple;
     g->ld_multiple = meta.ld_multiple;
@@ -1164,8 +1175,12 @@ static qjit_status check_args(const qjit_gemm *g, const qjit_gemm_args *a)
     return QJIT_OK;
 }
 
-static void fill_config(const qjit_gemm *g, const qjit_gemm_args *a, unsigned grid[3],
-                        gemm_params *p)
+/* The grid, and for kernels that split K across a cluster (cluster_k), how many CTAs share
+ * each output tile: when there are no more tiles than SMs, enough for about two CTAs per
+ * SM, at most cluster_k and one K chunk each.  It depends only on the sizes, so a replayed launch
+ * splits the same way and sums the partial tiles in the same order. */
+static unsigned fill_config(const qjit_gemm *g, const qjit_gemm_args *a, unsigned grid[3],
+                            gemm_params *p)
 {
     *p = (gemm_params){a->a,       a->b,       a->d,       a->bias, a->scale_a,
                        a->scale_b, a->zeros_b, a->m,       a->n,    a->k,
@@ -1178,6 +1193,19 @@ static void fill_config(const qjit_gemm *g, const qjit_gemm_args *a, unsigned gr
         grid[0] = (unsigned)g->persistent_ctas; /* the CTAs walk the tiles */
         grid[1] = 1;
     }
+    unsigned cluster = 1;
+    if (g->cluster_k > 1 && tiles <= (uint64_t)g->sms) {
+        const int64_t chunks = (a->k + g->k_chunk - 1) / g->k_chunk;
+        cluster = (unsigned)(2 * (uint64_t)g->sms / tiles); /* about two CTAs per SM */
+        if (cluster > (unsigned)g->cluster_k)
+            cluster = (unsigned)g->cluster_k;
+        if ((int64_t)cluster > chunks)
+            cluster = (unsigned)chunks;
+        if (cluster < 1)
+            cluster = 1;
+        grid[2] = cluster;
+    }
+    return cluster;
 }
 
 qjit_status qjit_gemm_launch(const qjit_gemm *g, const qjit_gemm_args *a,
@@ -1190,10 +1218,35 @@ qjit_status qjit_gemm_launch(const qjit_gemm *g, const qjit_gemm_args *a,
         return st;
     gemm_params p;
     unsigned grid[3];
-    fill_config(g, a, grid, &p);
+    const unsigned cluster = fill_config(g, a, grid, &p);
     void *params[] = {&p};
-    CUresult r = g->cu->LaunchKernel(g->fn, grid[0], grid[1], grid[2], g->threads, 1, 1,
-                                     g->smem, (CUstream)stream, params, NULL);
+    CUresult r;
+    if (cluster > 1) {
+        CUlaunchAttribute attr;
+        memset(&attr, 0, sizeof attr);
+        attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attr.value.clusterDim.x = 1;
+        attr.value.clusterDim.y = 1;
+        attr.value.clusterDim.z = cluster;
+        CUlaunchConfig cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.gridDimX = grid[0];
+        cfg.gridDimY = grid[1];
+        cfg.gridDimZ = grid[2];
+        cfg.blockDimX = g->threads;
+        cfg.blockDimY = cfg.blockDimZ = 1;
+        cfg.sharedMemBytes = g->smem;
+        cfg.hStream = (CUstream)stream;
+        cfg.attrs = &attr;
+        cfg.numAttrs = 1;
+        r = g->cu->LaunchKernelEx(&cfg, g->fn, params, NULL);
+        if (r != CUDA_SUCCESS)
+            return qjit_err_prefix(qjit_drv_fail(g->cu, r, "cuLaunchKernelEx (cluster)"), "%s",
+                                   g->text);
+        return QJIT_OK;
+    }
+    r = g->cu->LaunchKernel(g->fn, grid[0], grid[1], grid[2], g->threads, 1, 1, g->smem,
+                            (CUstream)stream, params, NULL);
     if (r != CUDA_SUCCESS)
         return qjit_err_prefix(qjit_drv_fail(g->cu, r, "cuLaunchKernel"), "%s", g->text);
     return QJIT_OK;
@@ -1210,7 +1263,7 @@ qjit_status qjit_gemm_launch_config(const qjit_gemm *g, const qjit_gemm_args *a,
         return st;
     memset(cfg, 0, sizeof *cfg);
     gemm_params p;
-    fill_config(g, a, cfg->grid, &p);
+    cfg->cluster_z = fill_config(g, a, cfg->grid, &p);
     cfg->function = g->fn;
     cfg->block[0] = g->threads;
     cfg->block[1] = cfg->block[2] = 1;

@@ -47,6 +47,12 @@
 % local STAGE_BYTES = BM * BK * 2 + BN * RB + BN * GPT * ES
 % include("gemm_stage_plan.cuh")
 % local NP, SMEM = ring_staging("gemm_wq", STAGES * STAGE_BYTES, BN // WN)
+% -- On sm_90 the library may split K across a cluster of up to 8 CTAs per output tile
+% -- (chosen at launch when the tiles alone leave SMs idle): each sums a range of whole
+% -- groups and rank 0 adds the others' f32 tiles, which pass through shared memory.
+% local CLUSTER = ARCH >= 90
+% local KG = (SB == "group" and GROUP > BK) and GROUP // BK or 1 -- K tiles per split unit
+% if CLUSTER then SMEM = math.max(SMEM, BM * BN * 4) end
 % -- A needs 16-byte rows (lda % 8) and B too (ldb % 32 for 4-bit, % 16 for s8).  The
 % -- loads would take any K (a chunk across K is copied in part), but K is asked to be a
 % -- multiple of ld_multiple too, so that a padded ld = K + ld_multiple stays legal.
@@ -74,6 +80,9 @@
 //
 // Launch needs, read by the library from the expanded source (docs/TEMPLATES.md):
 // qjit: threads=$(THREADS) smem=$(SMEM) k_multiple=$(KMUL) ld_multiple=$(LDM) align=16
+% if CLUSTER then
+// qjit: cluster_k=8 k_chunk=$(BK * KG)
+% end
 % include("gemm_common.cuh")
 
 namespace {
@@ -97,7 +106,7 @@ constexpr int STAGE_BYTES = $(STAGE_BYTES);
 constexpr int LDA_ROWS = THREADS / CPRA, LDB_ROWS = THREADS / CPRB; // rows per cp.async pass
 constexpr int SC_PER = (SC_N + THREADS - 1) / THREADS;              // scale entries per thread
 constexpr int GROUP_M = 8;                  // tile rows per rasterization band
-static_assert(STAGES * STAGE_BYTES == $(SMEM), "gemm_wq: shared memory size disagrees");
+static_assert(STAGES * STAGE_BYTES <= $(SMEM), "gemm_wq: the ring needs more shared memory than the launch asks for");
 
 // A: chunk c of row r sits at c ^ fa(r).  The consumer reads per 8-lane phase rows 2p, 2p+1
 // at four chunks each (4-bit B: ld.shared.v4) or per 16-lane phase rows 4q..4q+3 at two
@@ -320,6 +329,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
     const long long a_pass = LDA_ROWS * p.lda, b_pass = LDB_ROWS * ldb_bytes;
     const int a_rows = M - m0 - a_r, b_rows = N - n0 - b_r; // rows of A and B left to read
 
+    // K tiles [kt0, kt1) of this CTA: all of them, or with K split across the gridDim.z CTAs
+    // of a cluster (see the top), rank blockIdx.z's share of whole $(KG)-tile units.
+    const int KT = (K + BK - 1) / BK;
+    const int units = (KT + $(KG) - 1) / $(KG), per = (units + (int)gridDim.z - 1) / (int)gridDim.z;
+    const int kt0 = min(KT, (int)blockIdx.z * per * $(KG)), kt1 = min(KT, kt0 + per * $(KG));
+
     const u32 smem0 = smem_addr(smem);
     auto load_tile = [&](u32 stage, int kt) {
         const int ka = kt * BK + a_c * 8, kb = kt * BK + b_c * KC;
@@ -333,7 +348,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
         for (int i = 0; i < (BM + LDA_ROWS - 1) / LDA_ROWS; ++i, pa += a_pass) {
             const int r = a_r + i * LDA_ROWS;
             const bool in = i * LDA_ROWS < a_rows;
-            if ((BM % LDA_ROWS == 0 || r < BM) && (in || kt < STAGES))
+            if ((BM % LDA_ROWS == 0 || r < BM) && (in || kt - kt0 < STAGES))
                 cp_async16(stage + swz_a(r, a_c), in && a_bytes ? pa : A, in ? a_bytes : 0);
         }
         const u8 *pb = b_src + kt * BK * BITS / 8;
@@ -341,7 +356,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
         for (int i = 0; i < (BN + LDB_ROWS - 1) / LDB_ROWS; ++i, pb += b_pass) {
             const int r = b_r + i * LDB_ROWS;
             const bool in = i * LDB_ROWS < b_rows;
-            if ((BN % LDB_ROWS == 0 || r < BN) && (in || kt < STAGES))
+            if ((BN % LDB_ROWS == 0 || r < BN) && (in || kt - kt0 < STAGES))
                 cp_async16_b(stage + A_BYTES + swz_b(r, b_c), in && b_bytes ? pb : B, in ? b_bytes : 0);
         }
     };
@@ -502,21 +517,20 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
     // Pipeline: tile kt sits in stage kt % STAGES.  Before the last step of a tile the next
     // tile is waited for, and one barrier both publishes it and frees the stage read during
     // the previous tile, which the first step of each tile then refills.
-    const int KT = (K + BK - 1) / BK;
 % if SB == "group" or SB == "mx" then
     // Scales of the prologue tiles: stored at once, except the last one's when STAGES > 2,
     // which the first step puts (the general case).
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-        fetch(s);
+        fetch(kt0 + s);
         if (STAGES == 2 || s < STAGES - 2)
             put(smem0 + s * STAGE_BYTES);
     }
 % end
 #pragma unroll 1 // the prologue: rolled, it compiles faster and runs once
     for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < KT)
-            load_tile(smem0 + s * STAGE_BYTES, s);
+        if (kt0 + s < kt1)
+            load_tile(smem0 + s * STAGE_BYTES, kt0 + s);
         cp_async_commit();
     }
     cp_async_wait<STAGES - 2>();
@@ -525,7 +539,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
     const u32 smem_end = smem0 + STAGES * STAGE_BYTES;
     u32 rd = smem0, wr = smem0 + (STAGES - 1) * STAGE_BYTES;
     u32 wr_prev = smem0 + (STAGES - 2) * STAGE_BYTES; // stage of the tile fetch() last read
-    int kt_next = STAGES - 1;
+    int kt_next = kt0 + STAGES - 1;
     // A step's B fragments are read during the step before, across the barrier that ends
     // a tile, so their latency hides under that step's mma; A's too when the warp tile has
     // few rows (with more, their registers go to accumulators and A is read in its step).
@@ -608,7 +622,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
         rd = rd + STAGE_BYTES == smem_end ? smem0 : rd + STAGE_BYTES;
     };
 
-    for (int kt = 0; kt < KT; ++kt) {
+    for (int kt = kt0; kt < kt1; ++kt) {
 #pragma unroll
         for (int s = 0; s < KSTEPS; ++s) {
             // What this step reads of its own stage, before the barrier can free it.
@@ -646,7 +660,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
                 if (STAGES > 2)
                     put(wr_prev);
 % end
-                if (kt_next < KT) {
+                if (kt_next < kt1) {
                     load_tile(wr, kt_next);
 % if SB == "group" or SB == "mx" then
                     fetch(kt_next);
@@ -742,6 +756,46 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
 % end
         }
     }
+% if CLUSTER then
+
+    // K split across the cluster: every rank leaves its f32 tile in its shared memory (the
+    // ring is free), value j of thread tid at word j*THREADS + tid, and rank 0 adds ranks
+    // 1, 2, ... in that order, so the sum does not depend on timing.  The second cluster
+    // barrier keeps each rank's shared memory alive until rank 0 has read it.
+    if (gridDim.z > 1) {
+        cp_async_wait<0>();
+        __syncthreads();
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(smem0 + (((mt * NT + nt) * 4 + j) * THREADS + tid) * 4),
+                                 "f"(acc[mt][nt][j]) : "memory");
+        asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+        if (blockIdx.z == 0) {
+            for (int r = 1; r < (int)gridDim.z; ++r) {
+                u32 base;
+                asm("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(base) : "r"(smem0), "r"(r));
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                        for (int j = 0; j < 4; ++j) {
+                            float v;
+                            asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v)
+                                         : "r"(base + (((mt * NT + nt) * 4 + j) * THREADS + tid) * 4) : "memory");
+                            acc[mt][nt][j] += v;
+                        }
+            }
+        }
+        asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+        if (blockIdx.z != 0)
+            return;
+    }
+% end
 
     // Epilogue. acc[mt][nt] holds rows g and g+8, columns 2t and 2t+1; D = acc·s[n] + bias
     // in that order, each rounded (the f32 epilogue of DESIGN.md §2), finished in place with
