@@ -267,6 +267,78 @@ out:
 /* Configurations of each: the heuristic's and a small explicit tile, both required;
  * then a large prefill tile and two more wgmma_f8 shapes (one consumer warpgroup; 64-wide
  * consumer tiles), run where the kernel supports them (reported when not). */
+/* The weight-only kernel splits K across a cluster when the output tiles leave SMs idle
+ * (chosen at launch).  For a decode shape: the split is taken (launch_config says so), its
+ * result is right, two eager launches agree bit for bit (the partial tiles are summed in a
+ * fixed order), and a graph captured in global mode replays them bit for bit, over rounds
+ * of new input contents. */
+static void test_cluster_split(qjit_context *ctx)
+{
+    const char *text = "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16";
+    qjit_gemm_desc d;
+    qjit_gemm *g;
+    CHECK_OK(qjit_gemm_desc_parse(text, &d));
+    CHECK_OK(qjit_context_get_gemm(ctx, &d, NULL, &g));
+    qjit_gemm_info info;
+    qjit_gemm_get_info(g, &info);
+    const int64_t M = 1, N = 520, K = 128 * 16;
+    double err = 0;
+    long mism = 0;
+    CHECK(run_one(g, &info.desc, &info, M, N, K, &err, &mism) && err <= bound_for(&info.desc),
+          "%s split: error %.3g > %.1e", info.text, err, bound_for(&info.desc));
+    buf A, B, S, D[3];
+    buf_make(&A, bytes_of(d.a, M, K));
+    buf_make(&B, bytes_of(d.b, N, K));
+    buf_make(&S, (size_t)(N * (K / 128)) * 2);
+    for (int i = 0; i < 3; i++)
+        buf_make(&D[i], bytes_of(d.out, M, N));
+    qjit_gemm_args a = {A.d, B.d, D[0].d, NULL, NULL, S.d, NULL, M, N, K, K, K, N};
+    qjit_launch_config cfg;
+    CHECK_OK(qjit_gemm_launch_config(g, &a, &cfg));
+    CHECK(cfg.cluster_z > 1 && cfg.grid[2] == cfg.cluster_z,
+          "%s m=%lld n=%lld k=%lld: no split across a cluster (cluster_z %u, grid z %u)",
+          info.text, (long long)M, (long long)N, (long long)K, cfg.cluster_z, cfg.grid[2]);
+    cudaStream_t st;
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    a.d = D[2].d;
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    CHECK_OK(qjit_gemm_launch(g, &a, (struct CUstream_st *)st));
+    CK(cudaStreamEndCapture(st, &graph));
+    CK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int round = 0; round < 3; round++) {
+        fill_elems(d.a, A.h, (size_t)(M * K));
+        fill_elems(d.b, B.h, (size_t)(N * K));
+        fill_scales(QJIT_DTYPE_BF16, S.h, (size_t)(N * (K / 128)), 0.5e-2f, 1.5e-2f);
+        buf_up(&A);
+        buf_up(&B);
+        buf_up(&S);
+        for (int i = 0; i < 3; i++)
+            CK(cudaMemset(D[i].d, 0xff, D[i].n));
+        for (int i = 0; i < 2; i++) {
+            a.d = D[i].d;
+            CHECK_OK(qjit_gemm_launch(g, &a, (struct CUstream_st *)st));
+        }
+        CK(cudaGraphLaunch(exec, st));
+        CK(cudaStreamSynchronize(st));
+        for (int i = 0; i < 3; i++)
+            CK(cudaMemcpy(D[i].h, D[i].d, D[i].n, cudaMemcpyDeviceToHost));
+        CHECK(memcmp(D[0].h, D[1].h, D[0].n) == 0, "round %d: two eager split launches differ",
+              round);
+        CHECK(memcmp(D[0].h, D[2].h, D[0].n) == 0, "round %d: graph replay differs from eager",
+              round);
+    }
+    printf("%-96s split across clusters of %u: exact replays, error %.2e\n", info.text,
+           cfg.cluster_z, err);
+    CK(cudaGraphExecDestroy(exec));
+    CK(cudaGraphDestroy(graph));
+    CK(cudaStreamDestroy(st));
+    buf *all[] = {&A, &B, &S, &D[0], &D[1], &D[2]};
+    for (int i = 0; i < 6; i++)
+        buf_free(all[i]);
+}
+
 static const char *const configs[] = {"", " tile=64x64x64 warps=2x2 stages=3",
                                       " tile=128x128x64 warps=2x2 stages=3",
                                       " tile=64x128x128 warps=1x1 stages=6",
@@ -417,6 +489,8 @@ int main(int argc, char **argv)
     build_list();
     const char *filter = getenv("QJIT_TEST_FILTER");
     precompile_all(ctx, filter);
+    if (!filter)
+        test_cluster_split(ctx);
     printf("%-96s %-22s %s\n", "descriptor (resolved)", "max error (bound)", "shapes");
     for (int i = 0; i < ndesc; i++) {
         for (int c = 0; c < NCONFIGS; c++) {
