@@ -763,35 +763,32 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
     // 1, 2, ... in that order, so the sum does not depend on timing.  The second cluster
     // barrier keeps each rank's shared memory alive until rank 0 has read it.
     if (gridDim.z > 1) {
+        float *const v = &acc[0][0][0];
+        constexpr int NV = MT * NT * 4;
+        auto cluster_sync = [] {
+            asm volatile("barrier.cluster.arrive.release.aligned;\n"
+                         "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+        };
         cp_async_wait<0>();
         __syncthreads();
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-                for (int j = 0; j < 4; ++j)
-                    asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(smem0 + (((mt * NT + nt) * 4 + j) * THREADS + tid) * 4),
-                                 "f"(acc[mt][nt][j]) : "memory");
-        asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-        if (blockIdx.z == 0) {
+        for (int j = 0; j < NV; ++j)
+            asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(smem0 + (j * THREADS + tid) * 4), "f"(v[j])
+                         : "memory");
+        cluster_sync();
+        if (blockIdx.z == 0)
             for (int r = 1; r < (int)gridDim.z; ++r) {
                 u32 base;
                 asm("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(base) : "r"(smem0), "r"(r));
 #pragma unroll
-                for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-                        for (int j = 0; j < 4; ++j) {
-                            float v;
-                            asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v)
-                                         : "r"(base + (((mt * NT + nt) * 4 + j) * THREADS + tid) * 4) : "memory");
-                            acc[mt][nt][j] += v;
-                        }
+                for (int j = 0; j < NV; ++j) {
+                    float x;
+                    asm volatile("ld.shared::cluster.f32 %0, [%1];\n"
+                                 : "=f"(x) : "r"(base + (j * THREADS + tid) * 4) : "memory");
+                    v[j] += x;
+                }
             }
-        }
-        asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+        cluster_sync();
         if (blockIdx.z != 0)
             return;
     }
