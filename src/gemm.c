@@ -1199,10 +1199,8 @@ static unsigned fill_config(const qjit_gemm *g, const qjit_gemm_args *a, unsigne
         cluster = (unsigned)(2 * (uint64_t)g->sms / tiles); /* about two CTAs per SM */
         if (cluster > (unsigned)g->cluster_k)
             cluster = (unsigned)g->cluster_k;
-        if ((int64_t)cluster > chunks)
+        if ((int64_t)cluster > chunks) /* k > 0 here, so chunks >= 1 */
             cluster = (unsigned)chunks;
-        if (cluster < 1)
-            cluster = 1;
         grid[2] = cluster;
     }
     return cluster;
@@ -1221,6 +1219,7 @@ qjit_status qjit_gemm_launch(const qjit_gemm *g, const qjit_gemm_args *a,
     const unsigned cluster = fill_config(g, a, grid, &p);
     void *params[] = {&p};
     CUresult r;
+    const char *what = "cuLaunchKernel";
     if (cluster > 1) {
         CUlaunchAttribute attr;
         memset(&attr, 0, sizeof attr);
@@ -1240,15 +1239,13 @@ qjit_status qjit_gemm_launch(const qjit_gemm *g, const qjit_gemm_args *a,
         cfg.attrs = &attr;
         cfg.numAttrs = 1;
         r = g->cu->LaunchKernelEx(&cfg, g->fn, params, NULL);
-        if (r != CUDA_SUCCESS)
-            return qjit_err_prefix(qjit_drv_fail(g->cu, r, "cuLaunchKernelEx (cluster)"), "%s",
-                                   g->text);
-        return QJIT_OK;
+        what = "cuLaunchKernelEx (cluster)";
+    } else {
+        r = g->cu->LaunchKernel(g->fn, grid[0], grid[1], grid[2], g->threads, 1, 1, g->smem,
+                                (CUstream)stream, params, NULL);
     }
-    r = g->cu->LaunchKernel(g->fn, grid[0], grid[1], grid[2], g->threads, 1, 1, g->smem,
-                            (CUstream)stream, params, NULL);
     if (r != CUDA_SUCCESS)
-        return qjit_err_prefix(qjit_drv_fail(g->cu, r, "cuLaunchKernel"), "%s", g->text);
+        return qjit_err_prefix(qjit_drv_fail(g->cu, r, what), "%s", g->text);
     return QJIT_OK;
 }
 

@@ -172,10 +172,12 @@ static void put_nibble(uint8_t *row, int64_t c, unsigned v)
         *b = (uint8_t)((*b & 0xf0) | (v & 0x0f));
 }
 
-QJIT_API qjit_status qjit_quant_pack4(qjit_dtype t, int64_t rows, int64_t k, const void *src,
-                                      int64_t ld_src, void *dst, int64_t ld_dst)
+/* The arguments pack4 and unpack4 share: a 4-bit type, sizes, an even K, and the two
+ * matrices, the packed one (ld in values, even) being dst for pack4 and src for unpack4. */
+static qjit_status check_4bit_args(const char *fn, qjit_dtype t, int64_t rows, int64_t k,
+                                   const void *src, int64_t ld_src, const void *dst,
+                                   int64_t ld_dst, bool src_packed)
 {
-    static const char fn[] = "qjit_quant_pack4";
     qjit_status st;
     if (t != QJIT_DTYPE_S4 && t != QJIT_DTYPE_U4 && t != QJIT_DTYPE_E2M1)
         return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
@@ -187,8 +189,18 @@ QJIT_API qjit_status qjit_quant_pack4(qjit_dtype t, int64_t rows, int64_t k, con
         return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
                             "%s: k = %lld is odd; two 4-bit values share a byte", fn,
                             (long long)k);
-    if ((st = check_matrix(fn, "src", src, rows, k, ld_src, false)) != QJIT_OK ||
-        (st = check_matrix(fn, "dst", dst, rows, k, ld_dst, true)) != QJIT_OK)
+    if ((st = check_matrix(fn, "src", src, rows, k, ld_src, src_packed)) != QJIT_OK ||
+        (st = check_matrix(fn, "dst", dst, rows, k, ld_dst, !src_packed)) != QJIT_OK)
+        return st;
+    return QJIT_OK;
+}
+
+QJIT_API qjit_status qjit_quant_pack4(qjit_dtype t, int64_t rows, int64_t k, const void *src,
+                                      int64_t ld_src, void *dst, int64_t ld_dst)
+{
+    static const char fn[] = "qjit_quant_pack4";
+    qjit_status st = check_4bit_args(fn, t, rows, k, src, ld_src, dst, ld_dst, false);
+    if (st != QJIT_OK)
         return st;
 
     /* Check every value before writing any, so that a rejected call writes nothing. */
@@ -224,20 +236,9 @@ QJIT_API qjit_status qjit_quant_unpack4(qjit_dtype t, int64_t rows, int64_t k,
                                         const void *src, int64_t ld_src, void *dst,
                                         int64_t ld_dst)
 {
-    static const char fn[] = "qjit_quant_unpack4";
-    qjit_status st;
-    if (t != QJIT_DTYPE_S4 && t != QJIT_DTYPE_U4 && t != QJIT_DTYPE_E2M1)
-        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
-                            "%s: type is '%s' (%d); must be s4, u4 or e2m1", fn,
-                            dtype_name(t), (int)t);
-    if ((st = check_sizes(fn, rows, k)) != QJIT_OK)
-        return st;
-    if (k % 2)
-        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
-                            "%s: k = %lld is odd; two 4-bit values share a byte", fn,
-                            (long long)k);
-    if ((st = check_matrix(fn, "src", src, rows, k, ld_src, true)) != QJIT_OK ||
-        (st = check_matrix(fn, "dst", dst, rows, k, ld_dst, false)) != QJIT_OK)
+    qjit_status st = check_4bit_args("qjit_quant_unpack4", t, rows, k, src, ld_src, dst, ld_dst,
+                                     true);
+    if (st != QJIT_OK)
         return st;
     for (int64_t r = 0; r < rows; r++) {
         const uint8_t *s = (const uint8_t *)src + r * (ld_src / 2);
