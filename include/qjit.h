@@ -336,6 +336,16 @@ QJIT_API void qjit_context_stats(qjit_context *ctx, qjit_stats *out);
 
 /* ---------------------------------------------------------------- gemm handles */
 typedef struct qjit_gemm qjit_gemm;
+
+/* M buckets.  A handle whose descriptor leaves configuration fields auto holds one
+ * kernel per bucket of M (buckets that resolve alike share one) and picks it at launch
+ * from M alone, by a table lookup.  The buckets, by M:
+ *   1 | 2-4 | 5-8 | 9-16 | 17-32 | 33-64 | 65-128 | 129-256 | 257-1024 | 1025 and up. */
+#define QJIT_M_BUCKETS 10
+/* The bucket of M (M <= 1: bucket 0). */
+QJIT_API int qjit_m_bucket(int64_t m);
+/* The largest M of bucket b (INT64_MAX for the last; 0 for b out of range). */
+QJIT_API int64_t qjit_m_bucket_max(int b);
 struct CUstream_st; /* = CUstream of cuda.h; NULL is the legacy default stream */
 
 /* Get (compile, or load from a cache) the kernel of a descriptor, for the CUDA context

@@ -35,15 +35,9 @@ const char *qjit_nvrtc_version(void)
 #define MAX_OPTS 24
 static const char *const common_opts[] = {"--std=c++17", "-default-device", "--minimal",
                                           "--extra-device-vectorization", "-DNDEBUG"};
-static const struct {
-    qjit_arch arch;
-    const char *flag;
-} arch_flags[] = {{QJIT_ARCH_SM80, "--gpu-architecture=sm_80"},
-                  {QJIT_ARCH_SM86, "--gpu-architecture=sm_86"},
-                  {QJIT_ARCH_SM89, "--gpu-architecture=sm_89"},
-                  {QJIT_ARCH_SM90A, "--gpu-architecture=sm_90a"}};
-#define NARCH (sizeof arch_flags / sizeof arch_flags[0])
-static const char *opt_lists[NARCH][MAX_OPTS + 1];
+#define MAX_ARCHS 8
+static char arch_flags[MAX_ARCHS][48];
+static const char *opt_lists[MAX_ARCHS][MAX_OPTS + 1];
 static char extra_flags[512];
 static pthread_once_t opts_once = PTHREAD_ONCE_INIT;
 
@@ -55,9 +49,11 @@ static void opts_init(void)
     int nextra = 0;
     for (char *t = strtok(extra_flags, " \t"); t && nextra < 8; t = strtok(NULL, " \t"))
         extra[nextra++] = t;
-    for (size_t a = 0; a < NARCH; a++) {
+    for (int a = 0; a < qjit_arch_count() && a < MAX_ARCHS; a++) {
         int n = 0;
-        opt_lists[a][n++] = arch_flags[a].flag;
+        snprintf(arch_flags[a], sizeof arch_flags[a], "--gpu-architecture=%s",
+                 qjit_arch_nvrtc_target(qjit_arch_at(a)));
+        opt_lists[a][n++] = arch_flags[a];
         for (size_t i = 0; i < sizeof common_opts / sizeof common_opts[0]; i++)
             opt_lists[a][n++] = common_opts[i];
         for (int i = 0; i < nextra; i++)
@@ -69,8 +65,8 @@ static void opts_init(void)
 const char *const *qjit_nvrtc_options(qjit_arch arch)
 {
     pthread_once(&opts_once, opts_init);
-    for (size_t a = 0; a < NARCH; a++)
-        if (arch_flags[a].arch == arch)
+    for (int a = 0; a < qjit_arch_count() && a < MAX_ARCHS; a++)
+        if (qjit_arch_at(a) == arch)
             return opt_lists[a];
     return NULL;
 }

@@ -32,18 +32,16 @@ static const char *const scale_names[QJIT_SCALE_COUNT] = {
 
 static const char *const kernel_names[QJIT_KERNEL_COUNT] = {
     [QJIT_KERNEL_AUTO] = "auto",
-    [QJIT_KERNEL_MMA] = "mma",
-    [QJIT_KERNEL_WGMMA] = "wgmma",
-    [QJIT_KERNEL_MMA_WQ] = "mma_wq",
-    [QJIT_KERNEL_MMA_I8] = "mma_i8",
-    [QJIT_KERNEL_MMA_F8] = "mma_f8",
-    [QJIT_KERNEL_WGMMA_F8] = "wgmma_f8",
+#define QJIT_FAMILY_NAME(k, name, tmpl) [k] = name,
+    QJIT_FAMILY_LIST(QJIT_FAMILY_NAME)
+#undef QJIT_FAMILY_NAME
 };
 
 #define DTYPE_LIST "f16 bf16 f32 s8 s4 u4 e4m3 e5m2 e2m1 e8m0"
 #define SCALE_LIST "none tensor row col group:G block mx"
-#define ARCH_LIST "sm_80 sm_86 sm_89 sm_90a (or sm_90) auto"
-#define KERNEL_LIST "mma wgmma mma_wq mma_i8 mma_f8 auto"
+/* The kernel names of QJIT_FAMILY_LIST and "auto", for messages. */
+#define QJIT_FAMILY_WORD(k, name, tmpl) name " "
+#define KERNEL_LIST QJIT_FAMILY_LIST(QJIT_FAMILY_WORD) "auto"
 
 const char *qjit_desc_dtype_name(qjit_dtype t)
 {
@@ -58,18 +56,6 @@ int qjit_desc_dtype_bits(qjit_dtype t)
 const char *qjit_desc_scale_name(qjit_scale_mode m)
 {
     return (unsigned)m < QJIT_SCALE_COUNT ? scale_names[m] : NULL;
-}
-
-const char *qjit_desc_arch_name(qjit_arch a)
-{
-    switch (a) {
-    case QJIT_ARCH_AUTO: return "auto";
-    case QJIT_ARCH_SM80: return "sm_80";
-    case QJIT_ARCH_SM86: return "sm_86";
-    case QJIT_ARCH_SM89: return "sm_89";
-    case QJIT_ARCH_SM90A: return "sm_90a";
-    }
-    return NULL;
 }
 
 const char *qjit_desc_kernel_name(qjit_kernel k)
@@ -162,24 +148,7 @@ static bool parse_scale(span s, qjit_scale_mode *out, int *group)
     return false;
 }
 
-static bool parse_arch_span(span s, qjit_arch *out)
-{
-    static const struct {
-        const char *name;
-        qjit_arch arch;
-    } archs[] = {
-        {"auto", QJIT_ARCH_AUTO},   {"sm_80", QJIT_ARCH_SM80},   {"sm_86", QJIT_ARCH_SM86},
-        {"sm_89", QJIT_ARCH_SM89},  {"sm_90a", QJIT_ARCH_SM90A},
-        /* the wgmma/setmaxnreg features qjit may use exist only in sm_90a */
-        {"sm_90", QJIT_ARCH_SM90A},
-    };
-    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
-        if (span_is(s, archs[i].name)) {
-            *out = archs[i].arch;
-            return true;
-        }
-    return false;
-}
+static bool parse_arch_span(span s, qjit_arch *out) { return qjit_arch_parse(s.p, s.n, out); }
 
 qjit_status qjit_desc_parse_arch(const char *s, qjit_arch *out)
 {
@@ -187,7 +156,7 @@ qjit_status qjit_desc_parse_arch(const char *s, qjit_arch *out)
         return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "arch: NULL argument");
     if (!parse_arch_span((span){s, strlen(s)}, out))
         return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
-                            "arch: bad value '%s' (expected " ARCH_LIST ")", s);
+                            "arch: bad value '%s' (expected %s)", s, qjit_arch_list());
     return QJIT_OK;
 }
 
@@ -232,7 +201,7 @@ static const char *const field_expect[F_COUNT] = {
     [F_ZEROS] = "0 or 1",
     [F_OUT] = "one of " DTYPE_LIST,
     [F_BIAS] = "0 or 1",
-    [F_ARCH] = "one of " ARCH_LIST,
+    [F_ARCH] = NULL, /* qjit_arch_list() */
     [F_KERNEL] = "one of " KERNEL_LIST,
     [F_TILE] = "BMxBNxBK with positive multiples of 16, or auto",
     [F_WARPS] = "WMxWN with positive integers, or auto",
@@ -368,7 +337,8 @@ qjit_status qjit_gemm_desc_parse(const char *text, qjit_gemm_desc *d)
             return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
                                 "gemm descriptor: field '%s' has bad value '%.*s' "
                                 "(expected %s)",
-                                field_names[f], (int)val.n, val.p, field_expect[f]);
+                                field_names[f], (int)val.n, val.p,
+                                f == F_ARCH ? qjit_arch_list() : field_expect[f]);
         seen[f] = true;
         tok[f] = s;
     }
@@ -463,7 +433,7 @@ static const char *desc_write(const qjit_gemm_desc *d, writer *w)
     }
     NAMED("out", qjit_desc_dtype_name(d->out), d->out);
     w_printf(w, " bias=%d", d->bias);
-    NAMED("arch", qjit_desc_arch_name(d->arch), d->arch);
+    NAMED("arch", qjit_arch_name(d->arch), d->arch);
     NAMED("kernel", qjit_desc_kernel_name(d->kernel), d->kernel);
     if (d->bm == 0 && d->bn == 0 && d->bk == 0)
         w_printf(w, " tile=auto");
@@ -483,6 +453,13 @@ static const char *desc_write(const qjit_gemm_desc *d, writer *w)
         w_printf(w, " split=%d", d->split_k);
 #undef NAMED
     return bad;
+}
+
+void qjit_desc_text(const qjit_gemm_desc *d, char *buf, size_t cap)
+{
+    writer w = {buf, cap, 0};
+    if (desc_write(d, &w) || w.len >= cap)
+        snprintf(buf, cap, "gemm (unprintable descriptor)");
 }
 
 qjit_status qjit_gemm_desc_format(const qjit_gemm_desc *d, char *buf, size_t cap, size_t *len)
@@ -758,7 +735,7 @@ qjit_status qjit_gemm_desc_validate(const qjit_gemm_desc *d)
         return bad(d, "field 'sa' has value %d, which is not a qjit_scale_mode", (int)d->sa);
     if ((unsigned)d->sb >= QJIT_SCALE_COUNT)
         return bad(d, "field 'sb' has value %d, which is not a qjit_scale_mode", (int)d->sb);
-    if (!qjit_desc_arch_name(d->arch))
+    if (!qjit_arch_name(d->arch))
         return bad(d, "field 'arch' has value %d (must be QJIT_ARCH_AUTO, _SM80, _SM86, _SM89 "
                       "or _SM90A)",
                    (int)d->arch);

@@ -93,3 +93,26 @@ qjit_status qjit_drv_fail(const qjit_cu_api *cu, CUresult r, const char *what)
                          : QJIT_ERROR_CUDA;
     return qjit_err_set(st, "%s: %s (%s)", what, n ? n : "?", d ? d : "");
 }
+
+qjit_status qjit_drv_current(const qjit_cu_api **cu, CUcontext *cuctx, CUdevice *dev,
+                             int *major, int *minor)
+{
+    qjit_status st = qjit_drv_load(cu);
+    if (st != QJIT_OK)
+        return st;
+    CUresult r = (*cu)->CtxGetCurrent(cuctx);
+    if (r != CUDA_SUCCESS)
+        return qjit_drv_fail(*cu, r, "cuCtxGetCurrent");
+    if (!*cuctx)
+        return qjit_err_set(QJIT_ERROR_NO_DEVICE,
+                            "no CUDA context is current on this thread (make one current, e.g. "
+                            "cudaSetDevice + cudaFree(0), before qjit_get_gemm)");
+    if ((r = (*cu)->CtxGetDevice(dev)) != CUDA_SUCCESS)
+        return qjit_drv_fail(*cu, r, "cuCtxGetDevice");
+    if ((r = (*cu)->DeviceGetAttribute(major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                       *dev)) != CUDA_SUCCESS ||
+        (r = (*cu)->DeviceGetAttribute(minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                                       *dev)) != CUDA_SUCCESS)
+        return qjit_drv_fail(*cu, r, "cuDeviceGetAttribute(compute capability)");
+    return QJIT_OK;
+}

@@ -33,4 +33,9 @@ struct qjit_cu_api {
  * QJIT_ERROR_CUDA (or QJIT_ERROR_NO_DEVICE for the no-device results). */
 QJIT_HIDDEN qjit_status qjit_drv_fail(const qjit_cu_api *cu, CUresult r, const char *what);
 
+/* The CUDA context current on this thread, its device and the device's compute
+ * capability.  QJIT_ERROR_NO_DEVICE when no context is current. */
+QJIT_HIDDEN qjit_status qjit_drv_current(const qjit_cu_api **cu, CUcontext *cuctx,
+                                         CUdevice *dev, int *major, int *minor);
+
 #endif

@@ -1,6 +1,6 @@
 /*
- * error.c — status strings, the per-thread error message, logging, and the small
- * growable buffer every module uses.
+ * error.c — status strings, the per-thread error message, logging through a logger,
+ * and the small growable buffer every module uses.
  */
 #include "qjit_internal.h"
 
@@ -81,6 +81,18 @@ qjit_status qjit_err_prefix(qjit_status st, const char *fmt, ...)
 }
 
 void qjit_err_clear(void) { tls_msg[0] = 0; }
+
+void qjit_log(const qjit_logger *lg, qjit_log_level lvl, const char *fmt, ...)
+{
+    if (!lg || !lg->fn)
+        return;
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    lg->fn(lg->user, lvl, msg);
+}
 
 bool qjit_buf_append(qjit_buf *b, const void *p, size_t n)
 {

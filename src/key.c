@@ -64,7 +64,7 @@ qjit_status qjit_key_build(const char *canonical_desc, const qjit_expansion *e,
         return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
                             "qjit_key_build: expansion nfiles=%d out of range", e->nfiles);
     }
-    const char *arch_name = qjit_desc_arch_name(arch);
+    const char *arch_name = qjit_arch_name(arch);
     const char *nvrtc = qjit_nvrtc_version();
     const char *const *opts = qjit_nvrtc_options(arch);
     if (!arch_name || !nvrtc) {

@@ -1,7 +1,10 @@
 /*
- * qjit_internal.h — declarations shared between qjit's modules.  Each module's
- * functions carry its prefix (qjit_err_, qjit_desc_, qjit_tmpl_, qjit_sandbox_,
- * qjit_nvrtc_, qjit_key_, qjit_cache_, qjit_drv_, qjit_gemm_); none are exported.
+ * qjit_internal.h — declarations shared between qjit's modules, in the order of the data
+ * path: descriptor → arch → family → select → build (template, key, cache, NVRTC) →
+ * driver → handle (gemm) → launch, with context, error and buffers beside them.  Each
+ * module's functions carry its prefix (qjit_err_, qjit_desc_, qjit_arch_, qjit_family_,
+ * qjit_select_, qjit_build_, qjit_tmpl_, qjit_sandbox_, qjit_nvrtc_, qjit_key_,
+ * qjit_cache_, qjit_drv_, qjit_ctx_, qjit_gemm_); none are exported.
  */
 #ifndef QJIT_INTERNAL_H
 #define QJIT_INTERNAL_H
@@ -27,8 +30,12 @@ QJIT_HIDDEN qjit_status qjit_err_set(qjit_status st, const char *fmt, ...)
 QJIT_HIDDEN qjit_status qjit_err_prefix(qjit_status st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 QJIT_HIDDEN void qjit_err_clear(void);
-/* Log through the context's callback (ctx may be NULL: dropped). */
-QJIT_HIDDEN void qjit_log(const qjit_context *ctx, qjit_log_level lvl, const char *fmt, ...)
+/* Where a module's warnings go: a context's callback, copied into whatever logs. */
+typedef struct qjit_logger {
+    qjit_log_fn fn; /* NULL: dropped */
+    void *user;
+} qjit_logger;
+QJIT_HIDDEN void qjit_log(const qjit_logger *lg, qjit_log_level lvl, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* ---------------------------------------------------------------- buf (error.c) */
@@ -44,11 +51,105 @@ QJIT_HIDDEN void qjit_buf_free(qjit_buf *b);
 
 /* ---------------------------------------------------------------- desc.c */
 QJIT_HIDDEN const char *qjit_desc_dtype_name(qjit_dtype t);      /* "bf16"; NULL if bad */
-QJIT_HIDDEN const char *qjit_desc_arch_name(qjit_arch a);        /* "sm_90a"; "auto" */
-QJIT_HIDDEN const char *qjit_desc_kernel_name(qjit_kernel k);    /* "mma"; "auto" */
+QJIT_HIDDEN const char *qjit_desc_kernel_name(qjit_kernel k);    /* "mma"; "auto"; NULL if bad */
 QJIT_HIDDEN const char *qjit_desc_scale_name(qjit_scale_mode m); /* "group" (no size); NULL if bad */
 QJIT_HIDDEN int qjit_desc_dtype_bits(qjit_dtype t);              /* 16, 8, 4, 32 */
 QJIT_HIDDEN qjit_status qjit_desc_parse_arch(const char *s, qjit_arch *out);
+/* The canonical text, or "gemm (unprintable descriptor)" (messages and map keys). */
+QJIT_HIDDEN void qjit_desc_text(const qjit_gemm_desc *d, char *buf, size_t cap);
+
+/* ---------------------------------------------------------------- arch.c */
+QJIT_HIDDEN const char *qjit_arch_name(qjit_arch a);          /* "sm_90a", "auto"; NULL if bad */
+QJIT_HIDDEN const char *qjit_arch_nvrtc_target(qjit_arch a);  /* "sm_90a"; NULL if bad */
+QJIT_HIDDEN unsigned qjit_arch_smem_limit(qjit_arch a);       /* bytes a block may use; 0 if bad */
+QJIT_HIDDEN int qjit_arch_count(void);                        /* targets, oldest first */
+QJIT_HIDDEN qjit_arch qjit_arch_at(int i);
+QJIT_HIDDEN bool qjit_arch_parse(const char *s, size_t n, qjit_arch *out); /* names and "auto" */
+QJIT_HIDDEN const char *qjit_arch_list(void);                 /* the names, for messages */
+QJIT_HIDDEN qjit_arch qjit_arch_for_device(int major, int minor); /* AUTO: none */
+QJIT_HIDDEN bool qjit_arch_runs_on(qjit_arch a, int major, int minor);
+QJIT_HIDDEN bool qjit_arch_at_least(qjit_arch a, qjit_arch floor);
+
+/* ---------------------------------------------------------------- the kernel families */
+/* Every kernel family: its qjit_kernel value, its name in descriptors, and its template,
+ * in kernel=auto's order of preference.  Adding a family is a template file, a line here
+ * and its enum value in qjit.h; everything else about it the template declares
+ * (family.c).  Tests check every list of kernel names shown to users against this one. */
+#define QJIT_FAMILY_LIST(X)                                                              \
+    X(QJIT_KERNEL_WGMMA, "wgmma", "gemm_wgmma.cu")                                       \
+    X(QJIT_KERNEL_MMA, "mma", "gemm_mma.cu")                                             \
+    X(QJIT_KERNEL_MMA_WQ, "mma_wq", "gemm_wq.cu")                                        \
+    X(QJIT_KERNEL_MMA_I8, "mma_i8", "gemm_i8.cu")                                        \
+    X(QJIT_KERNEL_WGMMA_F8, "wgmma_f8", "gemm_wgmma_f8.cu")                              \
+    X(QJIT_KERNEL_MMA_F8, "mma_f8", "gemm_f8.cu")
+
+/* ---------------------------------------------------------------- family.c */
+/* The configuration fields of a descriptor: what chooses among a family's kernels. */
+typedef struct qjit_config {
+    int bm, bn, bk, wm, wn, stages, split_k;
+} qjit_config;
+QJIT_HIDDEN void qjit_config_get(const qjit_gemm_desc *d, qjit_config *c);
+/* Sets the fields d leaves auto (all of tile, of warps, stages, split) from c. */
+QJIT_HIDDEN void qjit_config_fill(qjit_gemm_desc *d, const qjit_config *c);
+
+/* What one kernel needs at launch, as its family states it for a configuration. */
+typedef struct qjit_plan {
+    unsigned threads, smem;
+    int k_multiple, ld_multiple, align;
+    int persistent; /* 1: a grid of at most one CTA per SM that walks the tiles */
+    int cluster_k;  /* > 1: K may be split across up to this many CTAs of a cluster */
+    int k_chunk;    /* with cluster_k: each CTA's share of K is a multiple of this */
+} qjit_plan;
+
+typedef struct qjit_families qjit_families; /* one per context: its templates' declarations */
+struct qjit_expansion;
+QJIT_HIDDEN qjit_status qjit_family_open(const char *template_dir, qjit_families **out);
+QJIT_HIDDEN void qjit_family_close(qjit_families *fs);
+QJIT_HIDDEN int qjit_family_count(void);            /* QJIT_FAMILY_LIST, in order */
+QJIT_HIDDEN qjit_kernel qjit_family_at(int i);
+QJIT_HIDDEN const char *qjit_family_template(qjit_kernel k); /* NULL: not a family */
+/* Whether family k is in this build (its template exists). */
+QJIT_HIDDEN bool qjit_family_present(qjit_families *fs, qjit_kernel k);
+/* Whether family k computes d's pair and scale modes (configuration ignored). */
+QJIT_HIDDEN bool qjit_family_serves(qjit_families *fs, qjit_kernel k, const qjit_gemm_desc *d);
+/* The least arch family k runs on (QJIT_ARCH_SM90A: that target only). */
+QJIT_HIDDEN qjit_arch qjit_family_floor(qjit_families *fs, qjit_kernel k);
+/* The heuristic's configuration of family k for d on d->arch, for problems of at most
+ * m_max rows (0: M unknown). */
+QJIT_HIDDEN qjit_status qjit_family_default(qjit_families *fs, qjit_kernel k,
+                                            const qjit_gemm_desc *d, int64_t m_max,
+                                            qjit_config *out);
+/* Check a resolved descriptor against its family's rules and the arch's shared memory,
+ * and state its launch needs.  QJIT_ERROR_UNSUPPORTED with the reason in `why`. */
+QJIT_HIDDEN qjit_status qjit_family_plan(qjit_families *fs, const qjit_gemm_desc *r,
+                                         qjit_plan *out, char *why, size_t cap);
+/* The configurations of family k's named space ("default", "small-m"), in order. */
+QJIT_HIDDEN qjit_status qjit_family_space(qjit_families *fs, qjit_kernel k,
+                                          const qjit_gemm_desc *d, const char *name,
+                                          qjit_config *out, size_t cap, size_t *count);
+/* Expand the template of a resolved descriptor into CUDA source (build.c compiles it). */
+QJIT_HIDDEN qjit_status qjit_family_expand(qjit_families *fs, const qjit_gemm_desc *r,
+                                           struct qjit_expansion *e);
+
+/* ---------------------------------------------------------------- select.c */
+/* Validate d, pick the arch (named, else the context's override, else the current
+ * device's) and the kernel, and fill every auto field with the family's heuristic for
+ * problems of at most m_max rows (0: M unknown). */
+QJIT_HIDDEN qjit_status qjit_select_resolve(qjit_context *ctx, const qjit_gemm_desc *d,
+                                            qjit_arch arch, int64_t m_max, qjit_gemm_desc *r);
+/* Whether a resolved descriptor has a kernel: its family serves it on its arch and its
+ * plan holds.  QJIT_ERROR_UNSUPPORTED with the reason in `why`; *plan (may be NULL) gets
+ * the launch needs. */
+QJIT_HIDDEN qjit_status qjit_select_check(qjit_context *ctx, const qjit_gemm_desc *r,
+                                          qjit_plan *plan, char *why, size_t cap);
+
+/* ---------------------------------------------------------------- build.c */
+/* The cubin of a resolved, checked descriptor (text: its canonical form): from a cache,
+ * else compiled outside any cache transaction and stored.  must_store: a failure to
+ * store is an error (precompile), else a warning.  *cubin is malloc'd. */
+QJIT_HIDDEN qjit_status qjit_build_cubin(qjit_context *ctx, const qjit_gemm_desc *r,
+                                         const char *text, bool must_store, uint8_t key[16],
+                                         void **cubin, size_t *cubin_len, int *was_cached);
 
 /* ---------------------------------------------------------------- template.c */
 /* A template file's bytes: from the override directory if it has the file, else the
@@ -131,7 +232,7 @@ typedef struct qjit_cache_config {
     const char *shipped;       /* read-only DB file consulted first, or NULL */
     int memory_only;
     uint64_t max_bytes;        /* 0 = unlimited */
-    const qjit_context *log_ctx; /* for warnings (read-only dir, repaired rows) */
+    qjit_logger log;           /* warnings (read-only dir, repaired rows) */
 } qjit_cache_config;
 
 /* Never fails for an unusable directory: degrades to memory and warns. */
@@ -173,22 +274,44 @@ QJIT_HIDDEN const char *qjit_drv_error_name(qjit_cu_result r);
 
 /* ---------------------------------------------------------------- context.c */
 typedef struct qjit_map_entry qjit_map_entry;
-typedef struct qjit_inflight qjit_inflight;
+typedef struct qjit_owned qjit_owned;
+
+/* A build under way, for compile-once: lives in the builder's frame. */
+typedef struct qjit_inflight {
+    qjit_gemm_desc desc;
+    void *cuctx;
+    struct qjit_inflight *next;
+} qjit_inflight;
 
 struct qjit_context {
     qjit_options opt;            /* strings point at the owned copies below */
     char *cache_dir, *shipped, *template_dir;
+    qjit_logger log;
     qjit_cache *cache;
+    qjit_families *families;
     pthread_mutex_t mu;          /* guards everything below */
     pthread_cond_t cv;           /* signalled when an in-flight build ends */
     qjit_map_entry *slots;       /* open addressing, power-of-two size */
     size_t nslots, nused;
-    struct qjit_gemm **handles;  /* every handle made, for destroy */
-    size_t nhandles, cap_handles;
-    qjit_inflight *inflight;     /* builds under way, for compile-once */
+    qjit_owned *owned;           /* every object made, destroyed with the context */
+    size_t nowned, cap_owned;
+    qjit_inflight *inflight;     /* builds under way */
     qjit_stats stats;
 };
-/* Frees the handles of a context (gemm.c). */
-QJIT_HIDDEN void qjit_gemm_destroy_all(qjit_context *ctx);
+
+/* The in-process map: (kind, descriptor, CUDA context) -> object.  Kinds keep a handle
+ * and a loaded kernel of one descriptor apart.  Caller holds ctx->mu. */
+enum { QJIT_OBJ_HANDLE = 1, QJIT_OBJ_KERNEL = 2 };
+QJIT_HIDDEN void *qjit_ctx_find(qjit_context *ctx, int kind, const qjit_gemm_desc *d,
+                                void *cuctx);
+QJIT_HIDDEN bool qjit_ctx_insert(qjit_context *ctx, int kind, const qjit_gemm_desc *d,
+                                 void *cuctx, void *obj);
+/* The context destroys obj with fn when it is destroyed.  Caller holds ctx->mu. */
+QJIT_HIDDEN bool qjit_ctx_adopt(qjit_context *ctx, void *obj, void (*fn)(void *obj));
+/* Builds under way (caller holds ctx->mu): whether one is, start one (links *me), end
+ * it (unlinks *me and wakes the waiters). */
+QJIT_HIDDEN bool qjit_ctx_building(qjit_context *ctx, const qjit_gemm_desc *d, void *cuctx);
+QJIT_HIDDEN void qjit_ctx_build_begin(qjit_context *ctx, qjit_inflight *me);
+QJIT_HIDDEN void qjit_ctx_build_end(qjit_context *ctx, qjit_inflight *me);
 
 #endif /* QJIT_INTERNAL_H */

@@ -31,7 +31,7 @@ static void on_log(void *user, qjit_log_level lvl, const char *msg)
     }
 }
 
-static qjit_context *log_ctx;
+static const qjit_logger log_ctx = {on_log, NULL};
 
 /* A synthetic row i: material, key = its hash, a cubin of `size` bytes. */
 typedef struct test_row {
@@ -1171,11 +1171,6 @@ static void test_admin(void)
 
 int main(void)
 {
-    qjit_options o;
-    qjit_options_init(&o);
-    o.memory_only = 1;
-    o.log = on_log;
-    CHECK_OK(qjit_context_create(&o, &log_ctx));
     test_miss_then_hit();
     test_material_mismatch();
     test_damaged_row();
@@ -1190,6 +1185,5 @@ int main(void)
     test_killed_writer();
     test_threads();
     test_admin();
-    qjit_context_destroy(log_ctx);
     return tl_finish("test_cache");
 }

@@ -55,13 +55,13 @@ static void test_names(void)
     } archs[] = {{QJIT_ARCH_AUTO, "auto"},  {QJIT_ARCH_SM80, "sm_80"}, {QJIT_ARCH_SM86, "sm_86"},
                  {QJIT_ARCH_SM89, "sm_89"}, {QJIT_ARCH_SM90A, "sm_90a"}};
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
-        const char *n = qjit_desc_arch_name(archs[i].a);
+        const char *n = qjit_arch_name(archs[i].a);
         CHECK(n && strcmp(n, archs[i].name) == 0, "arch %d name %s", archs[i].a, n);
         qjit_arch back = (qjit_arch)-1;
         CHECK_OK(qjit_desc_parse_arch(archs[i].name, &back));
         CHECK(back == archs[i].a, "parse_arch(%s) = %d", archs[i].name, back);
     }
-    CHECK(qjit_desc_arch_name((qjit_arch)75) == NULL, "sm_75 has a name");
+    CHECK(qjit_arch_name((qjit_arch)75) == NULL, "sm_75 has a name");
     qjit_arch a = QJIT_ARCH_SM80;
     CHECK_OK(qjit_desc_parse_arch("sm_90", &a));
     CHECK(a == QJIT_ARCH_SM90A, "sm_90 means sm_90a, got %d", a);

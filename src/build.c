@@ -1,0 +1,99 @@
+/*
+ * build.c — the cold path of a get and of precompile: a resolved descriptor's template
+ * expanded, its key made, the cubin looked up in the cache, else compiled by NVRTC
+ * outside any cache transaction and stored.
+ */
+#include "qjit_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+qjit_status qjit_build_cubin(qjit_context *ctx, const qjit_gemm_desc *r, const char *text,
+                             bool must_store, uint8_t key_out[16], void **cubin,
+                             size_t *cubin_len, int *was_cached)
+{
+    qjit_expansion e;
+    qjit_key key = {{0}, {0}};
+    qjit_status st = qjit_family_expand(ctx->families, r, &e);
+    if (st != QJIT_OK)
+        return qjit_err_prefix(st, "%s", text);
+    if ((st = qjit_key_build(text, &e, r->arch, &key)) != QJIT_OK)
+        goto done;
+    memcpy(key_out, key.hash, 16);
+    st = qjit_cache_get(ctx->cache, key.hash, key.material.data, key.material.len, cubin,
+                        cubin_len);
+    if (st == QJIT_OK) {
+        *was_cached = 1;
+        goto done;
+    }
+    if (st != QJIT_ERROR_NOT_FOUND)
+        goto done;
+    *was_cached = 0;
+    double ms = 0;
+    st = qjit_nvrtc_compile(e.source.data, e.source.len, e.files[0].name, r->arch, cubin,
+                            cubin_len, &ms);
+    pthread_mutex_lock(&ctx->mu);
+    ctx->stats.compiles++;
+    ctx->stats.compile_ms += ms;
+    if (st != QJIT_OK)
+        ctx->stats.compile_failures++;
+    pthread_mutex_unlock(&ctx->mu);
+    if (st != QJIT_OK) {
+        qjit_err_prefix(st, "%s", text);
+        goto done;
+    }
+    qjit_cache_row row = {{0},
+                          key.material.data,
+                          key.material.len,
+                          text,
+                          qjit_arch_name(r->arch),
+                          *cubin,
+                          *cubin_len,
+                          e.source.data,
+                          e.source.len,
+                          ms};
+    memcpy(row.key, key.hash, 16);
+    qjit_status pst = qjit_cache_put(ctx->cache, &row, NULL);
+    if (pst != QJIT_OK && must_store) { /* precompile exists to fill the cache */
+        free(*cubin);
+        *cubin = NULL;
+        st = qjit_err_prefix(pst, "%s: compiled but not stored", text);
+        goto done;
+    }
+    if (pst != QJIT_OK) /* a get still has a good kernel; only the cache failed to keep it */
+        qjit_log(&ctx->log, QJIT_LOG_WARN, "qjit: could not store %s in the cache: %s", text,
+                 qjit_last_error());
+    qjit_log(&ctx->log, QJIT_LOG_INFO, "qjit: compiled %s in %.0f ms", text, ms);
+done:
+    qjit_key_free(&key);
+    qjit_expansion_free(&e);
+    return st;
+}
+
+qjit_status qjit_gemm_precompile(qjit_context *ctx, const qjit_gemm_desc *d, qjit_arch arch,
+                                 int *was_cached)
+{
+    if (!ctx || !d)
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "qjit_gemm_precompile: NULL argument");
+    if (arch == QJIT_ARCH_AUTO && d->arch == QJIT_ARCH_AUTO && ctx->opt.arch == QJIT_ARCH_AUTO)
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
+                            "qjit_gemm_precompile: name an arch (%s)", qjit_arch_list());
+    qjit_gemm_desc r;
+    char why[512], text[256];
+    qjit_status st = qjit_select_resolve(ctx, d, arch, 0, &r);
+    if (st != QJIT_OK)
+        return st;
+    qjit_desc_text(&r, text, sizeof text);
+    if ((st = qjit_select_check(ctx, &r, NULL, why, sizeof why)) != QJIT_OK)
+        return qjit_err_set(st, "%s: %s", text, why);
+    void *cubin = NULL;
+    size_t n = 0;
+    uint8_t key[16];
+    int cached = 0;
+    st = qjit_build_cubin(ctx, &r, text, true, key, &cubin, &n, &cached);
+    free(cubin);
+    if (st == QJIT_OK && was_cached)
+        *was_cached = cached;
+    return st;
+}

@@ -1,0 +1,64 @@
+/*
+ * cache_db.h — the SQL plumbing shared by the cache's runtime store (cache.c) and its
+ * administration (cache_admin.c); see cache_db.c.  Internal to those two files.
+ */
+#ifndef QJIT_CACHE_DB_H
+#define QJIT_CACHE_DB_H
+
+#include "qjit_internal.h"
+
+#include <sqlite3.h>
+
+/* The row layout is part of the cache format: user_version holds it. */
+#define QJIT_DB_SCHEMA_VERSION QJIT_CACHE_FORMAT_VERSION
+/* A connection's lock wait, restored after a short-wait statement. */
+#define QJIT_DB_BUSY_TIMEOUT_MS 10000
+#define QJIT_DB_MEMORY_PATH ":memory:"
+
+#define QJIT_DB_ROW_COLUMNS                                                              \
+    "key, cubin_size, cubin_hash, source_size, compile_ms, created, last_used, arch, "   \
+    "descriptor, material, cubin, source"
+#define QJIT_DB_ROW_OK_ARGS "key, material, cubin, cubin_size, cubin_hash, source, source_size"
+
+/* The message of the last failure on db, before a rollback overwrites it. */
+typedef struct qjit_dberr {
+    int rc;
+    char msg[512];
+} qjit_dberr;
+
+QJIT_HIDDEN int64_t qjit_db_now_ms(void);              /* unix ms */
+QJIT_HIDDEN bool qjit_db_is_busy(int rc);
+QJIT_HIDDEN bool qjit_db_is_corrupt(int rc);           /* the file is damaged */
+QJIT_HIDDEN char *qjit_db_dup_str(const char *s);      /* malloc'd; NULL on no memory */
+QJIT_HIDDEN char *qjit_db_join_path(const char *a, const char *b);
+QJIT_HIDDEN int qjit_db_mkdir_p(const char *dir);      /* 0 or an errno */
+/* The default directory of the writable DB (malloc'd); NULL if no variable says. */
+QJIT_HIDDEN char *qjit_db_default_dir(void);
+/* "file:" URI of a path with a query (malloc'd). */
+QJIT_HIDDEN char *qjit_db_file_uri(const char *path, const char *query);
+/* NULL when a row is whole, else what is wrong with it. */
+QJIT_HIDDEN const char *qjit_db_row_check(const void *key, int key_len, const void *material,
+                                          int mlen, const void *cubin, int clen,
+                                          sqlite3_int64 cubin_size, const void *chash,
+                                          int chash_len, int source_len,
+                                          sqlite3_int64 source_size);
+/* prepare / step / exec, retrying while locked (see cache_db.c for where that is legal). */
+QJIT_HIDDEN int qjit_db_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st);
+QJIT_HIDDEN int qjit_db_step(sqlite3_stmt *st);
+QJIT_HIDDEN int qjit_db_exec(sqlite3 *db, const char *sql);
+QJIT_HIDDEN int qjit_db_query_int(sqlite3 *db, const char *sql, sqlite3_int64 *out);
+QJIT_HIDDEN void qjit_db_rollback(sqlite3 *db);
+/* Record rc and db's message as "what: message" in *e; returns rc. */
+QJIT_HIDDEN int qjit_db_note(qjit_dberr *e, sqlite3 *db, int rc, const char *what);
+/* Settings every connection gets (extended codes, busy timeout, qjit_row_ok). */
+QJIT_HIDDEN int qjit_db_configure(sqlite3 *db);
+/* Make the schema current; a DB of another version is recreated when allowed
+ * (*recreated = its version), else SQLITE_MISMATCH. */
+QJIT_HIDDEN int qjit_db_schema_ensure(sqlite3 *db, bool allow_recreate, int *recreated,
+                                      qjit_dberr *e);
+QJIT_HIDDEN int qjit_db_schema_check_ro(sqlite3 *db, const char *schema, qjit_dberr *e);
+/* Delete least-recently-used rows until cubin + source bytes <= cap (in the caller's
+ * write transaction). */
+QJIT_HIDDEN int qjit_db_evict(sqlite3 *db, uint64_t cap, uint64_t *removed, qjit_dberr *e);
+
+#endif

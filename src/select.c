@@ -1,0 +1,260 @@
+/*
+ * select.c — choosing what runs: the target arch, the kernel family (kernel=auto takes
+ * the first of QJIT_FAMILY_LIST that serves the pair there), and every auto field from
+ * the family's heuristic; whether a resolved descriptor has a kernel; named sweeps.
+ */
+#define _GNU_SOURCE
+#include "driver.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *mode_name(qjit_scale_mode m)
+{
+    const char *n = qjit_desc_scale_name(m);
+    return n ? n : "?";
+}
+
+/* ctx, or the default context when it is NULL. */
+static qjit_status context_of(qjit_context **ctx)
+{
+    return *ctx ? QJIT_OK : qjit_default_context(ctx);
+}
+
+/* Whether family k may be chosen for d (its pair) on arch. */
+static bool usable(qjit_families *fs, qjit_kernel k, const qjit_gemm_desc *d, qjit_arch arch)
+{
+    qjit_gemm_desc probe = *d;
+    probe.arch = arch;
+    return qjit_family_serves(fs, k, &probe) &&
+           qjit_arch_at_least(arch, qjit_family_floor(fs, k)) && qjit_family_present(fs, k);
+}
+
+/* d with arch and kernel set and its auto fields filled by family k's heuristic (with
+ * no family, a placeholder configuration that keeps the text free of auto, for errors). */
+static void fill_with(qjit_families *fs, qjit_kernel k, const qjit_gemm_desc *d,
+                      qjit_arch arch, int64_t m_max, qjit_gemm_desc *r)
+{
+    *r = *d;
+    r->arch = arch;
+    qjit_config c = {128, 128, 32, 2, 2, 3, 1};
+    if (qjit_family_template(k)) {
+        r->kernel = k;
+        if (qjit_family_default(fs, k, r, m_max, &c) != QJIT_OK)
+            c = (qjit_config){128, 128, 32, 2, 2, 3, 1};
+    }
+    qjit_config_fill(r, &c);
+    if (!r->split_k)
+        r->split_k = 1;
+}
+
+/* With stages=auto, fewer stages until the tile fits the arch's shared memory (the
+ * heuristics are written for the largest, sm_80/sm_90a; sm_86/sm_89 have 99 KB). */
+static void fit_stages(qjit_context *ctx, const qjit_gemm_desc *d, qjit_gemm_desc *r)
+{
+    char why[512];
+    while (!d->stages && r->stages > 2 &&
+           qjit_select_check(ctx, r, NULL, why, sizeof why) == QJIT_ERROR_UNSUPPORTED &&
+           strstr(why, "shared memory"))
+        r->stages--;
+}
+
+/* kernel=auto: the first family, in order of preference, that serves the pair on this
+ * arch and supports the configuration fields the caller set; if none does, the first
+ * that serves the pair, so that the error explains what is wrong with it. */
+static void fill_kernel(qjit_context *ctx, const qjit_gemm_desc *d, qjit_arch arch,
+                        int64_t m_max, qjit_gemm_desc *r)
+{
+    qjit_families *fs = ctx->families;
+    if (d->kernel != QJIT_KERNEL_AUTO) {
+        fill_with(fs, d->kernel, d, arch, m_max, r);
+        return;
+    }
+    qjit_kernel first = QJIT_KERNEL_AUTO;
+    bool configured = d->bm || d->wm || d->stages;
+    for (int i = 0; i < qjit_family_count(); i++) {
+        qjit_kernel k = qjit_family_at(i);
+        if (!usable(fs, k, d, arch))
+            continue;
+        if (first == QJIT_KERNEL_AUTO)
+            first = k;
+        fill_with(fs, k, d, arch, m_max, r);
+        char why[256];
+        if (!configured || qjit_select_check(ctx, r, NULL, why, sizeof why) == QJIT_OK)
+            return;
+    }
+    fill_with(fs, first, d, arch, m_max, r);
+}
+
+qjit_status qjit_select_resolve(qjit_context *ctx, const qjit_gemm_desc *d, qjit_arch arch,
+                                int64_t m_max, qjit_gemm_desc *r)
+{
+    qjit_status st = qjit_gemm_desc_validate(d);
+    if (st != QJIT_OK)
+        return st;
+    if (arch == QJIT_ARCH_AUTO)
+        arch = d->arch;
+    if (arch == QJIT_ARCH_AUTO)
+        arch = ctx->opt.arch;
+    if (arch == QJIT_ARCH_AUTO) {
+        const qjit_cu_api *cu;
+        CUcontext cuctx;
+        CUdevice dev;
+        int major, minor;
+        if ((st = qjit_drv_current(&cu, &cuctx, &dev, &major, &minor)) != QJIT_OK)
+            return qjit_err_prefix(st, "arch=auto needs the current device");
+        arch = qjit_arch_for_device(major, minor);
+        if (arch == QJIT_ARCH_AUTO)
+            return qjit_err_set(QJIT_ERROR_UNSUPPORTED,
+                                "the current device is sm_%d%d; qjit targets %s", major, minor,
+                                qjit_arch_list());
+    }
+    if (!qjit_arch_name(arch))
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "arch %d is not a target", (int)arch);
+    fill_kernel(ctx, d, arch, m_max, r);
+    /* only the 99 KB targets need it; elsewhere it would cost every cold get a check */
+    if (qjit_arch_smem_limit(arch) < 160 * 1024 && qjit_family_template(r->kernel))
+        fit_stages(ctx, d, r);
+    return QJIT_OK;
+}
+
+qjit_status qjit_select_check(qjit_context *ctx, const qjit_gemm_desc *r, qjit_plan *plan,
+                              char *why, size_t cap)
+{
+#define NO(...)                                                                          \
+    do {                                                                                 \
+        snprintf(why, cap, __VA_ARGS__);                                                 \
+        return QJIT_ERROR_UNSUPPORTED;                                                   \
+    } while (0)
+    qjit_families *fs = ctx->families;
+    if (!qjit_family_template(r->kernel)) {
+        /* the serving family that asks least of the arch names the one to have */
+        qjit_kernel least = QJIT_KERNEL_AUTO;
+        for (int i = 0; i < qjit_family_count(); i++) {
+            qjit_kernel k = qjit_family_at(i);
+            if (qjit_family_serves(fs, k, r) && qjit_family_present(fs, k) &&
+                (least == QJIT_KERNEL_AUTO ||
+                 !qjit_arch_at_least(qjit_family_floor(fs, k), qjit_family_floor(fs, least))))
+                least = k;
+        }
+        if (least == QJIT_KERNEL_AUTO)
+            NO("pair a=%s b=%s sa=%s sb=%s has no kernel in this build of qjit",
+               qjit_desc_dtype_name(r->a), qjit_desc_dtype_name(r->b), mode_name(r->sa),
+               mode_name(r->sb));
+        if (!qjit_arch_at_least(r->arch, qjit_family_floor(fs, least)))
+            NO("pair a=%s b=%s needs %s or newer (kernel %s); %s lacks its tensor-core "
+               "instructions",
+               qjit_desc_dtype_name(r->a), qjit_desc_dtype_name(r->b),
+               qjit_arch_name(qjit_family_floor(fs, least)), qjit_desc_kernel_name(least),
+               qjit_arch_name(r->arch));
+        NO("no kernel serves this descriptor");
+    }
+    if (!qjit_family_serves(fs, r->kernel, r))
+        NO("kernel %s does not serve pair a=%s b=%s sa=%s sb=%s",
+           qjit_family_template(r->kernel), qjit_desc_dtype_name(r->a),
+           qjit_desc_dtype_name(r->b), mode_name(r->sa), mode_name(r->sb));
+    if (!qjit_arch_at_least(r->arch, qjit_family_floor(fs, r->kernel)))
+        NO("kernel %s needs %s (arch=%s)", qjit_desc_kernel_name(r->kernel),
+           qjit_arch_name(qjit_family_floor(fs, r->kernel)), qjit_arch_name(r->arch));
+    if (!qjit_family_present(fs, r->kernel))
+        NO("kernel %s is not in this build of qjit (no template %s)",
+           qjit_desc_kernel_name(r->kernel), qjit_family_template(r->kernel));
+#undef NO
+    qjit_plan local;
+    return qjit_family_plan(fs, r, plan ? plan : &local, why, cap);
+}
+
+/* ------------------------------------------------------------ the public calls */
+qjit_status qjit_gemm_resolve(qjit_context *ctx, const qjit_gemm_desc *d, qjit_arch arch,
+                              qjit_gemm_desc *resolved)
+{
+    if (!d || !resolved)
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "qjit_gemm_resolve: NULL argument");
+    qjit_gemm_desc r;
+    qjit_status st = context_of(&ctx);
+    if (st == QJIT_OK)
+        st = qjit_select_resolve(ctx, d, arch, 0, &r);
+    if (st == QJIT_OK)
+        *resolved = r;
+    return st;
+}
+
+qjit_status qjit_gemm_supports(qjit_context *ctx, const qjit_gemm_desc *d, qjit_arch arch,
+                               char *why, size_t why_cap)
+{
+    char local[512];
+    if (!why || !why_cap) {
+        why = local;
+        why_cap = sizeof local;
+    }
+    why[0] = 0;
+    if (!d)
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "qjit_gemm_supports: desc is NULL");
+    qjit_gemm_desc r;
+    qjit_status st = context_of(&ctx);
+    if (st == QJIT_OK)
+        st = qjit_select_resolve(ctx, d, arch, 0, &r);
+    if (st != QJIT_OK) {
+        snprintf(why, why_cap, "%s", qjit_last_error());
+        return st;
+    }
+    st = qjit_select_check(ctx, &r, NULL, why, why_cap);
+    if (st != QJIT_OK) {
+        char text[256];
+        qjit_desc_text(&r, text, sizeof text);
+        return qjit_err_set(st, "%s: %s", text, why);
+    }
+    return QJIT_OK;
+}
+
+qjit_status qjit_gemm_sweep(qjit_context *ctx, const qjit_gemm_desc *d, qjit_arch arch,
+                            const char *name, qjit_gemm_desc *out, size_t cap, size_t *count)
+{
+    if (!d || !name || !count || (cap && !out))
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "qjit_gemm_sweep: NULL argument");
+    *count = 0;
+    bool small = strcmp(name, "small-m") == 0;
+    if (!small && strcmp(name, "default") != 0)
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
+                            "sweep '%s' is not known (sweeps: default, small-m)", name);
+    qjit_gemm_desc base;
+    qjit_status st = context_of(&ctx);
+    if (st == QJIT_OK) /* picks the arch and the family */
+        st = qjit_select_resolve(ctx, d, arch, 0, &base);
+    if (st != QJIT_OK)
+        return st;
+    qjit_config pts[64];
+    size_t n = 0;
+    if (qjit_family_template(base.kernel) &&
+        (st = qjit_family_space(ctx->families, base.kernel, &base, name, pts, 64, &n)) != QJIT_OK)
+        return st;
+    if (n > 64)
+        n = 64;
+    size_t k = 0;
+    for (size_t i = 0; i <= n; i++) {
+        qjit_gemm_desc c = *d;
+        c.arch = base.arch;
+        c.kernel = base.kernel;
+        if (i == 0 && small)
+            continue;
+        if (i == 0) /* the heuristic's choice first */
+            c = base;
+        else
+            qjit_config_fill(&c, &pts[i - 1]);
+        char why[512];
+        if (qjit_gemm_desc_validate(&c) != QJIT_OK ||
+            qjit_select_check(ctx, &c, NULL, why, sizeof why) != QJIT_OK)
+            continue;
+        bool dup = false;
+        for (size_t j = 0; j < k && j < cap; j++)
+            dup |= memcmp(&out[j], &c, sizeof c) == 0;
+        if (dup)
+            continue;
+        if (k < cap)
+            out[k] = c;
+        k++;
+    }
+    qjit_err_clear();
+    *count = k;
+    return QJIT_OK;
+}
