@@ -146,7 +146,8 @@ typedef struct qjit_gemm_desc {
     qjit_kernel kernel;
     int bm, bn, bk;         /* tile; 0 = auto (all three together) */
     int wm, wn;             /* warps along M and N; 0 = auto */
-    int stages;             /* pipeline depth 2..6; 0 = auto */
+    int stages;             /* pipeline depth; 0 = auto.  The descriptor takes 2..32; each kernel
+                               family takes its own range (qjit_gemm_supports says which) */
     int split_k;            /* 1 = none; 0 = auto */
 } qjit_gemm_desc;
 

@@ -1,7 +1,10 @@
 /*
- * family.c — the kernel families: for each template of QJIT_FAMILY_LIST, what it serves,
- * the least arch it runs on, its heuristic configuration, its named configuration spaces,
- * and the plan that checks a configuration and states its launch needs.
+ * family.c — the kernel families.  Each template of QJIT_FAMILY_LIST declares its family
+ * in Lua, in a family{...} table at its top (docs/TEMPLATES.md): what it serves, the
+ * least arch it runs on, its heuristic configuration, its named configuration spaces, and
+ * the plan that checks a configuration and states its launch needs.  A context reads
+ * each declaration once, into one persistent sandbox, and answers every question from
+ * it; the kernel text is expanded only to build.
  */
 #define _GNU_SOURCE
 #include "qjit_internal.h"
@@ -22,14 +25,23 @@ static const struct {
 
 int qjit_family_count(void) { return NFAMILIES; }
 
-qjit_kernel qjit_family_at(int i) { return i >= 0 && i < NFAMILIES ? list[i].kernel : QJIT_KERNEL_AUTO; }
+qjit_kernel qjit_family_at(int i)
+{
+    return i >= 0 && i < NFAMILIES ? list[i].kernel : QJIT_KERNEL_AUTO;
+}
 
-const char *qjit_family_template(qjit_kernel k)
+static int index_of(qjit_kernel k)
 {
     for (int i = 0; i < NFAMILIES; i++)
         if (list[i].kernel == k)
-            return list[i].tmpl;
-    return NULL;
+            return i;
+    return -1;
+}
+
+const char *qjit_family_template(qjit_kernel k)
+{
+    int i = index_of(k);
+    return i < 0 ? NULL : list[i].tmpl;
 }
 
 void qjit_config_get(const qjit_gemm_desc *d, qjit_config *c)
@@ -54,8 +66,16 @@ void qjit_config_fill(qjit_gemm_desc *d, const qjit_config *c)
         d->split_k = c->split_k;
 }
 
+/* ------------------------------------------------------------ the declarations */
+enum { UNKNOWN, MISSING, LOADED, BROKEN };
+
 struct qjit_families {
     char *template_dir;
+    pthread_mutex_t mu; /* one query at a time: the sandbox is one Lua state */
+    qjit_sandbox *S;
+    int state[NFAMILIES];
+    qjit_arch floor[NFAMILIES];
+    char error[NFAMILIES][512]; /* why a declaration is BROKEN */
 };
 
 qjit_status qjit_family_open(const char *template_dir, qjit_families **out)
@@ -65,6 +85,7 @@ qjit_status qjit_family_open(const char *template_dir, qjit_families **out)
         free(fs);
         return qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "kernel families");
     }
+    pthread_mutex_init(&fs->mu, NULL);
     *out = fs;
     return QJIT_OK;
 }
@@ -73,240 +94,23 @@ void qjit_family_close(qjit_families *fs)
 {
     if (!fs)
         return;
+    qjit_sandbox_close(fs->S);
+    pthread_mutex_destroy(&fs->mu);
     free(fs->template_dir);
     free(fs);
 }
 
-/* ------------------------------------------------------------ what each family serves */
-static bool is_half(qjit_dtype t) { return t == QJIT_DTYPE_F16 || t == QJIT_DTYPE_BF16; }
-
-static bool serves_float(const qjit_gemm_desc *d)
-{
-    return is_half(d->a) && d->b == d->a && d->sa == QJIT_SCALE_NONE &&
-           d->sb == QJIT_SCALE_NONE;
-}
-static bool serves_wq(const qjit_gemm_desc *d)
-{
-    return is_half(d->a) && (d->b == QJIT_DTYPE_S4 || d->b == QJIT_DTYPE_U4 ||
-                             d->b == QJIT_DTYPE_S8 || d->b == QJIT_DTYPE_E2M1);
-}
-static bool serves_i8(const qjit_gemm_desc *d)
-{
-    return d->a == QJIT_DTYPE_S8 && (d->b == QJIT_DTYPE_S8 || d->b == QJIT_DTYPE_S4);
-}
-static bool serves_f8(const qjit_gemm_desc *d)
-{
-    return (d->a == QJIT_DTYPE_E4M3 || d->a == QJIT_DTYPE_E5M2 || d->a == QJIT_DTYPE_E2M1) &&
-           (d->b == QJIT_DTYPE_E4M3 || d->b == QJIT_DTYPE_E2M1);
-}
-/* wgmma_f8 takes the plain fp8 pairs; MX and e2m1 stay with mma_f8's dequantize path. */
-static bool serves_wgmma_f8(const qjit_gemm_desc *d)
-{
-    return (d->a == QJIT_DTYPE_E4M3 || d->a == QJIT_DTYPE_E5M2) && d->b == QJIT_DTYPE_E4M3 &&
-           d->sa != QJIT_SCALE_MX && d->sb != QJIT_SCALE_MX;
-}
-
-/* ------------------------------------------------------------ heuristics */
-static void fill_tile(qjit_gemm_desc *r, int bm, int bn, int bk, int wm, int wn, int stages)
-{
-    if (!r->bm) {
-        r->bm = bm;
-        r->bn = bn;
-        r->bk = bk;
-        if (!r->wm) {
-            r->wm = wm;
-            r->wn = wn;
-        }
-    }
-    if (!r->wm) {
-        /* warp tiles of 64x64 where the tile allows */
-        r->wm = r->bm >= 128 ? r->bm / 64 : 2;
-        r->wn = r->bn >= 128 ? r->bn / 64 : 2;
-        while (r->wm * r->wn > 8 && r->wm > 1)
-            r->wm /= 2;
-    }
-    if (!r->stages)
-        r->stages = stages;
-}
-
-static void fill_mma(qjit_gemm_desc *r)
-{
-    bool small_smem = r->arch == QJIT_ARCH_SM86 || r->arch == QJIT_ARCH_SM89;
-    fill_tile(r, 128, 256, 32, 2, 4, small_smem ? 3 : 4);
-    while (r->stages > 2 &&
-           (unsigned)(r->stages * (r->bm + r->bn) * r->bk * 2) > qjit_arch_smem_limit(r->arch))
-        r->stages--;
-}
-/* The wgmma families' warps field counts consumer warpgroups (WM along M, WN along N):
- * with a named tile, two along M where the tile allows. */
-static void fill_warpgroups(qjit_gemm_desc *r)
-{
-    if (r->bm && !r->wm) {
-        r->wm = r->bm >= 128 ? 2 : 1;
-        r->wn = 1;
-    }
-}
-static void fill_wgmma(qjit_gemm_desc *r)
-{
-    fill_warpgroups(r);
-    fill_tile(r, 128, 256, 64, 2, 1, 3); /* 3 stages leave room for the staged epilogue */
-}
-/* wgmma_f8: part and total accumulators must both fit, so consumer tiles are 64x128:
- * 128x128x128 with two consumer warpgroups. */
-static void fill_wgmma_f8(qjit_gemm_desc *r)
-{
-    fill_warpgroups(r);
-    fill_tile(r, 128, 128, 128, 2, 1, 5);
-}
-/* mma_f8: 430 TFLOP/s at 128x128x128 w2x4 s3 on H100 (e4m3 row/col, 8192^3), where
- * 128x128x64 w2x2 spills. */
-static void fill_f8(qjit_gemm_desc *r) { fill_tile(r, 128, 128, 128, 2, 4, 3); }
-/* mma_i8, from H100 timings.  W8A8 (s8 x s8) is a prefill kernel: 910 TOPS at 8192^3
- * with 128x128x64 s4.  W4A8 (s8 x s4) is a decode kernel: 16x128x128 w1x4 s4 streams
- * the packed weights at ~2.5 TB/s (47 us at 1x28672x8192); prefill wants 128x128x128. */
-static void fill_i8(qjit_gemm_desc *r)
-{
-    if (r->b == QJIT_DTYPE_S4)
-        fill_tile(r, 16, 128, 128, 1, 4, 4);
-    else
-        fill_tile(r, 128, 128, 64, 2, 2, 4);
-}
-/* mma_wq (W4A16, W8A16, bf16 x e2m1) is a decode kernel: 16x128x128 w1x4 s3 runs
- * bf16 x s4 g128 at 1x28672x8192 in 65.7 us on H100 (1.84 TB/s), 3.4x faster than
- * 128x128x64 w2x2, which is the one to name for prefill. */
-static void fill_wq(qjit_gemm_desc *r) { fill_tile(r, 16, 128, 128, 1, 4, 3); }
-
-typedef struct sweep_point {
-    short bm, bn, bk, wm, wn, stages;
-} sweep_point;
-
-static const sweep_point sweep_mma[] = {
-    {128, 256, 32, 2, 4, 4}, {128, 256, 32, 2, 4, 3}, {256, 128, 32, 4, 2, 3},
-    {128, 128, 32, 2, 2, 4}, {128, 128, 64, 2, 2, 3}, {64, 128, 32, 2, 2, 4},
-    {64, 64, 32, 2, 2, 3},   {128, 64, 64, 2, 2, 4},
-};
-static const sweep_point sweep_mma_small[] = {
-    {64, 128, 32, 2, 2, 4}, {64, 64, 32, 2, 2, 3}, {64, 128, 64, 2, 2, 3}, {64, 256, 32, 1, 4, 4},
-};
-static const sweep_point sweep_wgmma[] = {
-    {128, 256, 64, 2, 1, 4}, {128, 256, 64, 2, 1, 3}, {256, 128, 64, 2, 1, 4},
-    {128, 128, 64, 2, 1, 5}, {128, 128, 64, 1, 1, 6}, {64, 256, 64, 1, 1, 4},
-};
-static const sweep_point sweep_wgmma_small[] = {
-    {64, 256, 64, 1, 1, 4}, {64, 128, 64, 1, 1, 6}, {128, 128, 64, 2, 1, 5},
-};
-static const sweep_point sweep_wgmma_f8[] = {
-    {128, 128, 128, 2, 1, 5}, {128, 128, 128, 2, 1, 4}, {128, 128, 128, 2, 1, 6},
-    {64, 128, 128, 1, 1, 6},  {128, 64, 128, 2, 1, 6},
-};
-static const sweep_point sweep_wgmma_f8_small[] = {
-    {64, 128, 128, 1, 1, 6}, {64, 64, 128, 1, 1, 6}, {128, 128, 128, 2, 1, 5},
-};
-static const sweep_point sweep_quant[] = {
-    {128, 128, 64, 2, 2, 3}, {128, 256, 64, 2, 4, 3}, {64, 128, 64, 2, 2, 3},
-    {64, 64, 64, 2, 2, 3},   {128, 128, 64, 2, 2, 4},
-};
-static const sweep_point sweep_quant_small[] = {
-    {64, 128, 64, 2, 2, 3}, {64, 64, 64, 2, 2, 3}, {64, 64, 64, 2, 2, 4},
-};
-
-typedef struct family {
-    qjit_kernel kernel;
-    qjit_arch floor;                          /* QJIT_ARCH_SM90A: sm_90a only */
-    bool (*serves)(const qjit_gemm_desc *d);
-    void (*fill)(qjit_gemm_desc *r);          /* auto configuration */
-    const sweep_point *sweep, *small;
-    int nsweep, nsmall;
-} family;
-
-#define SW(a, b) a, b, (int)(sizeof a / sizeof a[0]), (int)(sizeof b / sizeof b[0])
-static const family families[] = {
-    {QJIT_KERNEL_WGMMA, QJIT_ARCH_SM90A, serves_float, fill_wgmma, SW(sweep_wgmma, sweep_wgmma_small)},
-    {QJIT_KERNEL_MMA, QJIT_ARCH_SM80, serves_float, fill_mma, SW(sweep_mma, sweep_mma_small)},
-    {QJIT_KERNEL_MMA_WQ, QJIT_ARCH_SM80, serves_wq, fill_wq, SW(sweep_quant, sweep_quant_small)},
-    {QJIT_KERNEL_MMA_I8, QJIT_ARCH_SM80, serves_i8, fill_i8, SW(sweep_quant, sweep_quant_small)},
-    {QJIT_KERNEL_WGMMA_F8, QJIT_ARCH_SM90A, serves_wgmma_f8, fill_wgmma_f8,
-     SW(sweep_wgmma_f8, sweep_wgmma_f8_small)},
-    {QJIT_KERNEL_MMA_F8, QJIT_ARCH_SM89, serves_f8, fill_f8, SW(sweep_quant, sweep_quant_small)},
-};
-#undef SW
-
-static const family *family_of(qjit_kernel k)
-{
-    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
-        if (families[i].kernel == k)
-            return &families[i];
-    return NULL;
-}
-
-bool qjit_family_present(qjit_families *fs, qjit_kernel k)
-{
-    const char *t = qjit_family_template(k);
-    qjit_tmpl_file f;
-    if (!t || qjit_tmpl_open(fs->template_dir, t, &f) != QJIT_OK)
-        return false;
-    qjit_tmpl_close(&f);
-    return true;
-}
-
-bool qjit_family_serves(qjit_families *fs, qjit_kernel k, const qjit_gemm_desc *d)
-{
-    const family *f = family_of(k);
-    return f && f->serves(d);
-}
-
-qjit_arch qjit_family_floor(qjit_families *fs, qjit_kernel k)
-{
-    const family *f = family_of(k);
-    return f ? f->floor : QJIT_ARCH_AUTO;
-}
-
-qjit_status qjit_family_default(qjit_families *fs, qjit_kernel k, const qjit_gemm_desc *d,
-                                int64_t m_max, qjit_config *out)
-{
-    const family *f = family_of(k);
-    if (!f)
-        return qjit_err_set(QJIT_ERROR_UNSUPPORTED, "no kernel family %d", (int)k);
-    qjit_gemm_desc r = *d;
-    r.kernel = k;
-    f->fill(&r);
-    if (!r.split_k)
-        r.split_k = 1;
-    qjit_config_get(&r, out);
-    return QJIT_OK;
-}
-
-qjit_status qjit_family_space(qjit_families *fs, qjit_kernel k, const qjit_gemm_desc *d,
-                              const char *name, qjit_config *out, size_t cap, size_t *count)
-{
-    const family *f = family_of(k);
-    bool small = strcmp(name, "small-m") == 0;
-    *count = 0;
-    if (!f)
-        return qjit_err_set(QJIT_ERROR_UNSUPPORTED, "no kernel family %d", (int)k);
-    if (!small && strcmp(name, "default") != 0)
-        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
-                            "sweep '%s' is not known (sweeps: default, small-m)", name);
-    const sweep_point *pts = small ? f->small : f->sweep;
-    int n = small ? f->nsmall : f->nsweep;
-    for (int i = 0; i < n; i++)
-        if ((size_t)i < cap)
-            out[i] = (qjit_config){pts[i].bm, pts[i].bn, pts[i].bk, pts[i].wm,
-                                   pts[i].wn, pts[i].stages, 1};
-    *count = (size_t)n;
-    return QJIT_OK;
-}
-
-/* ------------------------------------------------------------ expansion and plan */
 static const char *mode_name(qjit_scale_mode m)
 {
     const char *n = qjit_desc_scale_name(m);
     return n ? n : "?";
 }
 
-qjit_status qjit_family_expand(qjit_families *fs, const qjit_gemm_desc *r, qjit_expansion *e)
+/* The descriptor as the globals every template reads (docs/TEMPLATES.md). */
+#define NPARAMS 19
+static void params_of(const qjit_gemm_desc *r, qjit_tparam p[NPARAMS])
 {
-    qjit_tparam p[] = {
+    const qjit_tparam q[NPARAMS] = {
         {"A", QJIT_TP_STR, 0, qjit_desc_dtype_name(r->a)},
         {"B", QJIT_TP_STR, 0, qjit_desc_dtype_name(r->b)},
         {"OUT", QJIT_TP_STR, 0, qjit_desc_dtype_name(r->out)},
@@ -318,6 +122,7 @@ qjit_status qjit_family_expand(qjit_families *fs, const qjit_gemm_desc *r, qjit_
         {"ZEROS", QJIT_TP_BOOL, r->zeros, NULL},
         {"BIAS", QJIT_TP_BOOL, r->bias, NULL},
         {"ARCH", QJIT_TP_INT, (int)r->arch, NULL},
+        {"SMEM_LIMIT", QJIT_TP_INT, qjit_arch_smem_limit(r->arch), NULL},
         {"KERNEL", QJIT_TP_STR, 0, qjit_desc_kernel_name(r->kernel)},
         {"BM", QJIT_TP_INT, r->bm, NULL},
         {"BN", QJIT_TP_INT, r->bn, NULL},
@@ -327,117 +132,201 @@ qjit_status qjit_family_expand(qjit_families *fs, const qjit_gemm_desc *r, qjit_
         {"STAGES", QJIT_TP_INT, r->stages, NULL},
         {"SPLIT_K", QJIT_TP_INT, r->split_k, NULL},
     };
-    const char *t = qjit_family_template(r->kernel);
-    if (!t)
-        return qjit_err_set(QJIT_ERROR_UNSUPPORTED, "no template for kernel %d", (int)r->kernel);
-    return qjit_sandbox_expand(fs->template_dir, t, p, (int)(sizeof p / sizeof p[0]), NULL, e);
+    memcpy(p, q, sizeof q);
 }
 
-/* Reads every line that starts with "// qjit:" strictly: each token must be key=integer
- * with a known key, so a formula or a typo is an error, never a silent wrong value. */
-static qjit_status parse_meta(const qjit_buf *src, const char *text, qjit_plan *m)
+/* Loads family i's declaration if it is not yet.  Caller holds fs->mu. */
+static qjit_status load(qjit_families *fs, int i)
 {
-    memset(m, 0, sizeof *m);
-    m->k_multiple = m->ld_multiple = 1;
-    m->align = 16;
-    const char *p = src->data ? src->data : "";
-    while (*p) {
-        const char *end = strchr(p, '\n');
-        if (!end)
-            end = p + strlen(p);
-        const char *q = p;
-        while (q < end && (*q == ' ' || *q == '\t'))
-            q++;
-        if ((size_t)(end - q) >= 8 && memcmp(q, "// qjit:", 8) == 0) {
-            q += 8;
-            while (q < end) {
-                while (q < end && (*q == ' ' || *q == '\t'))
-                    q++;
-                if (q == end)
-                    break;
-                char key[32];
-                long long v;
-                int used = 0;
-                bool ok = sscanf(q, "%31[a-z_]=%lld%n", key, &v, &used) == 2 &&
-                          q + used <= end && (q + used == end || q[used] == ' ' || q[used] == '\t');
-                if (ok && !strcmp(key, "smem")) m->smem = (unsigned)v;
-                else if (ok && !strcmp(key, "threads")) m->threads = (unsigned)v;
-                else if (ok && !strcmp(key, "k_multiple")) m->k_multiple = (int)v;
-                else if (ok && !strcmp(key, "ld_multiple")) m->ld_multiple = (int)v;
-                else if (ok && !strcmp(key, "align")) m->align = (int)v;
-                else if (ok && !strcmp(key, "persistent") && (v == 0 || v == 1)) m->persistent = (int)v;
-                else if (ok && !strcmp(key, "cluster_k") && v >= 1 && v <= 8) m->cluster_k = (int)v;
-                else if (ok && !strcmp(key, "k_chunk") && v >= 1) m->k_chunk = (int)v;
-                else
-                    return qjit_err_set(QJIT_ERROR_TEMPLATE,
-                                        "%s: bad '// qjit:' token '%.*s' (expected threads=, "
-                                        "smem=, k_multiple=, ld_multiple=, align=, persistent=, "
-                                        "cluster_k= (1..8) or k_chunk= with an integer)",
-                                        text, (int)(strcspn(q, " \t\n")), q);
-                q += used;
-            }
-        }
-        p = *end ? end + 1 : end;
+    if (fs->state[i] == LOADED)
+        return QJIT_OK;
+    if (fs->state[i] == BROKEN)
+        return qjit_err_set(QJIT_ERROR_TEMPLATE, "%s", fs->error[i]);
+    if (fs->state[i] == MISSING)
+        return qjit_err_set(QJIT_ERROR_UNSUPPORTED, "kernel %s is not in this build of qjit "
+                            "(no template %s)", list[i].name, list[i].tmpl);
+    qjit_tmpl_file f;
+    if (qjit_tmpl_open(fs->template_dir, list[i].tmpl, &f) != QJIT_OK) {
+        fs->state[i] = MISSING;
+        return load(fs, i);
     }
-    if (!m->threads || m->threads > 1024 || m->threads % 32 || m->k_multiple < 1 ||
-        m->ld_multiple < 1 || m->align < 1)
-        return qjit_err_set(QJIT_ERROR_TEMPLATE,
-                            "%s: the template states no valid '// qjit: threads=... smem=...' "
-                            "line (threads=%u smem=%u k_multiple=%d ld_multiple=%d align=%d)",
-                            text, m->threads, m->smem, m->k_multiple, m->ld_multiple, m->align);
+    qjit_tmpl_close(&f);
+    qjit_status st = fs->S ? QJIT_OK : qjit_sandbox_open(fs->template_dir, NULL, &fs->S);
+    if (st != QJIT_OK)
+        return st; /* no state (out of memory): nothing is remembered, a later call retries */
+    static const char *const floor_field[] = {"floor"};
+    long long v = 0;
+    qjit_records rec = {floor_field, 1, 1, &v, 0, 0};
+    st = qjit_sandbox_declare(fs->S, list[i].tmpl);
+    if (st == QJIT_OK)
+        st = qjit_sandbox_query(fs->S, list[i].tmpl, "floor", NULL, 0, NULL, &rec);
+    if (st == QJIT_OK && (rec.n != 1 || v < 0 || v > 1000 || !qjit_arch_name((qjit_arch)v) ||
+                          v == QJIT_ARCH_AUTO))
+        st = qjit_err_set(QJIT_ERROR_TEMPLATE,
+                          "template %s: family{...} floor = %lld is not an arch (80, 86, 89 "
+                          "or 90 for sm_90a)",
+                          list[i].tmpl, rec.n ? v : -1LL);
+    if (st == QJIT_ERROR_OUT_OF_MEMORY)
+        return st; /* not the template's fault: try again next time */
+    if (st != QJIT_OK) {
+        fs->state[i] = BROKEN;
+        snprintf(fs->error[i], sizeof fs->error[i], "%s", qjit_last_error());
+        return QJIT_ERROR_TEMPLATE;
+    }
+    fs->floor[i] = (qjit_arch)v;
+    fs->state[i] = LOADED;
     return QJIT_OK;
 }
 
-/* C-side rules of kernel mma (its template checks them too). */
-static bool mma_rules(const qjit_gemm_desc *r, char *why, size_t cap)
+/* A query of family k's declaration with d's parameters. */
+static qjit_status query(qjit_families *fs, qjit_kernel k, const qjit_gemm_desc *d,
+                         const char *what, const qjit_tparam *arg, qjit_records *rec)
 {
-#define NO(...)                                                                          \
-    do {                                                                                 \
-        snprintf(why, cap, __VA_ARGS__);                                                 \
-        return false;                                                                    \
-    } while (0)
-    if (!((r->bm == 64 || r->bm == 128 || r->bm == 256) &&
-          (r->bn == 64 || r->bn == 128 || r->bn == 256) && (r->bk == 32 || r->bk == 64)))
-        NO("kernel mma takes tiles with BM, BN in {64,128,256} and BK in {32,64} "
-           "(tile=%dx%dx%d)",
-           r->bm, r->bn, r->bk);
-    if (r->bm % r->wm || r->bn % r->wn || (r->bm / r->wm) % 16 || (r->bn / r->wn) % 16)
-        NO("warps=%dx%d do not split tile %dx%d into warp tiles that are multiples of "
-           "16x16",
-           r->wm, r->wn, r->bm, r->bn);
-    int wtm = r->bm / r->wm, wtn = r->bn / r->wn;
-    if (wtm * wtn > 64 * 64)
-        NO("warp tile %dx%d needs %d accumulator registers per thread (at most 128)", wtm,
-           wtn, wtm * wtn / 32);
-    if (r->stages < 2 || r->stages > 6)
-        NO("stages=%d: kernel mma takes 2..6", r->stages);
-#undef NO
+    int i = index_of(k);
+    if (i < 0)
+        return qjit_err_set(QJIT_ERROR_UNSUPPORTED, "no kernel family %d", (int)k);
+    qjit_tparam p[NPARAMS];
+    qjit_gemm_desc r = *d;
+    r.kernel = k;
+    params_of(&r, p);
+    pthread_mutex_lock(&fs->mu);
+    qjit_status st = load(fs, i);
+    if (st == QJIT_OK)
+        st = qjit_sandbox_query(fs->S, list[i].tmpl, what, p, NPARAMS, arg, rec);
+    pthread_mutex_unlock(&fs->mu);
+    return st;
+}
+
+bool qjit_family_present(qjit_families *fs, qjit_kernel k)
+{
+    int i = index_of(k);
+    if (i < 0)
+        return false;
+    pthread_mutex_lock(&fs->mu);
+    qjit_status st = load(fs, i);
+    pthread_mutex_unlock(&fs->mu);
+    return st != QJIT_ERROR_UNSUPPORTED; /* a broken declaration is there: it says why */
+}
+
+qjit_status qjit_family_serves(qjit_families *fs, qjit_kernel k, const qjit_gemm_desc *d,
+                               bool *yes)
+{
+    qjit_records rec = {NULL, 0, 1, NULL, 0, 0};
+    long long unused;
+    rec.vals = &unused;
+    *yes = false;
+    qjit_status st = query(fs, k, d, "serves", NULL, &rec);
+    if (st == QJIT_ERROR_UNSUPPORTED && !qjit_family_present(fs, k))
+        return QJIT_OK; /* not in this build: serves nothing */
+    *yes = st == QJIT_OK && rec.n > 0;
+    return st;
+}
+
+qjit_arch qjit_family_floor(qjit_families *fs, qjit_kernel k)
+{
+    int i = index_of(k);
+    if (i < 0)
+        return QJIT_ARCH_AUTO;
+    pthread_mutex_lock(&fs->mu);
+    qjit_arch a = load(fs, i) == QJIT_OK ? fs->floor[i] : QJIT_ARCH_AUTO;
+    pthread_mutex_unlock(&fs->mu);
+    return a;
+}
+
+static const char *const config_fields[] = {"bm", "bn", "bk", "wm", "wn", "stages", "split"};
+#define NCONFIG 7
+
+/* A record of config_fields as a configuration; false when a field is missing or not
+ * positive. */
+static bool config_of(const long long *v, qjit_config *c)
+{
+    for (int f = 0; f < NCONFIG - 1; f++)
+        if (v[f] == QJIT_RECORD_MISSING || v[f] < 1 || v[f] > 1000000)
+            return false;
+    long long split = v[NCONFIG - 1] == QJIT_RECORD_MISSING ? 1 : v[NCONFIG - 1];
+    if (split < 1 || split > 1000000)
+        return false;
+    *c = (qjit_config){(int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4], (int)v[5],
+                       (int)split};
     return true;
+}
+
+qjit_status qjit_family_default(qjit_families *fs, qjit_kernel k, const qjit_gemm_desc *d,
+                                int64_t m_max, qjit_config *out)
+{
+    long long v[NCONFIG];
+    qjit_records rec = {config_fields, NCONFIG, 1, v, 0, 0};
+    qjit_tparam m = {"m", QJIT_TP_INT, m_max > 0 ? m_max : 0, NULL};
+    qjit_status st = query(fs, k, d, "default", &m, &rec);
+    if (st != QJIT_OK)
+        return st;
+    if (rec.n != 1 || !config_of(v, out))
+        return qjit_err_set(QJIT_ERROR_TEMPLATE,
+                            "template %s: default() must return a configuration {bm, bn, bk, "
+                            "wm, wn, stages[, split]} of positive integers",
+                            qjit_family_template(k));
+    return QJIT_OK;
+}
+
+qjit_status qjit_family_space(qjit_families *fs, qjit_kernel k, const qjit_gemm_desc *d,
+                              const char *name, qjit_config *out, size_t cap, size_t *count)
+{
+    enum { MAXPTS = 256 };
+    long long *v = malloc(sizeof *v * NCONFIG * MAXPTS);
+    if (!v)
+        return qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "a configuration space");
+    qjit_records rec = {config_fields, NCONFIG, MAXPTS, v, 0, 0};
+    qjit_tparam arg = {"name", QJIT_TP_STR, 0, name};
+    *count = 0;
+    qjit_status st = query(fs, k, d, "space", &arg, &rec);
+    if (st == QJIT_OK && rec.n == 0)
+        st = qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
+                          "kernel %s has no configuration space '%s'",
+                          qjit_desc_kernel_name(k), name);
+    for (int i = 0; st == QJIT_OK && i < rec.n; i++) {
+        qjit_config c;
+        if (!config_of(v + (size_t)i * NCONFIG, &c))
+            st = qjit_err_set(QJIT_ERROR_TEMPLATE,
+                              "template %s: space('%s') entry %d is not a configuration",
+                              qjit_family_template(k), name, i + 1);
+        else if ((size_t)i < cap)
+            out[i] = c;
+    }
+    if (st == QJIT_OK)
+        *count = (size_t)rec.n;
+    free(v);
+    return st;
 }
 
 qjit_status qjit_family_plan(qjit_families *fs, const qjit_gemm_desc *r, qjit_plan *out,
                              char *why, size_t cap)
 {
-    if (r->split_k != 1) {
-        snprintf(why, cap, "kernel %s has no split-K path yet (split=%d)",
-                 qjit_desc_kernel_name(r->kernel), r->split_k);
-        return QJIT_ERROR_UNSUPPORTED;
-    }
-    if (r->kernel == QJIT_KERNEL_MMA && !mma_rules(r, why, cap))
-        return QJIT_ERROR_UNSUPPORTED;
-    qjit_expansion e;
-    qjit_status st = qjit_family_expand(fs, r, &e);
-    if (st != QJIT_OK) { /* UNSUPPORTED from the template, or a template error */
-        snprintf(why, cap, "%s", qjit_last_error());
-        return st;
-    }
-    char text[256];
-    qjit_desc_text(r, text, sizeof text);
-    st = parse_meta(&e.source, text, out);
-    qjit_expansion_free(&e);
+    static const char *const fields[] = {"threads",    "smem",    "k_multiple", "ld_multiple",
+                                         "align",      "persistent", "cluster_k", "k_chunk"};
+    long long v[8];
+    qjit_records rec = {fields, 8, 1, v, 0, 0};
+    qjit_status st = query(fs, r->kernel, r, "plan", NULL, &rec);
+    if (st == QJIT_OK && rec.n != 1)
+        st = qjit_err_set(QJIT_ERROR_TEMPLATE, "template %s: plan() returned no table",
+                          qjit_family_template(r->kernel));
     if (st != QJIT_OK) {
         snprintf(why, cap, "%s", qjit_last_error());
         return st;
+    }
+#define GET(f, dflt) (v[f] == QJIT_RECORD_MISSING ? (dflt) : v[f])
+    *out = (qjit_plan){(unsigned)GET(0, 0), (unsigned)GET(1, 0), (int)GET(2, 1), (int)GET(3, 1),
+                       (int)GET(4, 16), (int)GET(5, 0), (int)GET(6, 1), (int)GET(7, 0)};
+#undef GET
+    if (v[0] == QJIT_RECORD_MISSING || out->threads == 0 || out->threads > 1024 ||
+        out->threads % 32 || v[1] < 0 || out->k_multiple < 1 || out->ld_multiple < 1 ||
+        out->align < 1 || (out->persistent != 0 && out->persistent != 1) ||
+        out->cluster_k < 1 || out->cluster_k > 8 || (out->cluster_k > 1 && out->k_chunk < 1)) {
+        snprintf(why, cap,
+                 "template %s: plan() states no valid launch (threads=%u smem=%u k_multiple=%d "
+                 "ld_multiple=%d align=%d persistent=%d cluster_k=%d k_chunk=%d)",
+                 qjit_family_template(r->kernel), out->threads, out->smem, out->k_multiple,
+                 out->ld_multiple, out->align, out->persistent, out->cluster_k, out->k_chunk);
+        return qjit_err_set(QJIT_ERROR_TEMPLATE, "%s", why);
     }
     if (out->smem > qjit_arch_smem_limit(r->arch)) {
         snprintf(why, cap,
@@ -447,4 +336,14 @@ qjit_status qjit_family_plan(qjit_families *fs, const qjit_gemm_desc *r, qjit_pl
         return QJIT_ERROR_UNSUPPORTED;
     }
     return QJIT_OK;
+}
+
+qjit_status qjit_family_expand(qjit_families *fs, const qjit_gemm_desc *r, qjit_expansion *e)
+{
+    qjit_tparam p[NPARAMS];
+    params_of(r, p);
+    const char *t = qjit_family_template(r->kernel);
+    if (!t)
+        return qjit_err_set(QJIT_ERROR_UNSUPPORTED, "no template for kernel %d", (int)r->kernel);
+    return qjit_sandbox_expand(fs->template_dir, t, p, NPARAMS, NULL, e);
 }

@@ -110,8 +110,10 @@ QJIT_HIDDEN qjit_kernel qjit_family_at(int i);
 QJIT_HIDDEN const char *qjit_family_template(qjit_kernel k); /* NULL: not a family */
 /* Whether family k is in this build (its template exists). */
 QJIT_HIDDEN bool qjit_family_present(qjit_families *fs, qjit_kernel k);
-/* Whether family k computes d's pair and scale modes (configuration ignored). */
-QJIT_HIDDEN bool qjit_family_serves(qjit_families *fs, qjit_kernel k, const qjit_gemm_desc *d);
+/* Whether family k computes d's pair and scale modes (configuration ignored); a family
+ * not in this build serves nothing.  QJIT_ERROR_TEMPLATE when its declaration is broken. */
+QJIT_HIDDEN qjit_status qjit_family_serves(qjit_families *fs, qjit_kernel k,
+                                           const qjit_gemm_desc *d, bool *yes);
 /* The least arch family k runs on (QJIT_ARCH_SM90A: that target only). */
 QJIT_HIDDEN qjit_arch qjit_family_floor(qjit_families *fs, qjit_kernel k);
 /* The heuristic's configuration of family k for d on d->arch, for problems of at most
@@ -193,11 +195,42 @@ typedef struct qjit_expansion {
 QJIT_HIDDEN void qjit_expansion_free(qjit_expansion *e);
 
 /* Expand template `root` with the parameters.  Deterministic. On error returns
- * QJIT_ERROR_TEMPLATE with "file:line: message" and a traceback. */
+ * QJIT_ERROR_TEMPLATE with "file:line: message" and a traceback, QJIT_ERROR_UNSUPPORTED
+ * with the template's reason, or QJIT_ERROR_OUT_OF_MEMORY past the allocator cap. */
 QJIT_HIDDEN qjit_status qjit_sandbox_expand(const char *override_dir, const char *root,
                                             const qjit_tparam *params, int nparams,
                                             const qjit_sandbox_limits *lim,
                                             qjit_expansion *out);
+/* Expansions run by this process so far (tests count them). */
+QJIT_HIDDEN long long qjit_sandbox_expansions(void);
+
+/* A persistent sandbox holding templates' family{...} declarations, queried without
+ * expanding any kernel text.  Not thread-safe: one caller at a time. */
+typedef struct qjit_sandbox qjit_sandbox;
+QJIT_HIDDEN qjit_status qjit_sandbox_open(const char *override_dir,
+                                          const qjit_sandbox_limits *lim, qjit_sandbox **out);
+QJIT_HIDDEN void qjit_sandbox_close(qjit_sandbox *S);
+/* Run template root's top level up to its family{...} and keep the table. */
+QJIT_HIDDEN qjit_status qjit_sandbox_declare(qjit_sandbox *S, const char *root);
+
+/* Integer fields read from a declaration's answer: one record per table. */
+#define QJIT_RECORD_MISSING (-0x7fffffffffffffffLL - 1)
+typedef struct qjit_records {
+    const char *const *fields; /* in: the names to read */
+    int nfields;
+    int cap;                   /* in: records vals holds */
+    long long *vals;           /* out: [cap][nfields], QJIT_RECORD_MISSING where absent */
+    int n;                     /* out: records read */
+    int more;                  /* out: records past cap */
+} qjit_records;
+/* Field `what` of root's declaration, called with arg (NULL: none) when it is a function,
+ * the parameters set as globals.  The answer is read into rec: nil or false give no
+ * record, true one with no fields, an integer one with it as the first field, a table
+ * one, a list of tables one each.  QJIT_ERROR_UNSUPPORTED with the reason when it calls
+ * unsupported(); QJIT_ERROR_TEMPLATE with a traceback on any other error. */
+QJIT_HIDDEN qjit_status qjit_sandbox_query(qjit_sandbox *S, const char *root, const char *what,
+                                           const qjit_tparam *params, int nparams,
+                                           const qjit_tparam *arg, qjit_records *rec);
 
 /* ---------------------------------------------------------------- compiler.c */
 /* NVRTC version as "13.0"; static storage. */

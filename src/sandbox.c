@@ -42,6 +42,9 @@ typedef struct expand_state {
     int last_file, last_line;
     int depth;
     bool unsupported;  /* the template refused the parameters with unsupported() */
+    bool refused;      /* the allocator refused a block: an error now is out of memory */
+    const char *declaring; /* root whose family{...} ends the run, kept (qjit_sandbox_declare) */
+    bool declared;     /* family{...} was reached while declaring */
     char why[512];
     size_t *line_start[16]; /* per file: byte offset of each line (1-based), owned here */
     int nlines[16];
@@ -58,8 +61,10 @@ static void *capped_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         st->mem_used -= osize;
         return NULL;
     }
-    if (nsize > osize && st->mem_used + (nsize - osize) > st->lim->max_memory)
+    if (nsize > osize && st->mem_used + (nsize - osize) > st->lim->max_memory) {
+        st->refused = true;
         return NULL; /* Lua raises "not enough memory" */
+    }
     void *p = realloc(ptr, nsize);
     if (p)
         st->mem_used = st->mem_used - osize + nsize;
@@ -146,12 +151,16 @@ static void flush_run(luaL_Buffer *b, int fidx, int *run_first, int line)
     *run_first = 0;
 }
 
-static void translate(lua_State *L, int fidx, const char *name, const char *s, size_t n)
+/* head_only: only the lines up to the end of the family{...} block (the first text line
+ * after a Lua line that starts "family {"), which is all a declaration needs. */
+static void translate(lua_State *L, int fidx, const char *name, const char *s, size_t n,
+                      bool head_only)
 {
     luaL_Buffer b;
     luaL_buffinit(L, &b);
     int line = 1, run_first = 0; /* run_first: first line of a run of plain text lines */
     size_t pos = 0;
+    bool in_family = false;
     while (pos < n) {
         size_t end = pos;
         while (end < n && s[end] != '\n')
@@ -163,7 +172,16 @@ static void translate(lua_State *L, int fidx, const char *name, const char *s, s
         size_t k = 0;
         while (k < len && (p[k] == ' ' || p[k] == '\t'))
             k++;
-        bool plain = !(k < len && p[k] == '%') && !memmem(p, len, "$(", 2);
+        bool lua = k < len && p[k] == '%';
+        if (head_only && !lua && in_family)
+            break;
+        if (head_only && lua) {
+            size_t j = k + 1;
+            while (j < len && (p[j] == ' ' || p[j] == '\t'))
+                j++;
+            in_family |= len - j >= 6 && memcmp(p + j, "family", 6) == 0;
+        }
+        bool plain = !lua && !memmem(p, len, "$(", 2);
         if (plain) { /* emitted from the file's bytes by _R, not parsed by Lua */
             if (!run_first)
                 run_first = line;
@@ -333,7 +351,7 @@ static int l_include(lua_State *L)
     if (st->depth >= 8)
         return luaL_error(L, "include('%s'): nested too deep", name);
     const qjit_tmpl_file *f = &e->files[fidx];
-    translate(L, fidx, f->name, f->text, f->len);
+    translate(L, fidx, f->name, f->text, f->len, st->declaring && st->depth == 0);
     size_t clen;
     const char *chunk = lua_tolstring(L, -1, &clen);
     char chunkname[160];
@@ -384,8 +402,51 @@ static const char PRELUDE[] =
     "  return function() i = i + 1; local k = keys[i]; if k ~= nil then return k, t[k] end end, t, nil\n"
     "end\n";
 
+/* The registry key of the declarations table: template name -> its family{...} table. */
+static const char DECLS_KEY = 'D';
+
+/* family{...} — a template's declaration of its family (docs/TEMPLATES.md).  Declaring
+ * (qjit_sandbox_declare): the table is kept and the run stops here.  Expanding: the
+ * table's plan() is called with the parameters, and every field of the plan it returns
+ * becomes a global (and PLAN the plan), so the kernel text below reads the one plan that
+ * the library checked and launches by.  Stack: [-1, +0] */
+static int l_family(lua_State *L)
+{
+    expand_state *st = get_state(L);
+    luaL_checktype(L, 1, LUA_TTABLE);
+    if (st->declaring) {
+        lua_rawgetp(L, LUA_REGISTRYINDEX, &DECLS_KEY);
+        lua_pushstring(L, st->declaring);
+        lua_pushvalue(L, 1);
+        lua_rawset(L, -3);
+        st->declared = true;
+        return luaL_error(L, "declared"); /* stops the template's run: see declare_run */
+    }
+    lua_getfield(L, 1, "plan");
+    if (lua_type(L, -1) != LUA_TFUNCTION)
+        return luaL_error(L, "family{...} has no plan function");
+    lua_call(L, 0, 1);
+    if (lua_type(L, -1) != LUA_TTABLE)
+        return luaL_error(L, "the family's plan() returned a %s, not a table",
+                          luaL_typename(L, -1));
+    lua_pushnil(L);
+    while (lua_next(L, -2)) { /* plan, key, value */
+        if (lua_type(L, -2) == LUA_TSTRING)
+            lua_setglobal(L, lua_tostring(L, -2));
+        else
+            lua_pop(L, 1);
+    }
+    lua_setglobal(L, "PLAN");
+    return 0;
+}
+
+/* Everything a new state gets, under lua_pcall (it allocates).  Stack: [-0, +0] */
 static int setup(lua_State *L)
 {
+    void *st;
+    lua_getallocf(L, &st);
+    lua_pushlightuserdata(L, st);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &STATE_KEY);
     luaL_requiref(L, LUA_GNAME, luaopen_base, 1);
     luaL_requiref(L, LUA_STRLIBNAME, luaopen_string, 1);
     luaL_requiref(L, LUA_TABLIBNAME, luaopen_table, 1);
@@ -409,11 +470,94 @@ static int setup(lua_State *L)
     lua_setglobal(L, "_R");
     lua_pushcfunction(L, l_unsupported);
     lua_setglobal(L, "unsupported");
+    lua_pushcfunction(L, l_family);
+    lua_setglobal(L, "family");
+    lua_newtable(L);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &DECLS_KEY);
     if (luaL_loadbufferx(L, PRELUDE, sizeof PRELUDE - 1, "=prelude", "t") != LUA_OK)
         return lua_error(L);
     lua_call(L, 0, 0);
     return 0;
 }
+
+/* Pushes the parameters as globals.  Stack: [-0, +0] */
+static void set_params(lua_State *L, const qjit_tparam *params, int nparams)
+{
+    for (int i = 0; i < nparams; i++) {
+        const qjit_tparam *p = &params[i];
+        if (p->kind == QJIT_TP_INT)
+            lua_pushinteger(L, (lua_Integer)p->i);
+        else if (p->kind == QJIT_TP_BOOL)
+            lua_pushboolean(L, p->i != 0);
+        else
+            lua_pushstring(L, p->s ? p->s : "");
+        lua_setglobal(L, p->name);
+    }
+}
+
+/* What a protected run takes: its arguments travel as one light userdata, so nothing
+ * that can fail (an allocation past the cap) happens outside lua_pcall. */
+typedef struct run_args {
+    const char *root;
+    const qjit_tparam *params;
+    int nparams;
+    /* queries */
+    const char *what;
+    const qjit_tparam *arg;
+    qjit_records *rec;
+} run_args;
+
+/* Expansion: parameters as globals, then include(root).  Stack: [-1, +0] */
+static int expand_run(lua_State *L)
+{
+    const run_args *a = lua_touserdata(L, 1);
+    set_params(L, a->params, a->nparams);
+    lua_getglobal(L, "include");
+    lua_pushstring(L, a->root);
+    lua_call(L, 1, 0);
+    return 0;
+}
+
+/* A new state for st in *out: capped allocator, count hook, the sandbox's globals, and
+ * the traceback handler at index 1. */
+static qjit_status state_new(expand_state *st, const char *root, lua_State **out)
+{
+    *out = NULL;
+    lua_State *L = lua_newstate(capped_alloc, st);
+    if (!L)
+        return qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "template %s: cannot create a Lua state",
+                            root);
+    lua_sethook(L, count_hook, LUA_MASKCOUNT, HOOK_EVERY);
+    lua_pushcfunction(L, l_traceback); /* light C functions: no allocation outside pcall */
+    lua_pushcfunction(L, setup);
+    if (lua_pcall(L, 0, 0, 1) != LUA_OK) {
+        const char *m = lua_tostring(L, -1);
+        qjit_status s = qjit_err_set(m && strstr(m, "not enough memory")
+                                         ? QJIT_ERROR_OUT_OF_MEMORY
+                                         : QJIT_ERROR_TEMPLATE,
+                                     "template %s: sandbox setup failed: %s", root, m ? m : "?");
+        lua_close(L);
+        return s;
+    }
+    *out = L;
+    return QJIT_OK;
+}
+
+/* The status of a failed protected run of template root, its message set. */
+static qjit_status run_failed(lua_State *L, expand_state *st, const char *root)
+{
+    const char *msg = lua_tostring(L, -1);
+    if (st->unsupported)
+        return qjit_err_set(QJIT_ERROR_UNSUPPORTED, "%s: %s", root, st->why);
+    if (st->refused && msg && strstr(msg, "not enough memory"))
+        return qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "template %s: %s", root, msg);
+    return qjit_err_set(QJIT_ERROR_TEMPLATE, "template %s: %s", root,
+                        msg ? msg : "(error object is not a string)");
+}
+
+static _Atomic long long expansions;
+
+long long qjit_sandbox_expansions(void) { return expansions; }
 
 qjit_status qjit_sandbox_expand(const char *override_dir, const char *root,
                                 const qjit_tparam *params, int nparams,
@@ -425,43 +569,17 @@ qjit_status qjit_sandbox_expand(const char *override_dir, const char *root,
         lim = &deflim;
     }
     memset(out, 0, sizeof *out);
-    expand_state st = {override_dir, lim, out, 0, 0, -1, 0, 0, false, "", {0}, {0}};
-    qjit_status status = QJIT_OK;
-    lua_State *L = lua_newstate(capped_alloc, &st);
-    if (!L)
-        return qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "template %s: cannot create a Lua state",
-                            root);
-    lua_pushlightuserdata(L, &st);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &STATE_KEY);
-    lua_sethook(L, count_hook, LUA_MASKCOUNT, HOOK_EVERY);
-
-    lua_pushcfunction(L, l_traceback);
-    int handler = lua_gettop(L);
-    lua_pushcfunction(L, setup);
-    if (lua_pcall(L, 0, 0, handler) != LUA_OK) {
-        status = qjit_err_set(QJIT_ERROR_TEMPLATE, "template %s: sandbox setup failed: %s",
-                              root, lua_tostring(L, -1));
-        goto done;
-    }
-    for (int i = 0; i < nparams; i++) {
-        const qjit_tparam *p = &params[i];
-        if (p->kind == QJIT_TP_INT)
-            lua_pushinteger(L, (lua_Integer)p->i);
-        else if (p->kind == QJIT_TP_BOOL)
-            lua_pushboolean(L, p->i != 0);
-        else
-            lua_pushstring(L, p->s ? p->s : "");
-        lua_setglobal(L, p->name);
-    }
-    lua_getglobal(L, "include");
-    lua_pushstring(L, root);
-    if (lua_pcall(L, 1, 0, handler) != LUA_OK) {
-        const char *msg = lua_tostring(L, -1);
-        if (st.unsupported)
-            status = qjit_err_set(QJIT_ERROR_UNSUPPORTED, "%s: %s", root, st.why);
-        else
-            status = qjit_err_set(QJIT_ERROR_TEMPLATE, "template %s: %s", root,
-                                  msg ? msg : "(error object is not a string)");
+    expansions++;
+    expand_state st = {.override_dir = override_dir, .lim = lim, .out = out, .last_file = -1};
+    lua_State *L;
+    qjit_status status = state_new(&st, root, &L);
+    if (status != QJIT_OK)
+        return status;
+    run_args a = {root, params, nparams, NULL, NULL, NULL};
+    lua_pushcfunction(L, expand_run);
+    lua_pushlightuserdata(L, &a);
+    if (lua_pcall(L, 1, 0, 1) != LUA_OK) {
+        status = run_failed(L, &st, root);
         goto done;
     }
     if (!out->source.data && !qjit_buf_append(&out->source, "", 0))
@@ -473,4 +591,208 @@ done:
     if (status != QJIT_OK)
         qjit_expansion_free(out);
     return status;
+}
+
+/* ------------------------------------------------------------ declarations */
+struct qjit_sandbox {
+    lua_State *L;
+    expand_state st;
+    qjit_expansion files;     /* every template file read; generated text is dropped */
+    qjit_sandbox_limits lim;
+};
+
+qjit_status qjit_sandbox_open(const char *override_dir, const qjit_sandbox_limits *lim,
+                              qjit_sandbox **out)
+{
+    *out = NULL;
+    qjit_sandbox *S = calloc(1, sizeof *S);
+    if (!S)
+        return qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "template declarations");
+    if (lim)
+        S->lim = *lim;
+    else
+        qjit_sandbox_default_limits(&S->lim);
+    S->st.override_dir = override_dir;
+    S->st.lim = &S->lim;
+    S->st.out = &S->files;
+    S->st.last_file = -1;
+    qjit_status st = state_new(&S->st, "declarations", &S->L);
+    if (st != QJIT_OK) {
+        free(S);
+        return st;
+    }
+    *out = S;
+    return QJIT_OK;
+}
+
+void qjit_sandbox_close(qjit_sandbox *S)
+{
+    if (!S)
+        return;
+    lua_close(S->L);
+    for (int i = 0; i < 16; i++)
+        free(S->st.line_start[i]);
+    qjit_expansion_free(&S->files);
+    free(S);
+}
+
+/* Starts a run in the persistent state: fresh budget and position. */
+static void run_begin(qjit_sandbox *S)
+{
+    S->st.steps = 0;
+    S->st.depth = 0;
+    S->st.last_file = -1;
+    S->st.unsupported = false;
+    S->st.declared = false;
+    S->st.refused = false;
+    S->st.why[0] = 0;
+    lua_settop(S->L, 1); /* the traceback handler */
+}
+
+/* Declaring: include(root) with no parameters set.  Stack: [-1, +0] */
+static int declare_run(lua_State *L)
+{
+    const run_args *a = lua_touserdata(L, 1);
+    lua_getglobal(L, "include");
+    lua_pushstring(L, a->root);
+    lua_call(L, 1, 0);
+    return 0;
+}
+
+qjit_status qjit_sandbox_declare(qjit_sandbox *S, const char *root)
+{
+    run_begin(S);
+    /* the root is file 0 of its own run: include() finds or opens it; the name family{}
+     * files the table under is the root's */
+    run_args a = {root, NULL, 0, NULL, NULL, NULL};
+    S->st.declaring = root;
+    qjit_buf_free(&S->files.source);
+    lua_pushcfunction(S->L, declare_run);
+    lua_pushlightuserdata(S->L, &a);
+    int rc = lua_pcall(S->L, 1, 0, 1);
+    S->st.declaring = NULL;
+    qjit_buf_free(&S->files.source);
+    if (rc == LUA_OK)
+        return qjit_err_set(QJIT_ERROR_TEMPLATE,
+                            "template %s declares no family: it never calls family{...}", root);
+    if (!S->st.declared)
+        return run_failed(S->L, &S->st, root);
+    return QJIT_OK;
+}
+
+/* Reads the value on the stack top into rec: nil or false: no records; true: one with
+ * every field missing; a number: one with it as the first field; a table of fields: one;
+ * a list of such tables: one each.  Stack: [-0, +0] */
+static void read_record(lua_State *L, qjit_records *rec, int idx)
+{
+    long long *v = rec->vals + (size_t)rec->n * (size_t)rec->nfields;
+    for (int f = 0; f < rec->nfields; f++) {
+        lua_pushstring(L, rec->fields[f]);
+        int t = lua_rawget(L, idx);
+        if (t == LUA_TNIL)
+            v[f] = QJIT_RECORD_MISSING;
+        else if (t == LUA_TBOOLEAN)
+            v[f] = lua_toboolean(L, -1);
+        else if (t == LUA_TNUMBER && lua_isinteger(L, -1))
+            v[f] = (long long)lua_tointeger(L, -1);
+        else
+            luaL_error(L, "field '%s' is a %s, not an integer", rec->fields[f],
+                       luaL_typename(L, -1));
+        lua_pop(L, 1);
+    }
+    rec->n++;
+}
+
+static void read_result(lua_State *L, qjit_records *rec)
+{
+    int idx = lua_gettop(L);
+    rec->n = 0;
+    switch (lua_type(L, idx)) {
+    case LUA_TNIL: return;
+    case LUA_TBOOLEAN:
+        if (lua_toboolean(L, idx) && rec->cap > 0) {
+            for (int f = 0; f < rec->nfields; f++)
+                rec->vals[f] = QJIT_RECORD_MISSING;
+            rec->n = 1;
+        }
+        return;
+    case LUA_TNUMBER:
+        if (!lua_isinteger(L, idx))
+            luaL_error(L, "the value is not an integer");
+        if (rec->cap > 0 && rec->nfields > 0) {
+            rec->vals[0] = (long long)lua_tointeger(L, idx);
+            for (int f = 1; f < rec->nfields; f++)
+                rec->vals[f] = QJIT_RECORD_MISSING;
+            rec->n = 1;
+        }
+        return;
+    case LUA_TTABLE: break;
+    default: luaL_error(L, "the value is a %s", luaL_typename(L, idx));
+    }
+    if (lua_rawgeti(L, idx, 1) == LUA_TTABLE) { /* a list of records */
+        lua_pop(L, 1);
+        lua_Integer n = (lua_Integer)lua_rawlen(L, idx);
+        for (lua_Integer i = 1; i <= n; i++) {
+            if (lua_rawgeti(L, idx, i) != LUA_TTABLE)
+                luaL_error(L, "entry %d of the list is a %s", (int)i, luaL_typename(L, -1));
+            if (rec->n < rec->cap)
+                read_record(L, rec, lua_gettop(L));
+            else
+                rec->more++;
+            lua_pop(L, 1);
+        }
+        return;
+    }
+    lua_pop(L, 1);
+    if (rec->cap > 0)
+        read_record(L, rec, idx);
+}
+
+/* A query: parameters as globals, the declaration's field `what`, called with arg when it
+ * is a function, its result read.  Stack: [-1, +0] */
+static int query_run(lua_State *L)
+{
+    const run_args *a = lua_touserdata(L, 1);
+    set_params(L, a->params, a->nparams);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &DECLS_KEY);
+    if (lua_getfield(L, -1, a->root) != LUA_TTABLE)
+        return luaL_error(L, "no declaration of %s", a->root);
+    lua_getfield(L, -1, a->what);
+    if (lua_type(L, -1) == LUA_TFUNCTION) {
+        int nargs = 0;
+        if (a->arg) {
+            if (a->arg->kind == QJIT_TP_INT)
+                lua_pushinteger(L, (lua_Integer)a->arg->i);
+            else if (a->arg->kind == QJIT_TP_BOOL)
+                lua_pushboolean(L, a->arg->i != 0);
+            else
+                lua_pushstring(L, a->arg->s ? a->arg->s : "");
+            nargs = 1;
+        }
+        lua_call(L, nargs, 1);
+    } else if (lua_type(L, -1) == LUA_TNIL) {
+        return luaL_error(L, "the family{...} of %s has no '%s'", a->root, a->what);
+    }
+    read_result(L, a->rec);
+    return 0;
+}
+
+qjit_status qjit_sandbox_query(qjit_sandbox *S, const char *root, const char *what,
+                               const qjit_tparam *params, int nparams, const qjit_tparam *arg,
+                               qjit_records *rec)
+{
+    run_begin(S);
+    rec->n = rec->more = 0;
+    run_args a = {root, params, nparams, what, arg, rec};
+    lua_pushcfunction(S->L, query_run);
+    lua_pushlightuserdata(S->L, &a);
+    int rc = lua_pcall(S->L, 1, 0, 1);
+    qjit_buf_free(&S->files.source);
+    if (rc != LUA_OK) {
+        qjit_status st = run_failed(S->L, &S->st, root);
+        if (st == QJIT_ERROR_TEMPLATE)
+            qjit_err_prefix(st, "%s '%s'", root, what);
+        return st;
+    }
+    return QJIT_OK;
 }

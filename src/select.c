@@ -22,30 +22,36 @@ static qjit_status context_of(qjit_context **ctx)
 }
 
 /* Whether family k may be chosen for d (its pair) on arch. */
-static bool usable(qjit_families *fs, qjit_kernel k, const qjit_gemm_desc *d, qjit_arch arch)
+static qjit_status usable(qjit_families *fs, qjit_kernel k, const qjit_gemm_desc *d,
+                          qjit_arch arch, bool *yes)
 {
     qjit_gemm_desc probe = *d;
     probe.arch = arch;
-    return qjit_family_serves(fs, k, &probe) &&
-           qjit_arch_at_least(arch, qjit_family_floor(fs, k)) && qjit_family_present(fs, k);
+    qjit_status st = qjit_family_serves(fs, k, &probe, yes);
+    *yes = *yes && qjit_arch_at_least(arch, qjit_family_floor(fs, k));
+    return st;
 }
 
 /* d with arch and kernel set and its auto fields filled by family k's heuristic (with
  * no family, a placeholder configuration that keeps the text free of auto, for errors). */
-static void fill_with(qjit_families *fs, qjit_kernel k, const qjit_gemm_desc *d,
-                      qjit_arch arch, int64_t m_max, qjit_gemm_desc *r)
+static qjit_status fill_with(qjit_families *fs, qjit_kernel k, const qjit_gemm_desc *d,
+                             qjit_arch arch, int64_t m_max, qjit_gemm_desc *r)
 {
     *r = *d;
     r->arch = arch;
     qjit_config c = {128, 128, 32, 2, 2, 3, 1};
-    if (qjit_family_template(k)) {
+    if (qjit_family_template(k) && qjit_family_present(fs, k)) {
         r->kernel = k;
-        if (qjit_family_default(fs, k, r, m_max, &c) != QJIT_OK)
-            c = (qjit_config){128, 128, 32, 2, 2, 3, 1};
+        qjit_status st = qjit_family_default(fs, k, r, m_max, &c);
+        if (st != QJIT_OK)
+            return st;
+    } else if (qjit_family_template(k)) {
+        r->kernel = k; /* not in this build: check() says so */
     }
     qjit_config_fill(r, &c);
     if (!r->split_k)
         r->split_k = 1;
+    return QJIT_OK;
 }
 
 /* With stages=auto, fewer stages until the tile fits the arch's shared memory (the
@@ -62,28 +68,31 @@ static void fit_stages(qjit_context *ctx, const qjit_gemm_desc *d, qjit_gemm_des
 /* kernel=auto: the first family, in order of preference, that serves the pair on this
  * arch and supports the configuration fields the caller set; if none does, the first
  * that serves the pair, so that the error explains what is wrong with it. */
-static void fill_kernel(qjit_context *ctx, const qjit_gemm_desc *d, qjit_arch arch,
-                        int64_t m_max, qjit_gemm_desc *r)
+static qjit_status fill_kernel(qjit_context *ctx, const qjit_gemm_desc *d, qjit_arch arch,
+                               int64_t m_max, qjit_gemm_desc *r)
 {
     qjit_families *fs = ctx->families;
-    if (d->kernel != QJIT_KERNEL_AUTO) {
-        fill_with(fs, d->kernel, d, arch, m_max, r);
-        return;
-    }
+    if (d->kernel != QJIT_KERNEL_AUTO)
+        return fill_with(fs, d->kernel, d, arch, m_max, r);
     qjit_kernel first = QJIT_KERNEL_AUTO;
     bool configured = d->bm || d->wm || d->stages;
     for (int i = 0; i < qjit_family_count(); i++) {
         qjit_kernel k = qjit_family_at(i);
-        if (!usable(fs, k, d, arch))
+        bool yes;
+        qjit_status st = usable(fs, k, d, arch, &yes);
+        if (st != QJIT_OK)
+            return st;
+        if (!yes)
             continue;
         if (first == QJIT_KERNEL_AUTO)
             first = k;
-        fill_with(fs, k, d, arch, m_max, r);
+        if ((st = fill_with(fs, k, d, arch, m_max, r)) != QJIT_OK)
+            return st;
         char why[256];
         if (!configured || qjit_select_check(ctx, r, NULL, why, sizeof why) == QJIT_OK)
-            return;
+            return QJIT_OK;
     }
-    fill_with(fs, first, d, arch, m_max, r);
+    return fill_with(fs, first, d, arch, m_max, r);
 }
 
 qjit_status qjit_select_resolve(qjit_context *ctx, const qjit_gemm_desc *d, qjit_arch arch,
@@ -111,7 +120,8 @@ qjit_status qjit_select_resolve(qjit_context *ctx, const qjit_gemm_desc *d, qjit
     }
     if (!qjit_arch_name(arch))
         return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "arch %d is not a target", (int)arch);
-    fill_kernel(ctx, d, arch, m_max, r);
+    if ((st = fill_kernel(ctx, d, arch, m_max, r)) != QJIT_OK)
+        return st;
     /* only the 99 KB targets need it; elsewhere it would cost every cold get a check */
     if (qjit_arch_smem_limit(arch) < 160 * 1024 && qjit_family_template(r->kernel))
         fit_stages(ctx, d, r);
@@ -132,8 +142,12 @@ qjit_status qjit_select_check(qjit_context *ctx, const qjit_gemm_desc *r, qjit_p
         qjit_kernel least = QJIT_KERNEL_AUTO;
         for (int i = 0; i < qjit_family_count(); i++) {
             qjit_kernel k = qjit_family_at(i);
-            if (qjit_family_serves(fs, k, r) && qjit_family_present(fs, k) &&
-                (least == QJIT_KERNEL_AUTO ||
+            bool yes;
+            if (qjit_family_serves(fs, k, r, &yes) != QJIT_OK) {
+                snprintf(why, cap, "%s", qjit_last_error());
+                return QJIT_ERROR_TEMPLATE;
+            }
+            if (yes && (least == QJIT_KERNEL_AUTO ||
                  !qjit_arch_at_least(qjit_family_floor(fs, k), qjit_family_floor(fs, least))))
                 least = k;
         }
@@ -149,16 +163,21 @@ qjit_status qjit_select_check(qjit_context *ctx, const qjit_gemm_desc *r, qjit_p
                qjit_arch_name(r->arch));
         NO("no kernel serves this descriptor");
     }
-    if (!qjit_family_serves(fs, r->kernel, r))
+    bool serves;
+    if (qjit_family_serves(fs, r->kernel, r, &serves) != QJIT_OK) {
+        snprintf(why, cap, "%s", qjit_last_error());
+        return QJIT_ERROR_TEMPLATE;
+    }
+    if (!qjit_family_present(fs, r->kernel))
+        NO("kernel %s is not in this build of qjit (no template %s)",
+           qjit_desc_kernel_name(r->kernel), qjit_family_template(r->kernel));
+    if (!serves)
         NO("kernel %s does not serve pair a=%s b=%s sa=%s sb=%s",
            qjit_family_template(r->kernel), qjit_desc_dtype_name(r->a),
            qjit_desc_dtype_name(r->b), mode_name(r->sa), mode_name(r->sb));
     if (!qjit_arch_at_least(r->arch, qjit_family_floor(fs, r->kernel)))
         NO("kernel %s needs %s (arch=%s)", qjit_desc_kernel_name(r->kernel),
            qjit_arch_name(qjit_family_floor(fs, r->kernel)), qjit_arch_name(r->arch));
-    if (!qjit_family_present(fs, r->kernel))
-        NO("kernel %s is not in this build of qjit (no template %s)",
-           qjit_desc_kernel_name(r->kernel), qjit_family_template(r->kernel));
 #undef NO
     qjit_plan local;
     return qjit_family_plan(fs, r, plan ? plan : &local, why, cap);

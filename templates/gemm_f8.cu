@@ -16,57 +16,73 @@
 // stages 3: 430 TFLOP/s; 64x64x128 2x2 s4: 426; 128x128x64 2x2 s3: 342 (64x64 warp tiles
 // promote every k32 and spill a little).  16x28672x8192: 16x128x128 1x4 s4, 90 us.  block x
 // block 342 (128x128x128 2x4 s3); MXFP8 and MXFP4 200 (128x128x64 2x4 s4).
-% local FP4 = A == "e2m1"
-% local MX = SA == "mx"
-% local BLOCK = SA == "block" or SB == "block"
-% local NATIVE = ARCH < 90 -- mma.sync on fp8 operands (sm_89); else f16 HMMA (sm_90)
-% local function one_of(x, ...)
-%   for _, v in ipairs({...}) do if x == v then return true end end
-%   return false
-% end
-% if ARCH < 89 then
-%   unsupported(string.format("gemm_f8: fp8 tensor cores (mma .e4m3) need sm_89 or newer (arch=sm_%d)", ARCH))
-% end
-% local plain = one_of(A, "e4m3", "e5m2") and B == "e4m3" and one_of(SA, "none", "tensor", "row", "block")
-%               and one_of(SB, "none", "tensor", "col", "block")
-% local mx = (A == B and one_of(A, "e4m3", "e2m1")) and SA == "mx" and SB == "mx"
-% if not (plain or mx) then
-%   unsupported(string.format("gemm_f8 takes a=e4m3|e5m2 b=e4m3 with sa=tensor|row|block sb=tensor|col|block, " ..
-%     "or a=b=e4m3|e2m1 with sa=sb=mx (got a=%s b=%s sa=%s sb=%s)", A, B, SA, SB))
-% end
-% if not one_of(OUT, "f16", "bf16", "f32") then unsupported("gemm_f8: out must be f16, bf16 or f32") end
-% local WTM, WTN = BM // WM, BN // WN
-% local UNIT_N = FP4 and 32 or 16 -- warp-tile columns one B ldmatrix.x4 covers
-% local KMUL = FP4 and 32 or 16   -- elements in a 16-byte chunk along K
-% if BK ~= 64 and BK ~= 128 then
-%   unsupported(string.format("gemm_f8: BK must be 64 or 128 (tile=%dx%dx%d)", BM, BN, BK))
-% end
-% if BM % WM ~= 0 or BN % WN ~= 0 or WTM % 16 ~= 0 or WTN % UNIT_N ~= 0 then
-%   unsupported(string.format("gemm_f8: warps=%dx%d must split tile %dx%d into warp tiles that are multiples of 16x%d",
-%     WM, WN, BM, BN, UNIT_N))
-% end
-% if WTM * WTN > 64 * 64 then
-%   unsupported(string.format("gemm_f8: warp tile %dx%d needs more than 128 accumulator registers per thread", WTM, WTN))
-% end
-% if SB == "block" and 128 % WTN ~= 0 then
-%   unsupported(string.format("gemm_f8: sb=block needs warp tiles whose width divides 128 (warp tile %dx%d)", WTM, WTN))
-% end
-% if WM * WN > 8 then
-%   unsupported(string.format("gemm_f8: warps=%dx%d: more than 8 warps leave under 128 registers a thread", WM, WN))
-% end
-% if STAGES < 2 or STAGES > 8 then unsupported(string.format("gemm_f8: stages=%d, takes 2..8", STAGES)) end
-% if SPLIT_K ~= 1 then unsupported(string.format("gemm_f8: no split-K (split=%d)", SPLIT_K)) end
-% -- promote once per K tile where a second accumulator set fits (see the top)
-% local PART = not NATIVE and not MX and (WTM // 16) * (WTN // 8) <= 16
-% local EBITS = FP4 and 4 or 8
-% local ROW_BYTES = BK * EBITS // 8
-% local STAGE_BYTES = (BM + BN) * ROW_BYTES + (MX and (BM + BN) * (BK // 32) * 4 or 0)
-//
-// Launch needs (docs/TEMPLATES.md): 16-byte cp.async chunks along K, which are wholly inside
-// or outside K, so K and the leading dimensions are multiples of 16 elements (32 for e2m1).
+% include("gemm_family.cuh")
 % include("gemm_stage_plan.cuh")
-% local NP, SMEM = ring_staging("gemm_f8", STAGES * STAGE_BYTES, WTN)
-// qjit: threads=$(32 * WM * WN) smem=$(SMEM) k_multiple=$(KMUL) ld_multiple=$(KMUL) align=16
+% family {
+%   floor = 89,
+%   serves = function() return one_of(A, "e4m3", "e5m2", "e2m1") and one_of(B, "e4m3", "e2m1") end,
+%   -- 430 TFLOP/s at 128x128x128 w2x4 s3 on H100 (e4m3 row/col, 8192^3), where 128x128x64
+%   -- w2x2 spills.
+%   default = function(m) return choose(128, 128, 128, 2, 4, 3) end,
+%   space = spaces{
+%     default = {config(128, 128, 64, 2, 2, 3), config(128, 256, 64, 2, 4, 3), config(64, 128, 64, 2, 2, 3),
+%                config(64, 64, 64, 2, 2, 3), config(128, 128, 64, 2, 2, 4)},
+%     ["small-m"] = {config(64, 128, 64, 2, 2, 3), config(64, 64, 64, 2, 2, 3), config(64, 64, 64, 2, 2, 4)},
+%   },
+%   plan = function()
+%     local FP4 = A == "e2m1"
+%     local MX = SA == "mx"
+%     local BLOCK = SA == "block" or SB == "block"
+%     local NATIVE = ARCH < 90 -- mma.sync on fp8 operands (sm_89); else f16 HMMA (sm_90)
+%     if ARCH < 89 then
+%       unsupported(string.format("gemm_f8: fp8 tensor cores (mma .e4m3) need sm_89 or newer (arch=sm_%d)", ARCH))
+%     end
+%     local plain = one_of(A, "e4m3", "e5m2") and B == "e4m3" and one_of(SA, "none", "tensor", "row", "block")
+%                   and one_of(SB, "none", "tensor", "col", "block")
+%     local mx = (A == B and one_of(A, "e4m3", "e2m1")) and SA == "mx" and SB == "mx"
+%     if not (plain or mx) then
+%       unsupported(string.format("gemm_f8 takes a=e4m3|e5m2 b=e4m3 with sa=tensor|row|block sb=tensor|col|block, " ..
+%         "or a=b=e4m3|e2m1 with sa=sb=mx (got a=%s b=%s sa=%s sb=%s)", A, B, SA, SB))
+%     end
+%     if not one_of(OUT, "f16", "bf16", "f32") then unsupported("gemm_f8: out must be f16, bf16 or f32") end
+%     local WTM, WTN = BM // WM, BN // WN
+%     local UNIT_N = FP4 and 32 or 16 -- warp-tile columns one B ldmatrix.x4 covers
+%     local KMUL = FP4 and 32 or 16   -- elements in a 16-byte chunk along K
+%     if BK ~= 64 and BK ~= 128 then
+%       unsupported(string.format("gemm_f8: BK must be 64 or 128 (tile=%dx%dx%d)", BM, BN, BK))
+%     end
+%     if BM % WM ~= 0 or BN % WN ~= 0 or WTM % 16 ~= 0 or WTN % UNIT_N ~= 0 then
+%       unsupported(string.format("gemm_f8: warps=%dx%d must split tile %dx%d into warp tiles that are multiples of 16x%d",
+%         WM, WN, BM, BN, UNIT_N))
+%     end
+%     if WTM * WTN > 64 * 64 then
+%       unsupported(string.format("gemm_f8: warp tile %dx%d needs more than 128 accumulator registers per thread", WTM, WTN))
+%     end
+%     if SB == "block" and 128 % WTN ~= 0 then
+%       unsupported(string.format("gemm_f8: sb=block needs warp tiles whose width divides 128 (warp tile %dx%d)", WTM, WTN))
+%     end
+%     if WM * WN > 8 then
+%       unsupported(string.format("gemm_f8: warps=%dx%d: more than 8 warps leave under 128 registers a thread", WM, WN))
+%     end
+%     if STAGES < 2 or STAGES > 8 then unsupported(string.format("gemm_f8: stages=%d, takes 2..8", STAGES)) end
+%     if SPLIT_K ~= 1 then unsupported(string.format("gemm_f8: no split-K (split=%d)", SPLIT_K)) end
+%     -- promote once per K tile where a second accumulator set fits (see the top)
+%     local PART = not NATIVE and not MX and (WTM // 16) * (WTN // 8) <= 16
+%     local EBITS = FP4 and 4 or 8
+%     local ROW_BYTES = BK * EBITS // 8
+%     local STAGE_BYTES = (BM + BN) * ROW_BYTES + (MX and (BM + BN) * (BK // 32) * 4 or 0)
+%     local NP, SMEM = ring_staging("gemm_f8", STAGES * STAGE_BYTES, WTN)
+%     return {threads = 32 * WM * WN, smem = SMEM, k_multiple = KMUL, ld_multiple = KMUL, align = 16,
+%             FP4 = FP4, MX = MX, BLOCK = BLOCK, NATIVE = NATIVE, WTM = WTM, WTN = WTN, UNIT_N = UNIT_N,
+%             KMUL = KMUL, PART = PART, EBITS = EBITS, ROW_BYTES = ROW_BYTES, STAGE_BYTES = STAGE_BYTES,
+%             NP = NP, SMEM = SMEM}
+%   end,
+% }
+//
+// Launch needs, from the plan above (docs/TEMPLATES.md): 16-byte cp.async chunks along K, which
+// are wholly inside or outside K, so K and the leading dimensions are multiples of 16 elements
+// (32 for e2m1).
+// qjit: threads=$(threads) smem=$(smem) k_multiple=$(k_multiple) ld_multiple=$(ld_multiple) align=$(align)
 % include("gemm_common.cuh")
 
 namespace {

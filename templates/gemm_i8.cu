@@ -16,29 +16,52 @@
 // tile 16x128x128 warps 1x4 stages 4 streams the weights at about 2.4-2.7 TB/s.
 // Launch needs: 16-byte cp.async along K: K and lda/ldb multiples of 16 values for s8 B,
 // 32 values (16 bytes) for s4 B.
-% if A ~= "s8" or (B ~= "s8" and B ~= "s4") then unsupported("A must be s8 and B s8 or s4") end
-% if OUT ~= "f16" and OUT ~= "bf16" and OUT ~= "f32" then unsupported("OUT must be f16, bf16 or f32") end
-% if SA ~= "none" and SA ~= "tensor" and SA ~= "row" then unsupported("sa must be none, tensor or row (sa=" .. SA .. ")") end
-% if SB ~= "none" and SB ~= "tensor" and SB ~= "col" and SB ~= "group" then unsupported("sb must be none, tensor, col or group:g (sb=" .. SB .. ")") end
-% if ZEROS then unsupported("zero points are for u4 weights") end
-% if ARCH < 80 then unsupported("needs sm_80 or newer") end
-% if SPLIT_K ~= 1 then unsupported("SPLIT_K must be 1 (split=" .. SPLIT_K .. ")") end
-% if BK ~= 64 and BK ~= 128 then unsupported("BK must be 64 or 128 (tile=" .. BM .. "x" .. BN .. "x" .. BK .. ")") end
-% if STAGES < 2 or STAGES > 6 then unsupported("STAGES must be 2..6") end
-% if BM % (16 * WM) ~= 0 or BN % (16 * WN) ~= 0 then unsupported("warps=" .. WM .. "x" .. WN .. " do not split tile " .. BM .. "x" .. BN .. " into multiples of 16x16") end
-% local S4 = B == "s4"
-% local GROUPED = SB == "group"
-% local WTM, WTN = BM // WM, BN // WN
-% local ACC_MAX = GROUPED and 64 * 32 or 64 * 64
-% if WTM * WTN > ACC_MAX then
-%   unsupported(string.format("warps=%dx%d split tile %dx%d into warp tiles of %dx%d, which need %d accumulator registers per thread%s; at most 128 fit (%s)", WM, WN, BM, BN, WTM, WTN, WTM * WTN // 32 * (GROUPED and 2 or 1), GROUPED and " (an int32 group sum and an f32 total each)" or "", GROUPED and "warp tiles of 64x32 at most, e.g. warps=2x4 for 128x128" or "warp tiles of 64x64 at most"))
-% end
-% local B_ROW = S4 and BK // 2 or BK
+% include("gemm_family.cuh")
 % include("gemm_stage_plan.cuh")
-% local NP, SMEM = ring_staging("gemm_i8", STAGES * (BM * BK + BN * B_ROW), WTN)
-% local KMUL = S4 and 32 or 16
-% local DISPATCH = S4 and not GROUPED -- x16 unpack for K < 2^17, exact beyond (see unpack_x16)
-// qjit: threads=$(32 * WM * WN) smem=$(SMEM) k_multiple=$(KMUL) ld_multiple=$(KMUL) align=16
+% family {
+%   floor = 80,
+%   serves = function() return A == "s8" and one_of(B, "s8", "s4") end,
+%   -- From H100 timings.  W8A8 (s8 x s8) is a prefill kernel: 910 TOPS at 8192^3 with
+%   -- 128x128x64 s4.  W4A8 (s8 x s4) is a decode kernel: 16x128x128 w1x4 s4 streams the
+%   -- packed weights at ~2.5 TB/s (47 us at 1x28672x8192); prefill wants 128x128x128.
+%   default = function(m)
+%     if B == "s4" then return choose(16, 128, 128, 1, 4, 4) end
+%     return choose(128, 128, 64, 2, 2, 4)
+%   end,
+%   space = spaces{
+%     default = {config(128, 128, 64, 2, 2, 3), config(128, 256, 64, 2, 4, 3), config(64, 128, 64, 2, 2, 3),
+%                config(64, 64, 64, 2, 2, 3), config(128, 128, 64, 2, 2, 4)},
+%     ["small-m"] = {config(64, 128, 64, 2, 2, 3), config(64, 64, 64, 2, 2, 3), config(64, 64, 64, 2, 2, 4)},
+%   },
+%   plan = function()
+%     if A ~= "s8" or (B ~= "s8" and B ~= "s4") then unsupported("A must be s8 and B s8 or s4") end
+%     if OUT ~= "f16" and OUT ~= "bf16" and OUT ~= "f32" then unsupported("OUT must be f16, bf16 or f32") end
+%     if SA ~= "none" and SA ~= "tensor" and SA ~= "row" then unsupported("sa must be none, tensor or row (sa=" .. SA .. ")") end
+%     if SB ~= "none" and SB ~= "tensor" and SB ~= "col" and SB ~= "group" then unsupported("sb must be none, tensor, col or group:g (sb=" .. SB .. ")") end
+%     if ZEROS then unsupported("zero points are for u4 weights") end
+%     if ARCH < 80 then unsupported("needs sm_80 or newer") end
+%     if SPLIT_K ~= 1 then unsupported("SPLIT_K must be 1 (split=" .. SPLIT_K .. ")") end
+%     if BK ~= 64 and BK ~= 128 then unsupported("BK must be 64 or 128 (tile=" .. BM .. "x" .. BN .. "x" .. BK .. ")") end
+%     if STAGES < 2 or STAGES > 6 then unsupported("STAGES must be 2..6") end
+%     if BM % (16 * WM) ~= 0 or BN % (16 * WN) ~= 0 then unsupported("warps=" .. WM .. "x" .. WN .. " do not split tile " .. BM .. "x" .. BN .. " into multiples of 16x16") end
+%     local S4 = B == "s4"
+%     local GROUPED = SB == "group"
+%     local WTM, WTN = BM // WM, BN // WN
+%     local ACC_MAX = GROUPED and 64 * 32 or 64 * 64
+%     if WTM * WTN > ACC_MAX then
+%       unsupported(string.format("warps=%dx%d split tile %dx%d into warp tiles of %dx%d, which need %d accumulator registers per thread%s; at most 128 fit (%s)", WM, WN, BM, BN, WTM, WTN, WTM * WTN // 32 * (GROUPED and 2 or 1), GROUPED and " (an int32 group sum and an f32 total each)" or "", GROUPED and "warp tiles of 64x32 at most, e.g. warps=2x4 for 128x128" or "warp tiles of 64x64 at most"))
+%     end
+%     local B_ROW = S4 and BK // 2 or BK
+%     local NP, SMEM = ring_staging("gemm_i8", STAGES * (BM * BK + BN * B_ROW), WTN)
+%     local KMUL = S4 and 32 or 16
+%     local DISPATCH = S4 and not GROUPED -- x16 unpack for K < 2^17, exact beyond (see unpack_x16)
+%     return {threads = 32 * WM * WN, smem = SMEM, k_multiple = KMUL, ld_multiple = KMUL, align = 16,
+%             S4 = S4, GROUPED = GROUPED, WTM = WTM, WTN = WTN, B_ROW = B_ROW, NP = NP, SMEM = SMEM,
+%             KMUL = KMUL, DISPATCH = DISPATCH}
+%   end,
+% }
+// Launch needs, from the plan above (docs/TEMPLATES.md):
+// qjit: threads=$(threads) smem=$(smem) k_multiple=$(k_multiple) ld_multiple=$(ld_multiple) align=$(align)
 % include("gemm_common.cuh")
 
 namespace {

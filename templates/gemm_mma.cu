@@ -2,21 +2,44 @@
 // D[m,n] = cast_out(sum_k A[m,k]·B[n,k] + bias[n]), f32 accumulation: mma.sync m16n8k16
 // fed by ldmatrix.x4 from XOR-swizzled shared memory that a STAGES-deep cp.async pipeline fills.
 //
-% if (A ~= "f16" and A ~= "bf16") or B ~= A then unsupported("A and B must both be f16 or both bf16 (a=" .. A .. " b=" .. B .. ")") end
-% if OUT ~= "f16" and OUT ~= "bf16" and OUT ~= "f32" then unsupported("OUT must be f16, bf16 or f32 (out=" .. OUT .. ")") end
-% if SA ~= "none" or SB ~= "none" or ZEROS then unsupported("no scales or zero points: f16/bf16 are used as stored") end
-% if ARCH < 80 then unsupported("needs sm_80 or newer") end
-% if SPLIT_K ~= 1 then unsupported("SPLIT_K must be 1 (split=" .. SPLIT_K .. ")") end
-% if BK ~= 32 and BK ~= 64 then unsupported("BK must be 32 or 64 (tile=" .. BM .. "x" .. BN .. "x" .. BK .. ")") end
-% if STAGES < 2 or STAGES > 8 then unsupported("STAGES must be 2..8 (stages=" .. STAGES .. ")") end
-% if WM * WN > 32 then unsupported("warps=" .. WM .. "x" .. WN .. " make more than 1024 threads") end
-% if BM % (16 * WM) ~= 0 or BN % (16 * WN) ~= 0 then unsupported("warps=" .. WM .. "x" .. WN .. " do not split tile " .. BM .. "x" .. BN .. " into multiples of 16x16") end
-% if (BM // WM) * (BN // WN) > 64 * 64 then unsupported(string.format("warps=%dx%d split tile %dx%d into warp tiles of %dx%d, which need %d accumulator registers per thread; at most 128 fit (warp tiles of 64x64 at most)", WM, WN, BM, BN, BM // WM, BN // WN, (BM // WM) * (BN // WN) // 32)) end
+% include("gemm_family.cuh")
 % include("gemm_stage_plan.cuh")
-% local NP, SMEM = ring_staging("gemm_mma", STAGES * (BM + BN) * BK * 2, BN // WN)
-// Launch needs, read by the library from the expanded source (docs/TEMPLATES.md):
-// 16-byte cp.async along K for 2-byte elements, so K, lda and ldb are multiples of 8.
-// qjit: threads=$(32 * WM * WN) smem=$(SMEM) k_multiple=8 ld_multiple=8 align=16
+% family {
+%   floor = 80,
+%   serves = function() return one_of(A, "f16", "bf16") and B == A and SA == "none" and SB == "none" end,
+%   -- 128x256x32, 2x4 warps of 64x64: 0.58x cuBLAS at bf16 8192^3 on H100, the sm_80-class
+%   -- path (wgmma is preferred there); the 99 KB targets take 3 stages.
+%   default = function(m)
+%     local c = choose(128, 256, 32, 2, 4, SMEM_LIMIT < 160 * 1024 and 3 or 4)
+%     while c.stages > 2 and c.stages * (c.bm + c.bn) * c.bk * 2 > SMEM_LIMIT do c.stages = c.stages - 1 end
+%     return c
+%   end,
+%   space = spaces{
+%     default = {config(128, 256, 32, 2, 4, 4), config(128, 256, 32, 2, 4, 3), config(256, 128, 32, 4, 2, 3),
+%                config(128, 128, 32, 2, 2, 4), config(128, 128, 64, 2, 2, 3), config(64, 128, 32, 2, 2, 4),
+%                config(64, 64, 32, 2, 2, 3), config(128, 64, 64, 2, 2, 4)},
+%     ["small-m"] = {config(64, 128, 32, 2, 2, 4), config(64, 64, 32, 2, 2, 3), config(64, 128, 64, 2, 2, 3),
+%                    config(64, 256, 32, 1, 4, 4)},
+%   },
+%   plan = function()
+%     if (A ~= "f16" and A ~= "bf16") or B ~= A then unsupported("A and B must both be f16 or both bf16 (a=" .. A .. " b=" .. B .. ")") end
+%     if OUT ~= "f16" and OUT ~= "bf16" and OUT ~= "f32" then unsupported("OUT must be f16, bf16 or f32 (out=" .. OUT .. ")") end
+%     if SA ~= "none" or SB ~= "none" or ZEROS then unsupported("no scales or zero points: f16/bf16 are used as stored") end
+%     if ARCH < 80 then unsupported("needs sm_80 or newer") end
+%     if SPLIT_K ~= 1 then unsupported("kernel mma has no split-K path yet (split=" .. SPLIT_K .. ")") end
+%     if not (one_of(BM, 64, 128, 256) and one_of(BN, 64, 128, 256) and one_of(BK, 32, 64)) then
+%       unsupported(string.format("kernel mma takes tiles with BM, BN in {64,128,256} and BK in {32,64} (tile=%dx%dx%d)", BM, BN, BK))
+%     end
+%     if BM % (16 * WM) ~= 0 or BN % (16 * WN) ~= 0 then unsupported(string.format("warps=%dx%d do not split tile %dx%d into warp tiles that are multiples of 16x16", WM, WN, BM, BN)) end
+%     if (BM // WM) * (BN // WN) > 64 * 64 then unsupported(string.format("warps=%dx%d split tile %dx%d into warp tiles of %dx%d, which need %d accumulator registers per thread; at most 128 fit (warp tiles of 64x64 at most)", WM, WN, BM, BN, BM // WM, BN // WN, (BM // WM) * (BN // WN) // 32)) end
+%     if STAGES < 2 or STAGES > 6 then unsupported("stages=" .. STAGES .. ": kernel mma takes 2..6") end
+%     local NP, SMEM = ring_staging("gemm_mma", STAGES * (BM + BN) * BK * 2, BN // WN)
+%     -- 16-byte cp.async along K for 2-byte elements: K, lda and ldb are multiples of 8
+%     return {threads = 32 * WM * WN, smem = SMEM, k_multiple = 8, ld_multiple = 8, align = 16, NP = NP}
+%   end,
+% }
+// Launch needs, from the plan above (docs/TEMPLATES.md):
+// qjit: threads=$(threads) smem=$(smem) k_multiple=$(k_multiple) ld_multiple=$(ld_multiple) align=$(align)
 % include("gemm_common.cuh")
 
 namespace {

@@ -18,25 +18,48 @@
 // Grid: any size. One CTA per tile, grid (ceil(N/BN), ceil(M/BM), 1), is the plain launch; a
 // smaller grid makes the kernel persistent (each CTA walks the tiles with a stride of the
 // grid size; then best one CTA per SM), which the metadata line below asks the library for.
-% if not ((A == "f16" or A == "bf16") and B == A) then unsupported("gemm_wgmma: A and B must both be f16 or both bf16") end
-% if not (OUT == "f16" or OUT == "bf16" or OUT == "f32") then unsupported("gemm_wgmma: OUT must be f16, bf16 or f32") end
-% if not (ARCH == 90) then unsupported("gemm_wgmma: needs sm_90a (wgmma, setmaxnreg)") end
-% if not (BK == 64) then unsupported("gemm_wgmma: BK must be 64") end
-% if not (WM >= 1 and WN >= 1 and WM * WN <= 4) then unsupported("gemm_wgmma: WM*WN must be 1..4 consumer warpgroups") end
-% if not (BM % (64 * WM) == 0) then unsupported("gemm_wgmma: BM/WM must be a multiple of 64") end
-% local WGN = BN // WN
-% if not (BN % WN == 0 and WGN % 16 == 0 and WGN <= 256) then unsupported("gemm_wgmma: BN/WN must be a multiple of 16 up to 256") end
-% if not (STAGES >= 2 and STAGES <= 8) then unsupported("gemm_wgmma: STAGES must be 2..8") end
-% if not (SPLIT_K == 1) then unsupported("gemm_wgmma: SPLIT_K must be 1") end
-% local NC = WM * WN
+% include("gemm_family.cuh")
 % include("gemm_hopper_plan.cuh")
-% local THREADS, PRODUCER_REGS, CONSUMER_REGS, REG_BUDGET = hopper_regs(NC)
-% -- ptxas checks each wgmma against the entry cap, so above 384 threads a wide consumer
-% -- tile is computed by two wgmma of half the width.
-% local IN = (THREADS > 384 and WGN > 128) and WGN // 2 or WGN
-% if not ((BM // WM // 64) * (WGN // 2) + 32 <= REG_BUDGET) then unsupported("gemm_wgmma: the consumer tile's accumulators do not fit in its registers") end
-% local NP, SMEM = hopper_staging("gemm_wgmma", STAGES * (BM + BN) * BK * 2 + 2048, WGN)
-// qjit: threads=$(THREADS) smem=$(SMEM) k_multiple=8 ld_multiple=8 align=16 persistent=1
+% family {
+%   floor = 90,
+%   serves = function() return one_of(A, "f16", "bf16") and B == A and SA == "none" and SB == "none" end,
+%   -- 128x256x64, two consumer warpgroups, 3 stages (room for the staged epilogue beside the
+%   -- ring): 1.000x cuBLAS at bf16 8192^3 on H100.  A named tile gets two consumer
+%   -- warpgroups along M where it allows.
+%   default = function(m)
+%     local c = choose(128, 256, 64, 2, 1, 3)
+%     if BM ~= 0 and WM == 0 then c.wm, c.wn = BM >= 128 and 2 or 1, 1 end
+%     return c
+%   end,
+%   space = spaces{
+%     default = {config(128, 256, 64, 2, 1, 4), config(128, 256, 64, 2, 1, 3), config(256, 128, 64, 2, 1, 4),
+%                config(128, 128, 64, 2, 1, 5), config(128, 128, 64, 1, 1, 6), config(64, 256, 64, 1, 1, 4)},
+%     ["small-m"] = {config(64, 256, 64, 1, 1, 4), config(64, 128, 64, 1, 1, 6), config(128, 128, 64, 2, 1, 5)},
+%   },
+%   plan = function()
+%     if not ((A == "f16" or A == "bf16") and B == A) then unsupported("gemm_wgmma: A and B must both be f16 or both bf16") end
+%     if not (OUT == "f16" or OUT == "bf16" or OUT == "f32") then unsupported("gemm_wgmma: OUT must be f16, bf16 or f32") end
+%     if not (ARCH == 90) then unsupported("gemm_wgmma: needs sm_90a (wgmma, setmaxnreg)") end
+%     if not (BK == 64) then unsupported("gemm_wgmma: BK must be 64") end
+%     if not (WM >= 1 and WN >= 1 and WM * WN <= 4) then unsupported("gemm_wgmma: WM*WN must be 1..4 consumer warpgroups") end
+%     if not (BM % (64 * WM) == 0) then unsupported("gemm_wgmma: BM/WM must be a multiple of 64") end
+%     local WGN = BN // WN
+%     if not (BN % WN == 0 and WGN % 16 == 0 and WGN <= 256) then unsupported("gemm_wgmma: BN/WN must be a multiple of 16 up to 256") end
+%     if not (STAGES >= 2 and STAGES <= 8) then unsupported("gemm_wgmma: STAGES must be 2..8") end
+%     if not (SPLIT_K == 1) then unsupported("gemm_wgmma: SPLIT_K must be 1") end
+%     local NC = WM * WN
+%     local THREADS, PRODUCER_REGS, CONSUMER_REGS, REG_BUDGET = hopper_regs(NC)
+%     -- ptxas checks each wgmma against the entry cap, so above 384 threads a wide consumer
+%     -- tile is computed by two wgmma of half the width.
+%     local IN = (THREADS > 384 and WGN > 128) and WGN // 2 or WGN
+%     if not ((BM // WM // 64) * (WGN // 2) + 32 <= REG_BUDGET) then unsupported("gemm_wgmma: the consumer tile's accumulators do not fit in its registers") end
+%     local NP, SMEM = hopper_staging("gemm_wgmma", STAGES * (BM + BN) * BK * 2 + 2048, WGN)
+%     return {threads = THREADS, smem = SMEM, k_multiple = 8, ld_multiple = 8, align = 16, persistent = 1,
+%             NC = NC, IN = IN, NP = NP, PRODUCER_REGS = PRODUCER_REGS, CONSUMER_REGS = CONSUMER_REGS}
+%   end,
+% }
+// Launch needs, from the plan above (docs/TEMPLATES.md):
+// qjit: threads=$(threads) smem=$(smem) k_multiple=$(k_multiple) ld_multiple=$(ld_multiple) align=$(align) persistent=$(persistent)
 
 % include("gemm_common.cuh")
 % include("gemm_hopper.cuh")

@@ -17,52 +17,72 @@
 // tiles, short of registers, it builds B̂ = (q − z)·s in A's type, q − z exact and the
 // product rounded once.  mx sums each 32-k block apart too and adds it times 2^(e−127),
 // which keeps any e8m0 exponent in range and propagates 0xFF as NaN.
-% local ok_b = {s4 = {col = 1, group = 1}, u4 = {col = 1, group = 1}, s8 = {col = 1, tensor = 1}, e2m1 = {mx = 1}}
-% if A ~= "f16" and A ~= "bf16" then unsupported("gemm_wq: A must be f16 or bf16, not " .. A) end
-% if not ok_b[B] then unsupported("gemm_wq: B must be s4, u4, s8 or e2m1, not " .. B) end
-% if SA ~= "none" then unsupported("gemm_wq: sa must be none (A is not quantized), not " .. SA) end
-% if not ok_b[B][SB] then unsupported("gemm_wq: b=" .. B .. " does not take sb=" .. SB) end
-% if ZEROS and not (B == "u4" and SB == "group") then unsupported("gemm_wq: zero points need b=u4 sb=group") end
-% if OUT ~= "f16" and OUT ~= "bf16" and OUT ~= "f32" then unsupported("gemm_wq: out must be f16, bf16 or f32") end
-% if BK ~= 32 and BK ~= 64 and BK ~= 128 then unsupported("gemm_wq: BK must be 32, 64 or 128, not " .. BK) end
-% if BM % (16 * WM) ~= 0 or BN % (16 * WN) ~= 0 then unsupported("gemm_wq: the warp tile must be a multiple of 16x16") end
-% if STAGES < 2 or STAGES > 6 then unsupported("gemm_wq: STAGES must be 2..6") end
-% if SPLIT_K ~= 1 then unsupported("gemm_wq: split-K is not implemented (SPLIT_K must be 1)") end
-% if ARCH < 80 then unsupported("gemm_wq: needs sm_80 or newer") end
-% local THREADS = 32 * WM * WN
-% local BITS = B == "s8" and 8 or 4
-% local KC = 128 // BITS                   -- k values in one 16-byte chunk of B
-% local RB = BK * BITS // 8                -- bytes of one B tile row
-% local MT_, NT_ = BM // WM // 16, BN // WN // 8
-% -- Fragment buffers (see the main loop): two, indexed by step parity, need an even
-% -- number of steps per tile; A gets two only on warp tiles of few rows.
-% local BBUF = (BK // KC) % 2 == 0 and 2 or 1
-% local ABUF = MT_ <= 2 and BBUF or 1
-% -- Group scales on warp tiles with room for a second set of accumulators: B̂ = q − round(z)
-% -- exactly, each group summed apart in f32 and folded in times s (see the main loop).
-% local FOLD = SB == "group" and MT_ <= 2
-% local GPT, ES = 0, 0                     -- scale entries per B tile row, bytes per entry
-% if SB == "group" then GPT = math.max(1, BK // GROUP); ES = FOLD and (ZEROS and 12 or 4) or (ZEROS and 8 or 4) end
-% if SB == "mx" then GPT = BK // 32; ES = 2 end
-% local STAGE_BYTES = BM * BK * 2 + BN * RB + BN * GPT * ES
+% include("gemm_family.cuh")
 % include("gemm_stage_plan.cuh")
-% local NP, SMEM = ring_staging("gemm_wq", STAGES * STAGE_BYTES, BN // WN)
-% -- On sm_90 the library may split K across a cluster of up to 8 CTAs per output tile
-% -- (chosen at launch when the tiles alone leave SMs idle): each sums a range of whole
-% -- groups and rank 0 adds the others' f32 tiles, which pass through shared memory.
-% local CLUSTER = ARCH >= 90
-% local KG = (SB == "group" and GROUP > BK) and GROUP // BK or 1 -- K tiles per split unit
-% if CLUSTER then SMEM = math.max(SMEM, BM * BN * 4) end
-% -- A needs 16-byte rows (lda % 8) and B too (ldb % 32 for 4-bit, % 16 for s8).  The
-% -- loads would take any K (a chunk across K is copied in part), but K is asked to be a
-% -- multiple of ld_multiple too, so that a padded ld = K + ld_multiple stays legal.
-% local LDM = BITS == 4 and 32 or 16
-% local KMUL = LDM
-% -- CTAs per SM to ask ptxas for: registers estimated as accumulators (twice with FOLD),
-% -- A and B fragments, scale operands, and some 64 for addresses and temporaries.
-% local REGS = MT_ * NT_ * 4 * (FOLD and 2 or 1) + ABUF * MT_ * (BITS == 4 and 8 or 4) + 2 * NT_ + NT_ * 2 + 64
-% if FOLD and ZEROS then REGS = REGS + NT_ * 3 + MT_ * 4 end
-% local MINB = math.max(1, math.min(4, 65536 // (THREADS * REGS), 229376 // SMEM))
+% family {
+%   floor = 80,
+%   serves = function() return one_of(A, "f16", "bf16") and one_of(B, "s4", "u4", "s8", "e2m1") end,
+%   -- a decode kernel: 16x128x128 w1x4 s3 runs bf16 x s4 g128 at 1x28672x8192 in 65.7 us on
+%   -- H100 (1.84 TB/s), 3.4x faster than 128x128x64 w2x2, the tile to name for prefill.
+%   default = function(m) return choose(16, 128, 128, 1, 4, 3) end,
+%   space = spaces{
+%     default = {config(128, 128, 64, 2, 2, 3), config(128, 256, 64, 2, 4, 3), config(64, 128, 64, 2, 2, 3),
+%                config(64, 64, 64, 2, 2, 3), config(128, 128, 64, 2, 2, 4)},
+%     ["small-m"] = {config(64, 128, 64, 2, 2, 3), config(64, 64, 64, 2, 2, 3), config(64, 64, 64, 2, 2, 4)},
+%   },
+%   plan = function()
+%     local ok_b = {s4 = {col = 1, group = 1}, u4 = {col = 1, group = 1}, s8 = {col = 1, tensor = 1}, e2m1 = {mx = 1}}
+%     if A ~= "f16" and A ~= "bf16" then unsupported("gemm_wq: A must be f16 or bf16, not " .. A) end
+%     if not ok_b[B] then unsupported("gemm_wq: B must be s4, u4, s8 or e2m1, not " .. B) end
+%     if SA ~= "none" then unsupported("gemm_wq: sa must be none (A is not quantized), not " .. SA) end
+%     if not ok_b[B][SB] then unsupported("gemm_wq: b=" .. B .. " does not take sb=" .. SB) end
+%     if ZEROS and not (B == "u4" and SB == "group") then unsupported("gemm_wq: zero points need b=u4 sb=group") end
+%     if OUT ~= "f16" and OUT ~= "bf16" and OUT ~= "f32" then unsupported("gemm_wq: out must be f16, bf16 or f32") end
+%     if BK ~= 32 and BK ~= 64 and BK ~= 128 then unsupported("gemm_wq: BK must be 32, 64 or 128, not " .. BK) end
+%     if BM % (16 * WM) ~= 0 or BN % (16 * WN) ~= 0 then unsupported("gemm_wq: the warp tile must be a multiple of 16x16") end
+%     if STAGES < 2 or STAGES > 6 then unsupported("gemm_wq: STAGES must be 2..6") end
+%     if SPLIT_K ~= 1 then unsupported("gemm_wq: split-K is not implemented (SPLIT_K must be 1)") end
+%     if ARCH < 80 then unsupported("gemm_wq: needs sm_80 or newer") end
+%     local THREADS = 32 * WM * WN
+%     local BITS = B == "s8" and 8 or 4
+%     local KC = 128 // BITS                   -- k values in one 16-byte chunk of B
+%     local RB = BK * BITS // 8                -- bytes of one B tile row
+%     local MT_, NT_ = BM // WM // 16, BN // WN // 8
+%     -- Fragment buffers (see the main loop): two, indexed by step parity, need an even
+%     -- number of steps per tile; A gets two only on warp tiles of few rows.
+%     local BBUF = (BK // KC) % 2 == 0 and 2 or 1
+%     local ABUF = MT_ <= 2 and BBUF or 1
+%     -- Group scales on warp tiles with room for a second set of accumulators: B̂ = q − round(z)
+%     -- exactly, each group summed apart in f32 and folded in times s (see the main loop).
+%     local FOLD = SB == "group" and MT_ <= 2
+%     local GPT, ES = 0, 0                     -- scale entries per B tile row, bytes per entry
+%     if SB == "group" then GPT = math.max(1, BK // GROUP); ES = FOLD and (ZEROS and 12 or 4) or (ZEROS and 8 or 4) end
+%     if SB == "mx" then GPT = BK // 32; ES = 2 end
+%     local STAGE_BYTES = BM * BK * 2 + BN * RB + BN * GPT * ES
+%     local NP, SMEM = ring_staging("gemm_wq", STAGES * STAGE_BYTES, BN // WN)
+%     -- On sm_90 the library may split K across a cluster of up to 8 CTAs per output tile
+%     -- (chosen at launch when the tiles alone leave SMs idle): each sums a range of whole
+%     -- groups and rank 0 adds the others' f32 tiles, which pass through shared memory.
+%     local CLUSTER = ARCH >= 90
+%     local KG = (SB == "group" and GROUP > BK) and GROUP // BK or 1 -- K tiles per split unit
+%     if CLUSTER then SMEM = math.max(SMEM, BM * BN * 4) end
+%     -- A needs 16-byte rows (lda % 8) and B too (ldb % 32 for 4-bit, % 16 for s8).  The
+%     -- loads would take any K (a chunk across K is copied in part), but K is asked to be a
+%     -- multiple of ld_multiple too, so that a padded ld = K + ld_multiple stays legal.
+%     local LDM = BITS == 4 and 32 or 16
+%     local KMUL = LDM
+%     -- CTAs per SM to ask ptxas for: registers estimated as accumulators (twice with FOLD),
+%     -- A and B fragments, scale operands, and some 64 for addresses and temporaries.
+%     local REGS = MT_ * NT_ * 4 * (FOLD and 2 or 1) + ABUF * MT_ * (BITS == 4 and 8 or 4) + 2 * NT_ + NT_ * 2 + 64
+%     if FOLD and ZEROS then REGS = REGS + NT_ * 3 + MT_ * 4 end
+%     local MINB = math.max(1, math.min(4, 65536 // (THREADS * REGS), 229376 // SMEM))
+%     return {threads = THREADS, smem = SMEM, k_multiple = KMUL, ld_multiple = LDM, align = 16,
+%             cluster_k = CLUSTER and 8 or 1, k_chunk = CLUSTER and BK * KG or 0,
+%             THREADS = THREADS, BITS = BITS, KC = KC, RB = RB, MT_ = MT_, NT_ = NT_, BBUF = BBUF,
+%             ABUF = ABUF, FOLD = FOLD, GPT = GPT, ES = ES, STAGE_BYTES = STAGE_BYTES, NP = NP,
+%             SMEM = SMEM, CLUSTER = CLUSTER, KG = KG, LDM = LDM, KMUL = KMUL, REGS = REGS, MINB = MINB}
+%   end,
+% }
 % -- Bits of an exactly representable value in A's type, and of the pair (v, v).
 % local function hbits(v)
 %   local sign = 0
@@ -78,10 +98,10 @@
 % local MAGIC = A == "f16" and 1024 or 128 -- a nibble ORed into its mantissa reads MAGIC + q
 % local OFF = B == "s4" and 8 or 0         -- s4 nibbles are biased by 8 (see deq4)
 //
-// Launch needs, read by the library from the expanded source (docs/TEMPLATES.md):
-// qjit: threads=$(THREADS) smem=$(SMEM) k_multiple=$(KMUL) ld_multiple=$(LDM) align=16
+// Launch needs, from the plan above (docs/TEMPLATES.md):
+// qjit: threads=$(threads) smem=$(smem) k_multiple=$(k_multiple) ld_multiple=$(ld_multiple) align=$(align)
 % if CLUSTER then
-// qjit: cluster_k=8 k_chunk=$(BK * KG)
+// qjit: cluster_k=$(cluster_k) k_chunk=$(k_chunk)
 % end
 % include("gemm_common.cuh")
 

@@ -85,12 +85,12 @@ int main(void)
         printf("get without a GPU: %s: %s\n", qjit_status_string(st), qjit_last_error());
     }
     /* invalid descriptors are refused before anything else */
-    d.stages = 9;
+    d.stages = 40;
     st = qjit_context_get_gemm(ctx, &d, NULL, &g);
-    CHECK(st == QJIT_ERROR_INVALID_ARGUMENT || st == QJIT_ERROR_NO_DEVICE, "stages=9: %s",
+    CHECK(st == QJIT_ERROR_INVALID_ARGUMENT || st == QJIT_ERROR_NO_DEVICE, "stages=40: %s",
           qjit_status_string(st));
     CHECK(qjit_gemm_precompile(ctx, &d, QJIT_ARCH_SM80, NULL) == QJIT_ERROR_INVALID_ARGUMENT,
-          "stages=9 precompiled");
+          "stages=40 precompiled");
     CHECK(strstr(qjit_last_error(), "stages"), "msg %s", qjit_last_error());
     qjit_context_destroy(ctx);
     qjit_context_destroy(NULL);

@@ -709,18 +709,18 @@ static void test_invalid(void)
     INVALID((d_.bm = 64, d_.bn = 48, d_.wm = 1, d_.wn = 2), "warps", "1x2");   /* BN % 32 */
     /* stages and split */
     INVALID(d_.stages = 1, "stages", "1");
-    INVALID(d_.stages = 7, "stages", "7");
+    INVALID(d_.stages = 33, "stages", "33");
     INVALID(d_.stages = -2, "stages", "-2");
     INVALID(d_.split_k = 65, "split", "65");
     INVALID(d_.split_k = -1, "split", "-1");
 
     /* The canonical text of the rejected descriptor is in the message. */
     qjit_gemm_desc d = base();
-    d.stages = 9;
+    d.stages = 40;
     qjit_gemm_desc_validate(&d);
     CHECK(contains(qjit_last_error(), "gemm a=bf16 b=bf16 sa=none sb=none out=bf16 bias=0 "
                                       "arch=sm_90a kernel=mma tile=128x128x32 warps=2x2 "
-                                      "stages=9 split=1"),
+                                      "stages=40 split=1"),
           "message lacks the descriptor: %s", qjit_last_error());
 }
 

@@ -99,7 +99,7 @@ static void test_limits(void)
     CHECK(strstr(qjit_last_error(), "budget") != NULL, "msg: %s", qjit_last_error());
 
     put("mem.cu", "% local t = {} for i = 1, 1e9 do t[i] = string.rep('x', 64) .. i end\n");
-    CHECK(expand("mem.cu", &e) == QJIT_ERROR_TEMPLATE, "unbounded allocation not stopped");
+    CHECK(expand("mem.cu", &e) == QJIT_ERROR_OUT_OF_MEMORY, "unbounded allocation not stopped");
     CHECK(strstr(qjit_last_error(), "memory") != NULL, "msg: %s", qjit_last_error());
 
     put("out.cu", "% for i = 1, 1e7 do\nxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n% end\n");
@@ -115,6 +115,50 @@ static void test_limits(void)
         put("ban.cu", t);
         CHECK(expand("ban.cu", &e) == QJIT_ERROR_TEMPLATE, "'%s' was allowed", banned[i]);
     }
+}
+
+/* Every step of an expansion under a memory cap, setting the parameters included: the
+ * cap is raised 64 bytes at a time from far too little to enough, and each run either
+ * expands or says QJIT_ERROR_OUT_OF_MEMORY (an allocation failure outside a protected
+ * call would abort the process instead). */
+static void test_memory_cap_everywhere(void)
+{
+    put("caps.cu", "% local s = A .. B .. OUT\nv = $(BM + BN) $(s)\n");
+    char names[40][8], value[40][64];
+    qjit_tparam p[40 + 3];
+    for (int i = 0; i < 40; i++) {
+        snprintf(names[i], sizeof names[i], "P%d", i);
+        snprintf(value[i], sizeof value[i], "a parameter string long enough to allocate %d", i);
+        p[i] = (qjit_tparam){names[i], QJIT_TP_STR, 0, value[i]};
+    }
+    p[40] = (qjit_tparam){"A", QJIT_TP_STR, 0, "bf16"};
+    p[41] = (qjit_tparam){"B", QJIT_TP_STR, 0, "s4"};
+    p[42] = (qjit_tparam){"OUT", QJIT_TP_STR, 0, "f16"};
+    qjit_tparam q[] = {{"BM", QJIT_TP_INT, 128, NULL}, {"BN", QJIT_TP_INT, 64, NULL}};
+    qjit_tparam all[45];
+    memcpy(all, p, sizeof p);
+    memcpy(all + 43, q, sizeof q);
+    int oom = 0, ok = 0, other = 0;
+    for (size_t cap = 1024; cap < (256u << 10) && !ok; cap += 64) {
+        qjit_sandbox_limits lim;
+        qjit_sandbox_default_limits(&lim);
+        lim.max_memory = cap;
+        qjit_expansion e;
+        qjit_status st = qjit_sandbox_expand(dir, "caps.cu", all, 45, &lim, &e);
+        if (st == QJIT_OK) {
+            ok++;
+            CHECK(e.source.data && strstr(e.source.data, "v = 192 bf16s4f16"), "got %s",
+                  e.source.data);
+            qjit_expansion_free(&e);
+        } else if (st == QJIT_ERROR_OUT_OF_MEMORY) {
+            oom++;
+        } else {
+            other++;
+            CHECK(0, "cap %zu: %s: %s", cap, qjit_status_string(st), qjit_last_error());
+        }
+    }
+    CHECK(ok == 1 && oom > 10 && other == 0, "ok %d, out of memory %d, other %d", ok, oom,
+          other);
 }
 
 static void test_errors_name_lines(void)
@@ -174,6 +218,7 @@ int main(void)
     test_holes_and_lines();
     test_include_and_determinism();
     test_limits();
+    test_memory_cap_everywhere();
     test_errors_name_lines();
     return tl_finish("test_sandbox");
 }

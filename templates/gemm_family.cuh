@@ -1,0 +1,37 @@
+% -- gemm_family.cuh — what every family{...} declaration uses, in Lua only (it writes no
+% -- code): include it at the top of a template, before family{...} (docs/TEMPLATES.md).
+% --
+% -- one_of(x, ...): whether x is one of the values.
+% function one_of(x, ...)
+%   for _, v in ipairs({...}) do if x == v then return true end end
+%   return false
+% end
+% --
+% -- config(bm, bn, bk, wm, wn, stages[, split]): one configuration, as default() and space()
+% -- return them.
+% function config(bm, bn, bk, wm, wn, stages, split)
+%   return {bm = bm, bn = bn, bk = bk, wm = wm, wn = wn, stages = stages, split = split or 1}
+% end
+% --
+% -- choose(bm, bn, bk, wm, wn, stages): a heuristic's configuration around the fields the
+% -- descriptor names (BM, WM, STAGES not 0): a named tile keeps its size, and without named
+% -- warps it gets warp tiles of 64x64 where the tile allows (at most 8 warps).  The library
+% -- takes from it only the fields left auto.
+% function choose(bm, bn, bk, wm, wn, stages)
+%   local c = config(bm, bn, bk, wm, wn, stages)
+%   if BM ~= 0 then
+%     c.bm, c.bn, c.bk = BM, BN, BK
+%     c.wm = BM >= 128 and BM // 64 or 2
+%     c.wn = BN >= 128 and BN // 64 or 2
+%     while c.wm * c.wn > 8 and c.wm > 1 do c.wm = c.wm // 2 end
+%   end
+%   if WM ~= 0 then c.wm, c.wn = WM, WN end
+%   if STAGES ~= 0 then c.stages = STAGES end
+%   return c
+% end
+% --
+% -- spaces(t): space() for a table of named configuration lists, e.g.
+% --   space = spaces{default = {config(...), ...}, ["small-m"] = {...}}
+% function spaces(t)
+%   return function(name) return t[name] end
+% end
