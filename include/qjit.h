@@ -126,6 +126,12 @@ typedef enum qjit_kernel {
     QJIT_KERNEL_COUNT
 } qjit_kernel;
 
+/* Names as descriptors write them: qjit_arch_name(QJIT_ARCH_SM90A) is "sm_90a" and
+ * QJIT_ARCH_AUTO "auto"; qjit_kernel_name(QJIT_KERNEL_MMA) is "mma".  NULL for a value
+ * that is not one.  Static storage; thread-safe. */
+QJIT_API const char *qjit_arch_name(qjit_arch a);
+QJIT_API const char *qjit_kernel_name(qjit_kernel k);
+
 /* ---------------------------------------------------------------- descriptor */
 /* Names one kernel.  Plain data: copy it freely.  Configuration fields that are 0 mean
  * "auto".  Canonical text form (qjit_gemm_desc_format), fields in this order:

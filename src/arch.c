@@ -35,7 +35,7 @@ static const arch_facts *facts(qjit_arch a)
     return NULL;
 }
 
-const char *qjit_arch_name(qjit_arch a)
+QJIT_API const char *qjit_arch_name(qjit_arch a)
 {
     if (a == QJIT_ARCH_AUTO)
         return "auto";

@@ -58,7 +58,7 @@ const char *qjit_desc_scale_name(qjit_scale_mode m)
     return (unsigned)m < QJIT_SCALE_COUNT ? scale_names[m] : NULL;
 }
 
-const char *qjit_desc_kernel_name(qjit_kernel k)
+QJIT_API const char *qjit_kernel_name(qjit_kernel k)
 {
     return (unsigned)k < QJIT_KERNEL_COUNT ? kernel_names[k] : NULL;
 }
@@ -434,7 +434,7 @@ static const char *desc_write(const qjit_gemm_desc *d, writer *w)
     NAMED("out", qjit_desc_dtype_name(d->out), d->out);
     w_printf(w, " bias=%d", d->bias);
     NAMED("arch", qjit_arch_name(d->arch), d->arch);
-    NAMED("kernel", qjit_desc_kernel_name(d->kernel), d->kernel);
+    NAMED("kernel", qjit_kernel_name(d->kernel), d->kernel);
     if (d->bm == 0 && d->bn == 0 && d->bk == 0)
         w_printf(w, " tile=auto");
     else
@@ -740,7 +740,7 @@ qjit_status qjit_gemm_desc_validate(const qjit_gemm_desc *d)
         return bad(d, "field 'arch' has value %d (must be QJIT_ARCH_AUTO, _SM80, _SM86, _SM89 "
                       "or _SM90A)",
                    (int)d->arch);
-    if (!qjit_desc_kernel_name(d->kernel))
+    if (!qjit_kernel_name(d->kernel))
         return bad(d, "field 'kernel' has value %d, which is not a qjit_kernel", (int)d->kernel);
     if (d->bias != 0 && d->bias != 1)
         return bad(d, "field 'bias' has value %d (must be 0 or 1)", d->bias);

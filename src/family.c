@@ -123,7 +123,7 @@ static void params_of(const qjit_gemm_desc *r, qjit_tparam p[NPARAMS])
         {"BIAS", QJIT_TP_BOOL, r->bias, NULL},
         {"ARCH", QJIT_TP_INT, (int)r->arch, NULL},
         {"SMEM_LIMIT", QJIT_TP_INT, qjit_arch_smem_limit(r->arch), NULL},
-        {"KERNEL", QJIT_TP_STR, 0, qjit_desc_kernel_name(r->kernel)},
+        {"KERNEL", QJIT_TP_STR, 0, qjit_kernel_name(r->kernel)},
         {"BM", QJIT_TP_INT, r->bm, NULL},
         {"BN", QJIT_TP_INT, r->bn, NULL},
         {"BK", QJIT_TP_INT, r->bk, NULL},
@@ -282,7 +282,7 @@ qjit_status qjit_family_space(qjit_families *fs, qjit_kernel k, const qjit_gemm_
     if (st == QJIT_OK && rec.n == 0)
         st = qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
                           "kernel %s has no configuration space '%s'",
-                          qjit_desc_kernel_name(k), name);
+                          qjit_kernel_name(k), name);
     for (int i = 0; st == QJIT_OK && i < rec.n; i++) {
         qjit_config c;
         if (!config_of(v + (size_t)i * NCONFIG, &c))

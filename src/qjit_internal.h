@@ -51,7 +51,6 @@ QJIT_HIDDEN void qjit_buf_free(qjit_buf *b);
 
 /* ---------------------------------------------------------------- desc.c */
 QJIT_HIDDEN const char *qjit_desc_dtype_name(qjit_dtype t);      /* "bf16"; NULL if bad */
-QJIT_HIDDEN const char *qjit_desc_kernel_name(qjit_kernel k);    /* "mma"; "auto"; NULL if bad */
 QJIT_HIDDEN const char *qjit_desc_scale_name(qjit_scale_mode m); /* "group" (no size); NULL if bad */
 QJIT_HIDDEN int qjit_desc_dtype_bits(qjit_dtype t);              /* 16, 8, 4, 32 */
 QJIT_HIDDEN qjit_status qjit_desc_parse_arch(const char *s, qjit_arch *out);
@@ -59,7 +58,7 @@ QJIT_HIDDEN qjit_status qjit_desc_parse_arch(const char *s, qjit_arch *out);
 QJIT_HIDDEN void qjit_desc_text(const qjit_gemm_desc *d, char *buf, size_t cap);
 
 /* ---------------------------------------------------------------- arch.c */
-QJIT_HIDDEN const char *qjit_arch_name(qjit_arch a);          /* "sm_90a", "auto"; NULL if bad */
+/* qjit_arch_name is public (qjit.h) */
 QJIT_HIDDEN const char *qjit_arch_nvrtc_target(qjit_arch a);  /* "sm_90a"; NULL if bad */
 QJIT_HIDDEN unsigned qjit_arch_smem_limit(qjit_arch a);       /* bytes a block may use; 0 if bad */
 QJIT_HIDDEN int qjit_arch_count(void);                        /* targets, oldest first */

@@ -159,7 +159,7 @@ qjit_status qjit_select_check(qjit_context *ctx, const qjit_gemm_desc *r, qjit_p
             NO("pair a=%s b=%s needs %s or newer (kernel %s); %s lacks its tensor-core "
                "instructions",
                qjit_desc_dtype_name(r->a), qjit_desc_dtype_name(r->b),
-               qjit_arch_name(qjit_family_floor(fs, least)), qjit_desc_kernel_name(least),
+               qjit_arch_name(qjit_family_floor(fs, least)), qjit_kernel_name(least),
                qjit_arch_name(r->arch));
         NO("no kernel serves this descriptor");
     }
@@ -170,13 +170,13 @@ qjit_status qjit_select_check(qjit_context *ctx, const qjit_gemm_desc *r, qjit_p
     }
     if (!qjit_family_present(fs, r->kernel))
         NO("kernel %s is not in this build of qjit (no template %s)",
-           qjit_desc_kernel_name(r->kernel), qjit_family_template(r->kernel));
+           qjit_kernel_name(r->kernel), qjit_family_template(r->kernel));
     if (!serves)
         NO("kernel %s does not serve pair a=%s b=%s sa=%s sb=%s",
            qjit_family_template(r->kernel), qjit_desc_dtype_name(r->a),
            qjit_desc_dtype_name(r->b), mode_name(r->sa), mode_name(r->sb));
     if (!qjit_arch_at_least(r->arch, qjit_family_floor(fs, r->kernel)))
-        NO("kernel %s needs %s (arch=%s)", qjit_desc_kernel_name(r->kernel),
+        NO("kernel %s needs %s (arch=%s)", qjit_kernel_name(r->kernel),
            qjit_arch_name(qjit_family_floor(fs, r->kernel)), qjit_arch_name(r->arch));
 #undef NO
     qjit_plan local;

@@ -76,9 +76,9 @@ static void test_names(void)
     }
     CHECK(qjit_desc_parse_arch(NULL, &a) == QJIT_ERROR_INVALID_ARGUMENT, "NULL arch text");
 
-    CHECK(strcmp(qjit_desc_kernel_name(QJIT_KERNEL_MMA), "mma") == 0, "mma");
-    CHECK(strcmp(qjit_desc_kernel_name(QJIT_KERNEL_AUTO), "auto") == 0, "auto kernel");
-    CHECK(qjit_desc_kernel_name(QJIT_KERNEL_COUNT) == NULL, "kernel COUNT has a name");
+    CHECK(strcmp(qjit_kernel_name(QJIT_KERNEL_MMA), "mma") == 0, "mma");
+    CHECK(strcmp(qjit_kernel_name(QJIT_KERNEL_AUTO), "auto") == 0, "auto kernel");
+    CHECK(qjit_kernel_name(QJIT_KERNEL_COUNT) == NULL, "kernel COUNT has a name");
 }
 
 /* ---------------------------------------------------------------- defaults */

@@ -1,215 +1,20 @@
 /*
- * test_gpu_gemm.c — every f16/bf16 tile and stage variant against a CPU reference in
- * double on fresh random data, with poisoned outputs and tail shapes; CUDA graph
+ * test_gpu_gemm.c — every f16/bf16 tile and stage variant against the CPU reference of
+ * tests/reference.c (through gpu_check.c) on fresh random data, with poisoned outputs,
+ * tail shapes and padded leading dimensions; CUDA graph
  * capture replaying bit-identically; bad launch input rejected with nothing written;
  * a miss during capture refused without breaking the capture.  Skips with no GPU.
  */
 #include "qjit.h"
 #include "testlib.h"
 
+#include "gpu_check.c" /* the reference and the check driver, built into each GPU test */
+
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
-
-#define CK(x)                                                                            \
-    do {                                                                                 \
-        cudaError_t e_ = (x);                                                            \
-        if (e_ != cudaSuccess) {                                                         \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,                   \
-                    cudaGetErrorString(e_));                                             \
-            exit(1);                                                                     \
-        }                                                                                \
-    } while (0)
-
-/* ------------------------------------------------------------ host number formats */
-static uint16_t f32_to_f16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000u;
-    int exp = (int)((x >> 23) & 0xff) - 127 + 15;
-    uint32_t man = x & 0x7fffffu;
-    if (((x >> 23) & 0xff) == 0xff)
-        return (uint16_t)(sign | 0x7c00u | (man ? 0x200u : 0));
-    if (exp >= 31)
-        return (uint16_t)(sign | 0x7c00u);
-    if (exp <= 0) {
-        if (exp < -10)
-            return (uint16_t)sign;
-        man |= 0x800000u;
-        int shift = 14 - exp;
-        uint32_t half = man >> shift, rem = man & ((1u << shift) - 1), mid = 1u << (shift - 1);
-        if (rem > mid || (rem == mid && (half & 1)))
-            half++;
-        return (uint16_t)(sign | half);
-    }
-    uint32_t h = sign | ((uint32_t)exp << 10) | (man >> 13);
-    uint32_t rem = man & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1)))
-        h++;
-    return (uint16_t)h;
-}
-
-static float f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ffu;
-    float f;
-    if (exp == 0) {
-        f = ldexpf((float)man, -24);
-        return sign ? -f : f;
-    }
-    if (exp == 31) {
-        uint32_t x = sign | 0x7f800000u | (man << 13);
-        memcpy(&f, &x, 4);
-        return f;
-    }
-    uint32_t x = sign | ((exp - 15 + 127) << 23) | (man << 13);
-    memcpy(&f, &x, 4);
-    return f;
-}
-
-static uint16_t f32_to_bf16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    if ((x & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((x >> 16) | 0x40);
-    x += 0x7fffu + ((x >> 16) & 1);
-    return (uint16_t)(x >> 16);
-}
-
-static float bf16_to_f32(uint16_t h)
-{
-    uint32_t x = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
-}
-
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static float frand(void) /* uniform in [-1, 1) */
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (float)((rng >> 40) & 0xffffff) / 8388608.0f - 1.0f;
-}
-
-/* Values of type t (f16/bf16/f32) as raw bytes, and their exact doubles. */
-static void fill(qjit_dtype t, size_t n, void *raw, double *val)
-{
-    for (size_t i = 0; i < n; i++) {
-        float f = frand();
-        if (t == QJIT_DTYPE_F16) {
-            ((uint16_t *)raw)[i] = f32_to_f16(f);
-            val[i] = f16_to_f32(((uint16_t *)raw)[i]);
-        } else if (t == QJIT_DTYPE_BF16) {
-            ((uint16_t *)raw)[i] = f32_to_bf16(f);
-            val[i] = bf16_to_f32(((uint16_t *)raw)[i]);
-        } else {
-            ((float *)raw)[i] = f;
-            val[i] = f;
-        }
-    }
-}
-
-static double read_out(qjit_dtype t, const void *raw, size_t i)
-{
-    if (t == QJIT_DTYPE_F16)
-        return f16_to_f32(((const uint16_t *)raw)[i]);
-    if (t == QJIT_DTYPE_BF16)
-        return bf16_to_f32(((const uint16_t *)raw)[i]);
-    return ((const float *)raw)[i];
-}
-
-static int tsize(qjit_dtype t) { return t == QJIT_DTYPE_F32 ? 4 : 2; }
-
-/* ------------------------------------------------------------ one checked GEMM */
-typedef struct problem {
-    int64_t m, n, k, lda, ldb, ldd;
-} problem;
-
-/* Runs g on fresh random data and checks against the double reference; returns the
- * normalized error ‖D − ref‖ / ‖ref‖, or a negative value on a hard failure (an element
- * left poisoned, a write outside M×N). */
-static double run_checked(qjit_gemm *g, const qjit_gemm_desc *d, problem p)
-{
-    size_t na = (size_t)(p.m * p.lda), nb = (size_t)(p.n * p.ldb), nd = (size_t)(p.m * p.ldd);
-    int ea = tsize(d->a), eo = tsize(d->out);
-    void *ha = malloc(na * ea), *hb = malloc(nb * ea), *hd = malloc(nd * eo),
-         *hbias = malloc((size_t)p.n * eo);
-    double *va = malloc(na * sizeof(double)), *vb = malloc(nb * sizeof(double)),
-           *vbias = malloc((size_t)p.n * sizeof(double));
-    fill(d->a, na, ha, va);
-    fill(d->b, nb, hb, vb);
-    fill(d->out, (size_t)p.n, hbias, vbias);
-    void *da, *db, *dd, *dbias;
-    CK(cudaMalloc(&da, na * ea));
-    CK(cudaMalloc(&db, nb * ea));
-    CK(cudaMalloc(&dd, nd * eo));
-    CK(cudaMalloc(&dbias, (size_t)p.n * eo));
-    CK(cudaMemcpy(da, ha, na * ea, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(db, hb, nb * ea, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(dbias, hbias, (size_t)p.n * eo, cudaMemcpyHostToDevice));
-    CK(cudaMemset(dd, 0xff, nd * eo)); /* poison: NaN in every output type */
-    qjit_gemm_args a = {da, db, dd, d->bias ? dbias : NULL, NULL, NULL, NULL,
-                        p.m, p.n, p.k, p.lda, p.ldb, p.ldd};
-    qjit_status st = qjit_gemm_launch(g, &a, NULL);
-    double err = -1;
-    if (st != QJIT_OK) {
-        fprintf(stderr, "launch: %s\n", qjit_last_error());
-        goto out;
-    }
-    CK(cudaDeviceSynchronize());
-    CK(cudaMemcpy(hd, dd, nd * eo, cudaMemcpyDeviceToHost));
-    double num = 0, den = 0;
-    long unwritten = 0, stray = 0;
-    for (int64_t i = 0; i < p.m; i++) {
-        for (int64_t j = 0; j < p.ldd; j++) {
-            double v = read_out(d->out, hd, (size_t)(i * p.ldd + j));
-            if (j >= p.n) {
-                stray += !isnan(v);
-                continue;
-            }
-            if (isnan(v)) {
-                unwritten++;
-                continue;
-            }
-            double r = d->bias ? vbias[j] : 0;
-            const double *ra = va + i * p.lda, *rb = vb + j * p.ldb;
-            for (int64_t kk = 0; kk < p.k; kk++)
-                r += ra[kk] * rb[kk];
-            num += (v - r) * (v - r);
-            den += r * r;
-        }
-    }
-    if (unwritten || stray)
-        fprintf(stderr, "  %ld outputs left poisoned, %ld writes outside M x N\n", unwritten,
-                stray);
-    else
-        err = sqrt(num / (den > 0 ? den : 1));
-out:
-    cudaFree(da);
-    cudaFree(db);
-    cudaFree(dd);
-    cudaFree(dbias);
-    free(ha);
-    free(hb);
-    free(hd);
-    free(hbias);
-    free(va);
-    free(vb);
-    free(vbias);
-    return err;
-}
-
-static double bound_for(qjit_dtype out)
-{
-    /* inputs are exact; f32 accumulation of K ≤ 1000 products, then one rounding */
-    return out == QJIT_DTYPE_F32 ? 1e-5 : out == QJIT_DTYPE_F16 ? 2e-3 : 1e-2;
-}
 
 /* ------------------------------------------------------------ variants */
 static const char *const configs[] = {
@@ -275,10 +80,13 @@ static void test_variants(qjit_context *ctx)
         qjit_gemm_get_info(g, &info);
         double worst = 0;
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-            double e = run_checked(g, &d, shapes[s]);
-            CHECK(e >= 0 && e <= bound_for(d.out), "%s m=%lld n=%lld k=%lld: error %.3g (bound %.0e)",
+            double e = -1;
+            long mismatch = 0;
+            if (!run_problem(g, &d, &info, shapes[s], &e, &mismatch))
+                e = -1;
+            CHECK(e >= 0 && e <= bound_for(&d), "%s m=%lld n=%lld k=%lld: error %.3g (bound %.0e)",
                   info.text, (long long)shapes[s].m, (long long)shapes[s].n,
-                  (long long)shapes[s].k, e, bound_for(d.out));
+                  (long long)shapes[s].k, e, bound_for(&d));
             if (e > worst || e < 0)
                 worst = e < 0 ? INFINITY : e;
         }
@@ -300,7 +108,6 @@ static void test_graph(qjit_context *ctx)
     const int64_t M = 333, N = 520, K = 776, L = 10;
     size_t na = M * K, nb = N * K, nd = M * N;
     uint16_t *h = malloc((na + nb + N) * 2);
-    double *v = malloc((na + nb + N) * sizeof(double));
     void *da, *db, *dbias, *dd[10], *de[10];
     CK(cudaMalloc(&da, na * 2));
     CK(cudaMalloc(&db, nb * 2));
@@ -334,7 +141,7 @@ static void test_graph(qjit_context *ctx)
 
     for (int round = 0; round < 3; round++) {
         /* fresh contents each round: the graph must pick them up */
-        fill(QJIT_DTYPE_BF16, na + nb + N, h, v);
+        fill_elems(QJIT_DTYPE_BF16, h, na + nb + N);
         CK(cudaMemcpy(da, h, na * 2, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(db, h + na, nb * 2, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(dbias, h + na + nb, N * 2, cudaMemcpyHostToDevice));
@@ -357,10 +164,10 @@ static void test_graph(qjit_context *ctx)
         double num = 0, den = 0;
         for (int64_t i = 0; i < M; i += 37)
             for (int64_t j = 0; j < N; j += 11) {
-                double r = v[na + nb + j];
+                double r = qjit_bf16_to_f32(h[na + nb + j]);
                 for (int64_t k = 0; k < K; k++)
-                    r += v[i * K + k] * v[na + j * K + k];
-                double q = bf16_to_f32(y[i * N + j]);
+                    r += (double)qjit_bf16_to_f32(h[i * K + k]) * qjit_bf16_to_f32(h[na + j * K + k]);
+                double q = qjit_bf16_to_f32(y[i * N + j]);
                 num += (q - r) * (q - r);
                 den += r * r;
             }
@@ -380,7 +187,6 @@ static void test_graph(qjit_context *ctx)
         cudaFree(de[i]);
     }
     free(h);
-    free(v);
 }
 
 /* ------------------------------------------------------------ bad input */

@@ -116,57 +116,6 @@ static uint64_t rng_next(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-/* ---------------------------------------------------------------- 16-bit floats */
-static uint16_t f32_to_bf16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    if ((x & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((x >> 16) | 0x40); /* keep NaN a NaN */
-    x += 0x7fffu + ((x >> 16) & 1u);        /* round to nearest even */
-    return (uint16_t)(x >> 16);
-}
-
-static float bf16_to_f32(uint16_t h)
-{
-    uint32_t x = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
-}
-
-static uint16_t f32_to_f16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-    uint32_t ax = x & 0x7fffffffu;
-    if (ax > 0x7f800000u)
-        return sign | 0x7e00;
-    if (ax >= 0x477ff000u) /* >= 65520 rounds to infinity */
-        return sign | 0x7c00;
-    if (ax < 0x38800000u) { /* below 2^-14: a subnormal half, units of 2^-24 */
-        float a;
-        memcpy(&a, &ax, 4);
-        return sign | (uint16_t)lrintf(a * 16777216.0f);
-    }
-    ax += 0xfffu + ((ax >> 13) & 1u);
-    return sign | (uint16_t)((ax - 0x38000000u) >> 13);
-}
-
-static float f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, x;
-    if (e == 0) {
-        float f = ldexpf((float)m, -24);
-        return sign ? -f : f;
-    }
-    x = e == 31 ? sign | 0x7f800000u | (m << 13) : sign | ((e + 112) << 23) | (m << 13);
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
-}
-
 static const char *dtype_name(qjit_dtype t)
 {
     switch (t) {
@@ -192,7 +141,7 @@ static float elem_to_f32(const void *base, size_t i, qjit_dtype t)
     if (t == QJIT_DTYPE_F32)
         return ((const float *)base)[i];
     uint16_t h = ((const uint16_t *)base)[i];
-    return t == QJIT_DTYPE_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+    return t == QJIT_DTYPE_BF16 ? qjit_bf16_to_f32(h) : qjit_f16_to_f32(h);
 }
 
 /* ---------------------------------------------------------------- options */
@@ -482,7 +431,7 @@ typedef struct bench_env {
     qjit_context *ctx; /* gemm/launch sections */
 } bench_env;
 
-static void qjit_log(void *user, qjit_log_level level, const char *message)
+static void on_log(void *user, qjit_log_level level, const char *message)
 {
     (void)user;
     if (level >= QJIT_LOG_WARN)
@@ -519,7 +468,7 @@ static qjit_context *make_context(const char *cache_dir)
     qjit_context *ctx = NULL;
     qjit_options_init(&opt);
     opt.cache_dir = cache_dir;
-    opt.log = qjit_log;
+    opt.log = on_log;
     qjit_status s = qjit_context_create(&opt, &ctx);
     if (s != QJIT_OK)
         die("qjit_context_create(cache_dir=%s): %s: %s", cache_dir ? cache_dir : "(default)",
@@ -597,9 +546,9 @@ static void fill_host(uint16_t *h, size_t n, qjit_dtype t, uint64_t seed)
         /* two uniforms in [-1, 1) from 24 random bits each */
         float u0 = (float)(int32_t)((r & 0xffffffu) - 0x800000u) * (1.0f / 8388608.0f);
         float u1 = (float)(int32_t)(((r >> 32) & 0xffffffu) - 0x800000u) * (1.0f / 8388608.0f);
-        h[i] = t == QJIT_DTYPE_BF16 ? f32_to_bf16(u0) : f32_to_f16(u0);
+        h[i] = t == QJIT_DTYPE_BF16 ? qjit_bf16_from_f32(u0) : qjit_f16_from_f32(u0);
         if (i + 1 < n)
-            h[i + 1] = t == QJIT_DTYPE_BF16 ? f32_to_bf16(u1) : f32_to_f16(u1);
+            h[i + 1] = t == QJIT_DTYPE_BF16 ? qjit_bf16_from_f32(u1) : qjit_f16_from_f32(u1);
     }
 }
 

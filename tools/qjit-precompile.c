@@ -56,14 +56,8 @@ static double now_s(void)
 
 static const char *arch_name(qjit_arch a)
 {
-    switch (a) {
-    case QJIT_ARCH_SM80: return "sm_80";
-    case QJIT_ARCH_SM86: return "sm_86";
-    case QJIT_ARCH_SM89: return "sm_89";
-    case QJIT_ARCH_SM90A: return "sm_90a";
-    case QJIT_ARCH_AUTO: return "auto";
-    }
-    return "?";
+    const char *n = qjit_arch_name(a);
+    return n ? n : "?";
 }
 
 /* The library's own parser reads arch names, so the tool accepts exactly what

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""check_layout.py — the house rules that a compiler cannot check, checked on every CI run:
+
+- no file in src/ is over 900 lines;
+- no circle of src/ files calling each other (a call is a use of a function defined in
+  another file; the graph must be acyclic);
+- every list of kernel names or arch names shown to users agrees with the one registry:
+  QJIT_FAMILY_LIST in src/qjit_internal.h (kernels) and the table in src/arch.c (archs):
+  qjit.h's enum comments, the README's kernel table, docs/TEMPLATES.md, and the help
+  text of qjit-precompile;
+- every template parameter the library passes (family.c) is documented in
+  docs/TEMPLATES.md, and every template of the list declares a family.
+
+Usage: check_layout.py SOURCE_DIR [QJIT_PRECOMPILE_BINARY]
+"""
+import os
+import re
+import subprocess
+import sys
+
+root = sys.argv[1]
+failures = []
+
+
+def fail(msg):
+    failures.append(msg)
+    print("FAIL " + msg)
+
+
+def read(rel):
+    with open(os.path.join(root, rel), encoding="utf-8") as f:
+        return f.read()
+
+
+src = sorted(f for f in os.listdir(os.path.join(root, "src")) if f.endswith((".c", ".h")))
+
+# 1. file sizes
+for f in src:
+    n = read("src/" + f).count("\n")
+    if n > 900:
+        fail(f"src/{f} has {n} lines (at most 900)")
+
+# 2. the call graph between files
+strip = re.compile(r"/\*.*?\*/|//[^\n]*|\"(?:\\.|[^\"\\])*\"", re.S)
+defn = re.compile(r"^(?:QJIT_API\s+|static\s+)?[A-Za-z_][\w\s\*]*?\b(qjit_\w+)\s*\([^;{]*\)\s*\{",
+                  re.M)
+defined, text = {}, {}
+for f in src:
+    if not f.endswith(".c"):
+        continue
+    t = strip.sub("", read("src/" + f))
+    text[f] = t
+    for m in defn.finditer(t):
+        defined.setdefault(m.group(1), f)
+edges = {f: set() for f in text}
+for f, t in text.items():
+    for name in set(re.findall(r"\b(qjit_\w+)\s*\(", t)):
+        g = defined.get(name)
+        if g and g != f:
+            edges[f].add(g)
+state, stack = {}, []
+
+
+def visit(f):
+    state[f] = 1
+    stack.append(f)
+    for g in sorted(edges[f]):
+        if state.get(g) == 1:
+            fail("a circle of calls: " + " -> ".join(stack[stack.index(g):] + [g]))
+        elif g not in state:
+            visit(g)
+    stack.pop()
+    state[f] = 2
+
+
+for f in sorted(edges):
+    if f not in state:
+        visit(f)
+
+# 3. kernel and arch names
+internal = read("src/qjit_internal.h")
+families = re.findall(r'X\((QJIT_KERNEL_\w+),\s*"(\w+)",\s*"([\w.]+)"\)', internal)
+if len(families) < 6:
+    fail(f"QJIT_FAMILY_LIST lists {len(families)} families")
+archs = re.findall(r'\{QJIT_ARCH_\w+,\s*"(sm_\w+)"', read("src/arch.c"))
+if len(archs) < 4:
+    fail(f"the arch table of src/arch.c lists {len(archs)} archs")
+header = read("include/qjit.h")
+enum = re.search(r"typedef enum qjit_kernel \{(.*?)\} qjit_kernel;", header, re.S).group(1)
+named = dict(re.findall(r"(QJIT_KERNEL_\w+)\s*=\s*\d+,\s*/\*\s*\"(\w+)\"", enum))
+for const, name, tmpl in families:
+    if named.get(const) != name:
+        fail(f"qjit.h's enum says {const} is \"{named.get(const)}\", the registry \"{name}\"")
+    if f"`{name}`" not in read("README.md"):
+        fail(f"the README's kernel table lacks `{name}`")
+    if f"`{tmpl}`" not in read("docs/TEMPLATES.md"):
+        fail(f"docs/TEMPLATES.md does not name `{tmpl}`")
+    t = read("templates/" + tmpl)
+    if not re.search(r"^%\s*family\s*\{", t, re.M):
+        fail(f"templates/{tmpl} declares no family{{...}}")
+extra = set(named.values()) - {n for _, n, _ in families}
+if extra:
+    fail(f"qjit.h names kernels the registry lacks: {sorted(extra)}")
+if len(sys.argv) > 2:
+    out = subprocess.run([sys.argv[2], "--help"], capture_output=True, text=True).stdout
+    for a in archs:
+        if a not in out:
+            fail(f"qjit-precompile --help does not name {a}")
+
+# 4. template parameters
+fam = read("src/family.c")
+block = fam[fam.index("static void params_of"):]
+block = block[:block.index("memcpy(p, q")]
+params = re.findall(r'\{"(\w+)", QJIT_TP_', block)
+doc = read("docs/TEMPLATES.md")
+for p in params:
+    if f"`{p}`" not in doc:
+        fail(f"template parameter {p} is not in docs/TEMPLATES.md")
+
+print(f"check_layout: {len(src)} files, {sum(len(e) for e in edges.values())} calls between "
+      f"files, {len(families)} families, {len(archs)} archs, {len(params)} parameters: "
+      f"{len(failures)} failed")
+sys.exit(1 if failures else 0)
