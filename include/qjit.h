@@ -393,6 +393,26 @@ QJIT_API qjit_status qjit_gemm_sweep(qjit_context *ctx, const qjit_gemm_desc *d,
 QJIT_API qjit_status qjit_gemm_precompile(qjit_context *ctx, const qjit_gemm_desc *d,
                                           qjit_arch arch, int *was_cached);
 
+/* ---- tuning ---- */
+/* One measured candidate of a problem.  A problem is a descriptor with auto configuration
+ * fields on one GPU and arch, at one M bucket, N and K; its winner is its fastest candidate
+ * whose output matched the reference, and handles of that descriptor made later (in this
+ * process or another using the same cache) run the winner for launches of that N and K in
+ * that bucket. */
+typedef struct qjit_tune_measurement {
+    const char *gpu;              /* the device's name; NULL: the current device's */
+    int64_t m, n, k;              /* the sizes timed (m picks the bucket) */
+    const qjit_gemm_desc *config; /* the candidate: d with every field named, arch included */
+    double us;                    /* its time, microseconds (a median) */
+    int ok;                       /* 1: its output matched the reference; 0: it may not win */
+} qjit_tune_measurement;
+/* Store a measurement of descriptor d's problem in the context's writable cache DB,
+ * replacing an earlier one of the same candidate (others are kept).  The candidate must
+ * be a configuration of d that its kernel supports (QJIT_ERROR_INVALID_ARGUMENT with the
+ * reason if not).  Thread-safe. */
+QJIT_API qjit_status qjit_tune_record(qjit_context *ctx, const qjit_gemm_desc *d,
+                                      const qjit_tune_measurement *m);
+
 /* Launch arguments.  Device pointers; sizes and leading dimensions in elements (for
  * 4-bit types, in elements too: lda/ldb count values, two per byte). */
 typedef struct qjit_gemm_args {
@@ -437,8 +457,38 @@ typedef struct qjit_gemm_info {
     int k_multiple;             /* K must be a multiple of this */
     int ld_multiple;            /* lda, ldb must be multiples of this */
     int ptr_align;              /* a, b must be aligned to this many bytes */
+    int variants;               /* kernels the handle holds (qjit_gemm_get_variants) */
 } qjit_gemm_info;
+/* Facts of a handle: desc, text, key, threads, shared_bytes and registers are those of the
+ * kernel that runs the largest M; k_multiple, ld_multiple and ptr_align are what every
+ * kernel of the handle accepts, so a launch that meets them is valid at any M. */
 QJIT_API qjit_status qjit_gemm_get_info(const qjit_gemm *g, qjit_gemm_info *out);
+
+/* One kernel of a handle (or of a descriptor's dispatch) and the launches that run it. */
+typedef struct qjit_gemm_variant {
+    qjit_gemm_desc desc;        /* resolved */
+    char text[256];             /* its canonical text */
+    int64_t m_min, m_max;       /* it runs for M in [m_min, m_max] (whole buckets) */
+    int64_t n, k;               /* 0, 0: any N and K; else only this N and K (a tuned result) */
+    int tuned;                  /* 1: a tuned result chose it; 0: its family's heuristic */
+    double us;                  /* tuned: the time it was measured at (qjit_gemm_variants) */
+    char gpu[64];               /* tuned: the GPU it was measured on (qjit_gemm_variants) */
+} qjit_gemm_variant;
+/* The kernels of a handle: first one per run of M buckets that pick the same kernel by
+ * the heuristic, then, for each tuned N and K, one per run of tuned buckets.  Writes at
+ * most cap entries and the number there are to *count. */
+QJIT_API qjit_status qjit_gemm_get_variants(const qjit_gemm *g, qjit_gemm_variant *out,
+                                            size_t cap, size_t *count);
+/* The variant a launch of m, n, k runs, and why (tuned or heuristic).  Checks nothing
+ * else about the sizes. */
+QJIT_API qjit_status qjit_gemm_choose(const qjit_gemm *g, int64_t m, int64_t n, int64_t k,
+                                      qjit_gemm_variant *out);
+/* The kernels a get of d would load on arch, in the same form, without compiling or
+ * loading anything (no GPU needed when arch is named).  Tuned results are those of the
+ * current GPU when arch is AUTO, of every GPU when it is named (gpu says whose). */
+QJIT_API qjit_status qjit_gemm_variants(qjit_context *ctx, const qjit_gemm_desc *d,
+                                        qjit_arch arch, qjit_gemm_variant *out, size_t cap,
+                                        size_t *count);
 
 /* ---- cache administration ---- */
 /* Work on a cache DB file directly, by path, with no qjit_context: for deployment

@@ -71,6 +71,22 @@ done:
     return st;
 }
 
+/* One resolved descriptor into the cache. */
+static qjit_status precompile_one(qjit_context *ctx, const qjit_gemm_desc *r, int *cached)
+{
+    char why[512], text[256];
+    qjit_desc_text(r, text, sizeof text);
+    qjit_status st = qjit_select_check(ctx, r, NULL, why, sizeof why);
+    if (st != QJIT_OK)
+        return qjit_err_set(st, "%s: %s", text, why);
+    void *cubin = NULL;
+    size_t n = 0;
+    uint8_t key[16];
+    st = qjit_build_cubin(ctx, r, text, true, key, &cubin, &n, cached);
+    free(cubin);
+    return st;
+}
+
 qjit_status qjit_gemm_precompile(qjit_context *ctx, const qjit_gemm_desc *d, qjit_arch arch,
                                  int *was_cached)
 {
@@ -79,21 +95,34 @@ qjit_status qjit_gemm_precompile(qjit_context *ctx, const qjit_gemm_desc *d, qji
     if (arch == QJIT_ARCH_AUTO && d->arch == QJIT_ARCH_AUTO && ctx->opt.arch == QJIT_ARCH_AUTO)
         return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
                             "qjit_gemm_precompile: name an arch (%s)", qjit_arch_list());
-    qjit_gemm_desc r;
-    char why[512], text[256];
-    qjit_status st = qjit_select_resolve(ctx, d, arch, 0, &r);
+    /* every kernel a get would load: each bucket's, and the tuned ones of every GPU */
+    qjit_dispatch dp;
+    qjit_status st = qjit_select_dispatch(ctx, d, arch, NULL, true, &dp);
     if (st != QJIT_OK)
         return st;
-    qjit_desc_text(&r, text, sizeof text);
-    if ((st = qjit_select_check(ctx, &r, NULL, why, sizeof why)) != QJIT_OK)
-        return qjit_err_set(st, "%s: %s", text, why);
-    void *cubin = NULL;
-    size_t n = 0;
-    uint8_t key[16];
-    int cached = 0;
-    st = qjit_build_cubin(ctx, &r, text, true, key, &cubin, &n, &cached);
-    free(cubin);
+    int all_cached = 1;
+    const qjit_gemm_desc *done[QJIT_M_BUCKETS * 8];
+    size_t ndone = 0;
+    for (size_t p = 0; p <= dp.nproblems && st == QJIT_OK; p++)
+        for (int b = 0; b < QJIT_M_BUCKETS && st == QJIT_OK; b++) {
+            const qjit_gemm_desc *r = NULL;
+            if (p == 0)
+                r = &dp.base[b];
+            else if (dp.problems[p - 1].has[b])
+                r = &dp.problems[p - 1].desc[b];
+            bool seen = !r;
+            for (size_t i = 0; i < ndone && !seen; i++)
+                seen = memcmp(done[i], r, sizeof *r) == 0;
+            if (seen)
+                continue;
+            int cached = 0;
+            st = precompile_one(ctx, r, &cached);
+            all_cached &= cached;
+            if (ndone < sizeof done / sizeof done[0])
+                done[ndone++] = r;
+        }
+    qjit_dispatch_free(&dp);
     if (st == QJIT_OK && was_cached)
-        *was_cached = cached;
+        *was_cached = all_cached;
     return st;
 }

@@ -536,3 +536,126 @@ qjit_status qjit_cache_put(qjit_cache *c, const qjit_cache_row *row, int *insert
         *inserted = ins;
     return st;
 }
+
+/* ---------------------------------------------------------------- tuning results */
+qjit_status qjit_cache_put_tuning(qjit_cache *c, const qjit_tuning_row *r)
+{
+    qjit_dberr e = {0};
+    uint8_t h[16];
+    sqlite3_stmt *st = NULL;
+    if (!c || !r || !r->gpu || !r->arch || !r->problem || !r->config)
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "qjit_cache_put_tuning: NULL field");
+    qjit_db_tuning_hash(r, h);
+    pthread_mutex_lock(&c->mu);
+    follow_path(c);
+    int rc = qjit_db_prepare(c->rw,
+                             "INSERT INTO tuning(gpu, arch, problem, bucket, n, k, config, m, us, "
+                             "ok, created, row_hash) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+                             "?10, ?11, ?12) ON CONFLICT(gpu, arch, problem, bucket, n, k, config) "
+                             "DO UPDATE SET m = ?8, us = ?9, ok = ?10, created = ?11, "
+                             "row_hash = ?12",
+                             &st);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, r->gpu, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, r->arch, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, r->problem, -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, 4, r->bucket);
+        sqlite3_bind_int64(st, 5, r->n);
+        sqlite3_bind_int64(st, 6, r->k);
+        sqlite3_bind_text(st, 7, r->config, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 8, r->m);
+        sqlite3_bind_double(st, 9, r->us);
+        sqlite3_bind_int(st, 10, r->ok);
+        sqlite3_bind_int64(st, 11, qjit_db_now_ms());
+        sqlite3_bind_blob(st, 12, h, 16, SQLITE_STATIC);
+        rc = qjit_db_step(st);
+        rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+    }
+    if (rc != SQLITE_OK)
+        qjit_db_note(&e, c->rw, rc, "store a tuning result");
+    sqlite3_finalize(st);
+    qjit_status s = QJIT_OK;
+    if (rc != SQLITE_OK)
+        s = rc == SQLITE_NOMEM ? oom(c, "a tuning row")
+                               : qjit_err_set(QJIT_ERROR_CACHE, "cache %s: %s: %s", c->path,
+                                              r->problem, e.msg);
+    pthread_mutex_unlock(&c->mu);
+    return s;
+}
+
+/* The ok rows of one DB for (gpu or any, arch, problem), verified.  Returns SQLite's code. */
+static int tuned_rows(qjit_cache *c, sqlite3 *db, int layer, const char *gpu, const char *arch,
+                      const char *problem, qjit_tuning_fn fn, void *user)
+{
+    if (!qjit_db_has_tuning(db, "main"))
+        return SQLITE_OK; /* a version 1 DB: no results */
+    sqlite3_stmt *st = NULL;
+    int rc = qjit_db_prepare(db,
+                             "SELECT rowid, gpu, arch, problem, bucket, n, k, config, m, us, ok, "
+                             "row_hash FROM tuning WHERE (?1 IS NULL OR gpu = ?1) AND arch = ?2 "
+                             "AND problem = ?3 AND ok = 1 ORDER BY bucket, n, k, us",
+                             &st);
+    if (rc != SQLITE_OK)
+        return rc;
+    if (gpu)
+        sqlite3_bind_text(st, 1, gpu, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, 1);
+    sqlite3_bind_text(st, 2, arch, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, problem, -1, SQLITE_STATIC);
+    while ((rc = qjit_db_step(st)) == SQLITE_ROW) {
+        const char *t[4];
+        for (int i = 0; i < 3; i++)
+            t[i] = (const char *)sqlite3_column_text(st, 1 + i);
+        t[3] = (const char *)sqlite3_column_text(st, 7);
+        qjit_tuning_row r = {t[0] ? t[0] : "", t[1] ? t[1] : "", t[2] ? t[2] : "",
+                             sqlite3_column_int(st, 4), sqlite3_column_int64(st, 5),
+                             sqlite3_column_int64(st, 6), t[3] ? t[3] : "",
+                             sqlite3_column_int64(st, 8), sqlite3_column_double(st, 9),
+                             sqlite3_column_int(st, 10)};
+        uint8_t h[16];
+        qjit_db_tuning_hash(&r, h);
+        if (sqlite3_column_bytes(st, 11) != 16 || memcmp(sqlite3_column_blob(st, 11), h, 16)) {
+            qjit_log(&c->log, QJIT_LOG_WARN,
+                     "%s %s: tuning row %s at bucket %d, n=%lld k=%lld does not verify: ignored",
+                     layer ? "shipped cache" : "cache", layer ? c->shipped : c->path, r.config,
+                     r.bucket, (long long)r.n, (long long)r.k);
+            if (!layer) {
+                sqlite3_stmt *del = NULL;
+                if (qjit_db_prepare(db, "DELETE FROM tuning WHERE rowid = ?1", &del) ==
+                    SQLITE_OK) {
+                    sqlite3_bind_int64(del, 1, sqlite3_column_int64(st, 0));
+                    qjit_db_step(del);
+                }
+                sqlite3_finalize(del);
+            }
+            continue;
+        }
+        fn(user, &r, layer);
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+qjit_status qjit_cache_tuned(qjit_cache *c, const char *gpu, const char *arch,
+                             const char *problem, qjit_tuning_fn fn, void *user)
+{
+    if (!c || !arch || !problem || !fn)
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "qjit_cache_tuned: NULL argument");
+    pthread_mutex_lock(&c->mu);
+    follow_path(c);
+    qjit_dberr e = {0};
+    int rc = c->rw ? tuned_rows(c, c->rw, 0, gpu, arch, problem, fn, user) : SQLITE_OK;
+    if (rc != SQLITE_OK) {
+        qjit_db_note(&e, c->rw, rc, "read tuning results");
+        qjit_log(&c->log, QJIT_LOG_WARN, "cache %s: %s: the heuristics stand in", c->path,
+                 e.msg);
+    }
+    if (c->ro && (rc = tuned_rows(c, c->ro, 1, gpu, arch, problem, fn, user)) != SQLITE_OK) {
+        qjit_db_note(&e, c->ro, rc, "read tuning results");
+        qjit_log(&c->log, QJIT_LOG_WARN, "shipped cache %s: %s: the heuristics stand in",
+                 c->shipped, e.msg);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return QJIT_OK;
+}

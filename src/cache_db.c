@@ -35,6 +35,25 @@ static const char schema_sql[] =
     "CREATE INDEX IF NOT EXISTS kernels_lru ON kernels(last_used, cubin_size, source_size);"
     "CREATE INDEX IF NOT EXISTS kernels_arch ON kernels(arch);";
 
+/* Version 2 adds the tuning results: every measured candidate of a problem (a descriptor
+ * with auto configuration fields, on one GPU and arch, at one M bucket, N and K); the
+ * winner of a problem is its fastest checked row, so it is never stored apart. */
+static const char tuning_sql[] =
+    "CREATE TABLE IF NOT EXISTS tuning ("
+    " gpu TEXT NOT NULL,"              /* device name, "NVIDIA H100 80GB HBM3" */
+    " arch TEXT NOT NULL,"
+    " problem TEXT NOT NULL,"          /* canonical descriptor, arch=auto */
+    " bucket INTEGER NOT NULL,"        /* M bucket (qjit_m_bucket) */
+    " n INTEGER NOT NULL,"
+    " k INTEGER NOT NULL,"
+    " config TEXT NOT NULL,"           /* canonical descriptor of the candidate, resolved */
+    " m INTEGER NOT NULL,"             /* the M it was timed at */
+    " us REAL NOT NULL,"               /* median time, microseconds */
+    " ok INTEGER NOT NULL,"            /* 1: its output matched the reference */
+    " created INTEGER NOT NULL,"       /* unix ms */
+    " row_hash BLOB NOT NULL,"         /* qjit_db_tuning_hash of the fields above */
+    " PRIMARY KEY (gpu, arch, problem, bucket, n, k, config));";
+
 int64_t qjit_db_now_ms(void)
 {
     struct timespec ts;
@@ -301,16 +320,27 @@ int qjit_db_configure(sqlite3 *db)
 }
 
 /* Whether db (schema "main" or an attached name) has the kernels table. */
-static int has_table(sqlite3 *db, const char *schema, bool *yes)
+static int has_named_table(sqlite3 *db, const char *schema, const char *name, bool *yes)
 {
-    char sql[160];
+    char sql[192];
     sqlite3_int64 n = 0;
     snprintf(sql, sizeof sql,
-             "SELECT count(*) FROM \"%s\".sqlite_master WHERE type='table' AND name='kernels'",
-             schema);
+             "SELECT count(*) FROM \"%s\".sqlite_master WHERE type='table' AND name='%s'",
+             schema, name);
     int rc = qjit_db_query_int(db, sql, &n);
     *yes = n > 0;
     return rc;
+}
+
+static int has_table(sqlite3 *db, const char *schema, bool *yes)
+{
+    return has_named_table(db, schema, "kernels", yes);
+}
+
+bool qjit_db_has_tuning(sqlite3 *db, const char *schema)
+{
+    bool yes = false;
+    return has_named_table(db, schema, "tuning", &yes) == SQLITE_OK && yes;
 }
 
 /* Make the schema current.  A DB of another version is emptied and recreated when
@@ -330,6 +360,14 @@ int qjit_db_schema_ensure(sqlite3 *db, bool allow_recreate, int *recreated, qjit
     }
     if (v == QJIT_DB_SCHEMA_VERSION && table)
         goto done;
+    if (v == 1 && table) { /* version 1 lacks only the tuning table: add it, keep every row */
+        char sql[64];
+        snprintf(sql, sizeof sql, "PRAGMA user_version=%d", QJIT_DB_SCHEMA_VERSION);
+        if ((rc = qjit_db_exec(db, tuning_sql)) != SQLITE_OK ||
+            (rc = qjit_db_exec(db, sql)) != SQLITE_OK)
+            qjit_db_note(e, db, rc, "add the tuning table (schema 1 -> 2)");
+        goto done;
+    }
     if (table || v != 0) {
         if (!allow_recreate) {
             rc = SQLITE_MISMATCH;
@@ -340,14 +378,16 @@ int qjit_db_schema_ensure(sqlite3 *db, bool allow_recreate, int *recreated, qjit
             goto done;
         }
         *recreated = (int)v;
-        if ((rc = qjit_db_exec(db, "DROP TABLE IF EXISTS kernels")) != SQLITE_OK) {
+        if ((rc = qjit_db_exec(db, "DROP TABLE IF EXISTS kernels; DROP TABLE IF EXISTS tuning")) !=
+            SQLITE_OK) {
             qjit_db_note(e, db, rc, "drop old table");
             goto done;
         }
     }
     char sql[64];
     snprintf(sql, sizeof sql, "PRAGMA user_version=%d", QJIT_DB_SCHEMA_VERSION);
-    if ((rc = qjit_db_exec(db, schema_sql)) != SQLITE_OK || (rc = qjit_db_exec(db, sql)) != SQLITE_OK)
+    if ((rc = qjit_db_exec(db, schema_sql)) != SQLITE_OK ||
+        (rc = qjit_db_exec(db, tuning_sql)) != SQLITE_OK || (rc = qjit_db_exec(db, sql)) != SQLITE_OK)
         qjit_db_note(e, db, rc, "create schema");
 done:
     if (rc == SQLITE_OK && (rc = qjit_db_exec(db, "COMMIT")) != SQLITE_OK)
@@ -369,8 +409,9 @@ int qjit_db_schema_check_ro(sqlite3 *db, const char *schema, qjit_dberr *e)
         rc = has_table(db, schema, &table);
     if (rc != SQLITE_OK)
         return qjit_db_note(e, db, rc, "read schema version");
-    if (v != QJIT_DB_SCHEMA_VERSION || !table) {
-        snprintf(e->msg, sizeof e->msg, "schema version %lld%s, this qjit reads version %d",
+    /* version 1 reads as 2 without tuning results */
+    if ((v != QJIT_DB_SCHEMA_VERSION && v != 1) || !table) {
+        snprintf(e->msg, sizeof e->msg, "schema version %lld%s, this qjit reads versions 1 and %d",
                  (long long)v, table ? "" : " without a kernels table", QJIT_DB_SCHEMA_VERSION);
         return e->rc = SQLITE_MISMATCH;
     }
@@ -441,4 +482,26 @@ done:
     sqlite3_finalize(del);
     free(ids);
     return rc;
+}
+
+/* Length-prefixed fields: the bytes a tuning row's hash covers. */
+static bool put_field(qjit_buf *b, const char *s)
+{
+    size_t n = strlen(s);
+    return qjit_buf_printf(b, "%zu:", n) && qjit_buf_append(b, s, n);
+}
+
+void qjit_db_tuning_hash(const qjit_tuning_row *r, uint8_t out[16])
+{
+    qjit_buf b = {0};
+    char num[160];
+    snprintf(num, sizeof num, "%d %lld %lld %lld %.17g %d", r->bucket, (long long)r->n,
+             (long long)r->k, (long long)r->m, r->us, r->ok);
+    bool ok = put_field(&b, r->gpu) && put_field(&b, r->arch) && put_field(&b, r->problem) &&
+              put_field(&b, r->config) && put_field(&b, num);
+    if (ok)
+        qjit_hash128(b.data, b.len, out);
+    else
+        memset(out, 0, 16); /* no memory: a hash no row has, so the row reads as damaged */
+    qjit_buf_free(&b);
 }

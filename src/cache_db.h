@@ -9,8 +9,9 @@
 
 #include <sqlite3.h>
 
-/* The row layout is part of the cache format: user_version holds it. */
-#define QJIT_DB_SCHEMA_VERSION QJIT_CACHE_FORMAT_VERSION
+/* The tables' layout: user_version holds it.  2: kernels and tuning; 1 (kernels only) is
+ * migrated in place when opened writable and read as is when read-only. */
+#define QJIT_DB_SCHEMA_VERSION 2
 /* A connection's lock wait, restored after a short-wait statement. */
 #define QJIT_DB_BUSY_TIMEOUT_MS 10000
 #define QJIT_DB_MEMORY_PATH ":memory:"
@@ -57,6 +58,10 @@ QJIT_HIDDEN int qjit_db_configure(sqlite3 *db);
 QJIT_HIDDEN int qjit_db_schema_ensure(sqlite3 *db, bool allow_recreate, int *recreated,
                                       qjit_dberr *e);
 QJIT_HIDDEN int qjit_db_schema_check_ro(sqlite3 *db, const char *schema, qjit_dberr *e);
+/* Whether the DB (schema "main" or an attached name) has the tuning table (version 2). */
+QJIT_HIDDEN bool qjit_db_has_tuning(sqlite3 *db, const char *schema);
+/* XXH3-128 over a tuning row's fields, stored with it and checked on every read. */
+QJIT_HIDDEN void qjit_db_tuning_hash(const qjit_tuning_row *r, uint8_t out[16]);
 /* Delete least-recently-used rows until cubin + source bytes <= cap (in the caller's
  * write transaction). */
 QJIT_HIDDEN int qjit_db_evict(sqlite3 *db, uint64_t cap, uint64_t *removed, qjit_dberr *e);

@@ -42,6 +42,27 @@ static void load(void)
         SYM(LaunchKernel, "cuLaunchKernel"),
         SYM(StreamIsCapturing, "cuStreamIsCapturing"),
         SYM(LaunchKernelEx, "cuLaunchKernelEx"),
+        SYM(DeviceGetName, "cuDeviceGetName"),
+        /* the tuner's timing and checking (tune.c) */
+        SYM(MemAlloc, "cuMemAlloc_v2"),
+        SYM(MemFree, "cuMemFree_v2"),
+        SYM(MemcpyHtoD, "cuMemcpyHtoD_v2"),
+        SYM(MemcpyDtoH, "cuMemcpyDtoH_v2"),
+        SYM(MemsetD8, "cuMemsetD8_v2"),
+        SYM(StreamCreate, "cuStreamCreate"),
+        SYM(StreamDestroy, "cuStreamDestroy_v2"),
+        SYM(StreamSynchronize, "cuStreamSynchronize"),
+        SYM(EventCreate, "cuEventCreate"),
+        SYM(EventDestroy, "cuEventDestroy_v2"),
+        SYM(EventRecord, "cuEventRecord"),
+        SYM(EventSynchronize, "cuEventSynchronize"),
+        SYM(EventElapsedTime, "cuEventElapsedTime_v2"),
+        SYM(StreamBeginCapture, "cuStreamBeginCapture_v2"),
+        SYM(StreamEndCapture, "cuStreamEndCapture"),
+        SYM(GraphInstantiate, "cuGraphInstantiateWithFlags"),
+        SYM(GraphLaunch, "cuGraphLaunch"),
+        SYM(GraphExecDestroy, "cuGraphExecDestroy"),
+        SYM(GraphDestroy, "cuGraphDestroy"),
 #undef SYM
     };
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
@@ -114,5 +135,14 @@ qjit_status qjit_drv_current(const qjit_cu_api **cu, CUcontext *cuctx, CUdevice 
         (r = (*cu)->DeviceGetAttribute(minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
                                        *dev)) != CUDA_SUCCESS)
         return qjit_drv_fail(*cu, r, "cuDeviceGetAttribute(compute capability)");
+    return QJIT_OK;
+}
+
+qjit_status qjit_drv_device_name(const qjit_cu_api *cu, CUdevice dev, char *buf, size_t cap)
+{
+    CUresult r = cu->DeviceGetName(buf, (int)cap, dev);
+    if (r != CUDA_SUCCESS)
+        return qjit_drv_fail(cu, r, "cuDeviceGetName");
+    buf[cap - 1] = 0;
     return QJIT_OK;
 }

@@ -27,6 +27,26 @@ struct qjit_cu_api {
                              unsigned, unsigned, CUstream, void **, void **);
     CUresult (*StreamIsCapturing)(CUstream, CUstreamCaptureStatus *);
     CUresult (*LaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **, void **);
+    CUresult (*DeviceGetName)(char *, int, CUdevice);
+    CUresult (*MemAlloc)(CUdeviceptr *, size_t);
+    CUresult (*MemFree)(CUdeviceptr);
+    CUresult (*MemcpyHtoD)(CUdeviceptr, const void *, size_t);
+    CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
+    CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
+    CUresult (*StreamCreate)(CUstream *, unsigned);
+    CUresult (*StreamDestroy)(CUstream);
+    CUresult (*StreamSynchronize)(CUstream);
+    CUresult (*EventCreate)(CUevent *, unsigned);
+    CUresult (*EventDestroy)(CUevent);
+    CUresult (*EventRecord)(CUevent, CUstream);
+    CUresult (*EventSynchronize)(CUevent);
+    CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
+    CUresult (*StreamBeginCapture)(CUstream, CUstreamCaptureMode);
+    CUresult (*StreamEndCapture)(CUstream, CUgraph *);
+    CUresult (*GraphInstantiate)(CUgraphExec *, CUgraph, unsigned long long);
+    CUresult (*GraphLaunch)(CUgraphExec, CUstream);
+    CUresult (*GraphExecDestroy)(CUgraphExec);
+    CUresult (*GraphDestroy)(CUgraph);
 };
 
 /* Set this thread's message to "<what>: CUDA_ERROR_X (description)" and return
@@ -37,5 +57,8 @@ QJIT_HIDDEN qjit_status qjit_drv_fail(const qjit_cu_api *cu, CUresult r, const c
  * capability.  QJIT_ERROR_NO_DEVICE when no context is current. */
 QJIT_HIDDEN qjit_status qjit_drv_current(const qjit_cu_api **cu, CUcontext *cuctx,
                                          CUdevice *dev, int *major, int *minor);
+/* The device's name ("NVIDIA H100 80GB HBM3"), the key of tuning results. */
+QJIT_HIDDEN qjit_status qjit_drv_device_name(const qjit_cu_api *cu, CUdevice dev, char *buf,
+                                             size_t cap);
 
 #endif

@@ -191,47 +191,70 @@ static qjit_status kernel_get(qjit_context *ctx, const qjit_cu_api *cu, CUcontex
     return st;
 }
 
-/* ------------------------------------------------------------ M buckets */
-/* Bucket of M by the bit length of M - 1: 1 | 2-4 | 5-8 | 9-16 | ... | 129-256 | 257-1024 |
- * 1025 and up. */
-static const uint8_t bucket_of_bits[65] = {0, 1, 1, 2, 3, 4, 5, 6, 7, 8, 8, 9, 9, 9, 9, 9, 9,
-                                           9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9,
-                                           9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9,
-                                           9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9};
-_Static_assert(QJIT_M_BUCKETS == 10, "bucket_of_bits and bucket_max follow the header");
-static const int64_t bucket_max[QJIT_M_BUCKETS] = {1,  4,   8,   16,   32,
-                                                   64, 128, 256, 1024, INT64_MAX};
-
-int qjit_m_bucket(int64_t m)
-{
-    if (m <= 1)
-        return 0;
-    return bucket_of_bits[64 - __builtin_clzll((unsigned long long)(m - 1))];
-}
-
-int64_t qjit_m_bucket_max(int b)
-{
-    return b >= 0 && b < QJIT_M_BUCKETS ? bucket_max[b] : 0;
-}
-
 /* ------------------------------------------------------------ handles */
+#define MAX_KERNELS 255 /* distinct kernels of one handle: indices are uint8_t */
+
+/* A tuned (N, K): the kernel of each bucket that has a tuned winner (-1: the bucket's
+ * heuristic kernel). */
+typedef struct tuned_problem {
+    int64_t n, k;
+    int16_t pick[QJIT_M_BUCKETS];
+} tuned_problem;
+
 struct qjit_gemm {
     qjit_gemm_desc desc; /* as asked for: configuration fields may be auto */
     char text[256];
     int nkernels;
-    const kernel *kernels[QJIT_M_BUCKETS];
-    uint8_t pick[QJIT_M_BUCKETS]; /* M bucket -> kernels[] */
+    const kernel **kernels;
+    bool *kernel_tuned;           /* kernels[i] was chosen by a tuned result */
+    uint8_t pick[QJIT_M_BUCKETS]; /* M bucket -> kernels[], the heuristic's */
+    size_t nproblems;
+    tuned_problem *problems;
 };
 
-/* A descriptor that names its whole configuration is one kernel for every M. */
-static bool fully_named(const qjit_gemm_desc *d)
+static void handle_destroy(void *p)
 {
-    return d->kernel != QJIT_KERNEL_AUTO && d->bm && d->wm && d->stages && d->split_k;
+    qjit_gemm *g = p;
+    if (!g)
+        return;
+    free(g->kernels);
+    free(g->kernel_tuned);
+    free(g->problems);
+    free(g);
 }
 
-static void handle_destroy(void *g) { free(g); }
+/* The index of resolved descriptor r's kernel in g, got (built or loaded) when new. */
+static qjit_status add_kernel(qjit_context *ctx, qjit_gemm *g, const qjit_cu_api *cu,
+                              CUcontext cuctx, CUdevice dev, int major, int minor,
+                              const qjit_gemm_desc *r, bool tuned,
+                              struct CUstream_st *capture_stream, int *index)
+{
+    for (int i = 0; i < g->nkernels; i++)
+        if (memcmp(&g->kernels[i]->desc, r, sizeof *r) == 0) {
+            *index = i;
+            return QJIT_OK;
+        }
+    char text[256];
+    qjit_desc_text(r, text, sizeof text);
+    if (g->nkernels == MAX_KERNELS)
+        return qjit_err_set(QJIT_ERROR_UNSUPPORTED, "%s: more than %d kernels in one handle",
+                            g->text, MAX_KERNELS);
+    if (!qjit_arch_runs_on(r->arch, major, minor))
+        return qjit_err_set(QJIT_ERROR_UNSUPPORTED,
+                            "%s: a cubin for %s does not run on the current device (sm_%d%d)",
+                            text, qjit_arch_name(r->arch), major, minor);
+    const kernel *k = NULL;
+    qjit_status st = kernel_get(ctx, cu, cuctx, dev, r, capture_stream, &k);
+    if (st != QJIT_OK)
+        return st;
+    g->kernels[g->nkernels] = k;
+    g->kernel_tuned[g->nkernels] = tuned;
+    *index = g->nkernels++;
+    return QJIT_OK;
+}
 
-/* The handle of d: each bucket's descriptor resolved, its kernel got once. */
+/* The handle of d: the dispatch select.c plans (each bucket's kernel, and tuned results
+ * of this GPU for their N and K), each kernel got once. */
 static qjit_status handle_make(qjit_context *ctx, const qjit_gemm_desc *d,
                                struct CUstream_st *capture_stream, qjit_gemm **out)
 {
@@ -239,53 +262,60 @@ static qjit_status handle_make(qjit_context *ctx, const qjit_gemm_desc *d,
     CUcontext cuctx;
     CUdevice dev;
     int major = 0, minor = 0;
+    char gpu[64];
+    qjit_dispatch dp;
     qjit_status st = qjit_drv_current(&cu, &cuctx, &dev, &major, &minor);
+    if (st == QJIT_OK)
+        st = qjit_drv_device_name(cu, dev, gpu, sizeof gpu);
+    if (st == QJIT_OK)
+        st = qjit_select_dispatch(ctx, d, QJIT_ARCH_AUTO, gpu, true, &dp);
     if (st != QJIT_OK)
         return st;
+    size_t cap = QJIT_M_BUCKETS * (1 + dp.nproblems);
+    cap = cap < MAX_KERNELS ? cap : MAX_KERNELS;
     qjit_gemm *g = calloc(1, sizeof *g);
-    if (!g)
+    if (!g || !(g->kernels = calloc(cap, sizeof *g->kernels)) ||
+        !(g->kernel_tuned = calloc(cap, sizeof *g->kernel_tuned)) ||
+        (dp.nproblems && !(g->problems = calloc(dp.nproblems, sizeof *g->problems)))) {
+        handle_destroy(g);
+        qjit_dispatch_free(&dp);
         return qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "a handle");
+    }
     g->desc = *d;
     qjit_desc_text(d, g->text, sizeof g->text);
-    qjit_gemm_desc rs[QJIT_M_BUCKETS];
-    int nb = fully_named(d) ? 1 : QJIT_M_BUCKETS;
-    for (int b = 0; b < nb && st == QJIT_OK; b++) {
-        qjit_gemm_desc *r = &rs[g->nkernels];
-        st = qjit_select_resolve(ctx, d, QJIT_ARCH_AUTO, nb == 1 ? 0 : bucket_max[b], r);
-        if (st != QJIT_OK)
-            break;
+    for (int b = 0; b < QJIT_M_BUCKETS && st == QJIT_OK; b++) {
         int i = 0;
-        while (i < g->nkernels && memcmp(&rs[i], r, sizeof *r) != 0)
-            i++;
+        st = add_kernel(ctx, g, cu, cuctx, dev, major, minor, &dp.base[b], false,
+                        capture_stream, &i);
         g->pick[b] = (uint8_t)i;
-        if (i < g->nkernels)
-            continue; /* as an earlier bucket */
-        char text[256];
-        qjit_desc_text(r, text, sizeof text);
-        if (!qjit_arch_runs_on(r->arch, major, minor))
-            st = qjit_err_set(QJIT_ERROR_UNSUPPORTED,
-                              "%s: a cubin for %s does not run on the current device (sm_%d%d)",
-                              text, qjit_arch_name(r->arch), major, minor);
-        else
-            st = kernel_get(ctx, cu, cuctx, dev, r, capture_stream, &g->kernels[i]);
-        g->nkernels += st == QJIT_OK;
     }
-    for (int b = nb; b < QJIT_M_BUCKETS; b++)
-        g->pick[b] = 0;
+    for (size_t p = 0; p < dp.nproblems && st == QJIT_OK; p++) {
+        tuned_problem *t = &g->problems[g->nproblems++];
+        t->n = dp.problems[p].n;
+        t->k = dp.problems[p].k;
+        for (int b = 0; b < QJIT_M_BUCKETS && st == QJIT_OK; b++) {
+            int i = -1;
+            if (dp.problems[p].has[b])
+                st = add_kernel(ctx, g, cu, cuctx, dev, major, minor, &dp.problems[p].desc[b],
+                                true, capture_stream, &i);
+            t->pick[b] = (int16_t)i;
+        }
+    }
+    qjit_dispatch_free(&dp);
     if (st != QJIT_OK) {
-        free(g);
+        handle_destroy(g);
         return st;
     }
     /* a second thread may have made the same handle meanwhile: keep the first */
     pthread_mutex_lock(&ctx->mu);
     qjit_gemm *old = qjit_ctx_find(ctx, QJIT_OBJ_HANDLE, d, cuctx);
     if (old) {
-        free(g);
+        handle_destroy(g);
         g = old;
     } else if (!qjit_ctx_adopt(ctx, g, handle_destroy)) {
-        free(g);
+        handle_destroy(g);
         g = NULL;
-        st = qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "%s: the context's list of handles", g ? "" : "");
+        st = qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "the context's list of handles");
     } else {
         qjit_ctx_insert(ctx, QJIT_OBJ_HANDLE, d, cuctx, g); /* best effort */
     }
@@ -344,11 +374,99 @@ static void kernel_info(const kernel *k, qjit_gemm_info *o)
     o->ptr_align = k->plan.align;
 }
 
+/* The kernel a launch runs: a tuned result for its N and K at its M bucket, else the
+ * bucket's heuristic kernel.  A table lookup and a short scan, nothing else. */
+static inline int pick_index(const qjit_gemm *h, int64_t m, int64_t n, int64_t k, bool *tuned)
+{
+    const int b = qjit_m_bucket(m);
+    for (size_t i = 0; i < h->nproblems; i++)
+        if (h->problems[i].n == n && h->problems[i].k == k) {
+            if (h->problems[i].pick[b] >= 0) {
+                *tuned = true;
+                return h->problems[i].pick[b];
+            }
+            break;
+        }
+    *tuned = false;
+    return h->pick[b];
+}
+
+static inline const kernel *pick(const qjit_gemm *h, const qjit_gemm_args *a)
+{
+    bool tuned;
+    return h->kernels[pick_index(h, a->m, a->n, a->k, &tuned)];
+}
+
+static int64_t gcd64(int64_t a, int64_t b) { return b ? gcd64(b, a % b) : a; }
+
 qjit_status qjit_gemm_get_info(const qjit_gemm *g, qjit_gemm_info *o)
 {
     if (!g || !o)
         return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "qjit_gemm_get_info: NULL argument");
     kernel_info(g->kernels[g->pick[QJIT_M_BUCKETS - 1]], o);
+    /* what every kernel of the handle accepts */
+    for (int i = 0; i < g->nkernels; i++) {
+        const qjit_plan *p = &g->kernels[i]->plan;
+        o->k_multiple = (int)(o->k_multiple / gcd64(o->k_multiple, p->k_multiple) * p->k_multiple);
+        o->ld_multiple =
+            (int)(o->ld_multiple / gcd64(o->ld_multiple, p->ld_multiple) * p->ld_multiple);
+        o->ptr_align = o->ptr_align > p->align ? o->ptr_align : p->align;
+    }
+    o->variants = g->nkernels;
+    return QJIT_OK;
+}
+
+/* Variants: runs of buckets that pick one kernel, first the heuristic's, then each tuned
+ * (N, K)'s. */
+static void add_variant(qjit_gemm_variant *out, size_t cap, size_t *count, const kernel *k,
+                        int b0, int b1, int64_t n, int64_t kk, bool tuned)
+{
+    if (*count < cap) {
+        qjit_gemm_variant *v = &out[*count];
+        memset(v, 0, sizeof *v);
+        v->desc = k->desc;
+        memcpy(v->text, k->text, sizeof v->text);
+        v->m_min = b0 ? qjit_m_bucket_max(b0 - 1) + 1 : 1;
+        v->m_max = qjit_m_bucket_max(b1);
+        v->n = n;
+        v->k = kk;
+        v->tuned = tuned;
+    }
+    (*count)++;
+}
+
+qjit_status qjit_gemm_get_variants(const qjit_gemm *g, qjit_gemm_variant *out, size_t cap,
+                                   size_t *count)
+{
+    if (!g || !count || (cap && !out))
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "qjit_gemm_get_variants: NULL argument");
+    *count = 0;
+    for (int b = 0, b0 = 0; b < QJIT_M_BUCKETS; b++)
+        if (b + 1 == QJIT_M_BUCKETS || g->pick[b + 1] != g->pick[b]) {
+            add_variant(out, cap, count, g->kernels[g->pick[b]], b0, b, 0, 0, false);
+            b0 = b + 1;
+        }
+    for (size_t p = 0; p < g->nproblems; p++) {
+        const tuned_problem *t = &g->problems[p];
+        for (int b = 0, b0 = 0; b < QJIT_M_BUCKETS; b++)
+            if (b + 1 == QJIT_M_BUCKETS || t->pick[b + 1] != t->pick[b]) {
+                if (t->pick[b] >= 0)
+                    add_variant(out, cap, count, g->kernels[t->pick[b]], b0, b, t->n, t->k, true);
+                b0 = b + 1;
+            }
+    }
+    return QJIT_OK;
+}
+
+qjit_status qjit_gemm_choose(const qjit_gemm *g, int64_t m, int64_t n, int64_t k,
+                             qjit_gemm_variant *out)
+{
+    if (!g || !out)
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "qjit_gemm_choose: NULL argument");
+    bool tuned;
+    int i = pick_index(g, m, n, k, &tuned);
+    int b = qjit_m_bucket(m);
+    add_variant(out, 1, &(size_t){0}, g->kernels[i], b, b, tuned ? n : 0, tuned ? k : 0, tuned);
     return QJIT_OK;
 }
 
@@ -449,18 +567,13 @@ static unsigned fill_config(const kernel *g, const qjit_gemm_args *a, unsigned g
     return cluster;
 }
 
-/* The kernel for M: its bucket's. */
-static inline const kernel *pick(const qjit_gemm *h, int64_t m)
-{
-    return h->kernels[h->pick[qjit_m_bucket(m)]];
-}
 
 qjit_status qjit_gemm_launch(const qjit_gemm *h, const qjit_gemm_args *a,
                              struct CUstream_st *stream)
 {
     if (!h || !a)
         return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "qjit_gemm_launch: NULL argument");
-    const kernel *k = pick(h, a->m);
+    const kernel *k = pick(h, a);
     qjit_status st = check_args(k, a);
     if (st != QJIT_OK || a->m == 0 || a->n == 0)
         return st;
@@ -505,7 +618,7 @@ qjit_status qjit_gemm_launch_config(const qjit_gemm *h, const qjit_gemm_args *a,
     if (!h || !a || !cfg)
         return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
                             "qjit_gemm_launch_config: NULL argument");
-    const kernel *g = pick(h, a->m);
+    const kernel *g = pick(h, a);
     qjit_status st = check_args(g, a);
     if (st != QJIT_OK)
         return st;

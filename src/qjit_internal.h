@@ -19,7 +19,8 @@
 
 #define QJIT_HIDDEN __attribute__((visibility("hidden")))
 
-/* Bumped whenever the key material or the row layout changes meaning. */
+/* Bumped whenever the key material or a cubin row's meaning changes (it is part of every
+ * key).  The DB's table layout has its own version (cache_db.h). */
 #define QJIT_CACHE_FORMAT_VERSION 1
 
 /* ---------------------------------------------------------------- error.c */
@@ -143,6 +144,38 @@ QJIT_HIDDEN qjit_status qjit_select_resolve(qjit_context *ctx, const qjit_gemm_d
  * the launch needs. */
 QJIT_HIDDEN qjit_status qjit_select_check(qjit_context *ctx, const qjit_gemm_desc *r,
                                           qjit_plan *plan, char *why, size_t cap);
+
+/* What a handle of d loads: per M bucket the heuristic's kernel (one for every bucket when
+ * d names its whole configuration), and per tuned (N, K) the winners of the buckets that
+ * were tuned. */
+typedef struct qjit_dispatch_problem {
+    char gpu[64];
+    int64_t n, k;
+    bool has[QJIT_M_BUCKETS];
+    qjit_gemm_desc desc[QJIT_M_BUCKETS];
+    double us[QJIT_M_BUCKETS];
+} qjit_dispatch_problem;
+typedef struct qjit_dispatch {
+    int nbuckets; /* 1: a fully named descriptor, base[] all alike */
+    qjit_gemm_desc base[QJIT_M_BUCKETS];
+    size_t nproblems;
+    qjit_dispatch_problem *problems; /* malloc'd; qjit_dispatch_free */
+} qjit_dispatch;
+/* The dispatch of d on arch (AUTO: as resolve picks it).  tuned: read the tuning results
+ * of gpu (NULL: of every GPU) from the cache; unusable ones are skipped with a warning. */
+QJIT_HIDDEN qjit_status qjit_select_dispatch(qjit_context *ctx, const qjit_gemm_desc *d,
+                                             qjit_arch arch, const char *gpu, bool tuned,
+                                             qjit_dispatch *dp);
+QJIT_HIDDEN void qjit_dispatch_free(qjit_dispatch *dp);
+/* Whether d names its whole configuration (one kernel for every M). */
+QJIT_HIDDEN bool qjit_select_fully_named(const qjit_gemm_desc *d);
+/* Whether c is a configuration of d on arch (AUTO: any): the same pair, modes and output,
+ * every field d names kept, the rest named, and a kernel that takes it (else why). */
+QJIT_HIDDEN bool qjit_select_config_of(qjit_context *ctx, const qjit_gemm_desc *d,
+                                       qjit_arch arch, const qjit_gemm_desc *c, char *why,
+                                       size_t cap);
+/* The key of d's tuning results: its canonical text with arch=auto. */
+QJIT_HIDDEN void qjit_select_problem_text(const qjit_gemm_desc *d, char *buf, size_t cap);
 
 /* ---------------------------------------------------------------- build.c */
 /* The cubin of a resolved, checked descriptor (text: its canonical form): from a cache,
@@ -293,6 +326,27 @@ QJIT_HIDDEN qjit_status qjit_cache_get(qjit_cache *c, const uint8_t key[16],
 QJIT_HIDDEN qjit_status qjit_cache_put(qjit_cache *c, const qjit_cache_row *row, int *inserted);
 /* Path of the writable DB, or ":memory:". */
 QJIT_HIDDEN const char *qjit_cache_path(const qjit_cache *c);
+
+/* One measured candidate of a tuning problem (schema of cache_db.c). */
+typedef struct qjit_tuning_row {
+    const char *gpu, *arch;
+    const char *problem; /* canonical descriptor as asked, arch=auto */
+    int bucket;          /* M bucket */
+    int64_t n, k;
+    const char *config;  /* canonical descriptor of the candidate, resolved */
+    int64_t m;           /* the M it was timed at */
+    double us;           /* median time */
+    int ok;              /* 1: its output matched the reference */
+} qjit_tuning_row;
+/* Store a measurement (replacing an earlier one of the same candidate) in the writable
+ * DB. */
+QJIT_HIDDEN qjit_status qjit_cache_put_tuning(qjit_cache *c, const qjit_tuning_row *row);
+/* Calls fn for every checked (ok) row of (gpu, arch, problem) that verifies, from the
+ * writable DB (layer 0) and the shipped one (layer 1); gpu NULL: any GPU.  Rows that do
+ * not verify are skipped with a warning (and deleted from the writable DB). */
+typedef void (*qjit_tuning_fn)(void *user, const qjit_tuning_row *r, int layer);
+QJIT_HIDDEN qjit_status qjit_cache_tuned(qjit_cache *c, const char *gpu, const char *arch,
+                                         const char *problem, qjit_tuning_fn fn, void *user);
 
 /* ---------------------------------------------------------------- driver.c */
 /* The subset of the CUDA driver API qjit uses, loaded from libcuda.so.1 on first use.

@@ -277,3 +277,266 @@ qjit_status qjit_gemm_sweep(qjit_context *ctx, const qjit_gemm_desc *d, qjit_arc
     *count = k;
     return QJIT_OK;
 }
+
+/* ------------------------------------------------------------ M buckets */
+/* Bucket of M by the bit length of M - 1: 1 | 2-4 | 5-8 | 9-16 | ... | 129-256 | 257-1024 |
+ * 1025 and up. */
+static const uint8_t bucket_of_bits[65] = {0, 1, 1, 2, 3, 4, 5, 6, 7, 8, 8, 9, 9, 9, 9, 9, 9,
+                                           9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9,
+                                           9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9,
+                                           9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9};
+_Static_assert(QJIT_M_BUCKETS == 10, "bucket_of_bits and bucket_max follow the header");
+static const int64_t bucket_max[QJIT_M_BUCKETS] = {1,  4,   8,   16,   32,
+                                                   64, 128, 256, 1024, INT64_MAX};
+
+int qjit_m_bucket(int64_t m)
+{
+    if (m <= 1)
+        return 0;
+    return bucket_of_bits[64 - __builtin_clzll((unsigned long long)(m - 1))];
+}
+
+int64_t qjit_m_bucket_max(int b)
+{
+    return b >= 0 && b < QJIT_M_BUCKETS ? bucket_max[b] : 0;
+}
+
+
+/* ------------------------------------------------------------ dispatch */
+bool qjit_select_fully_named(const qjit_gemm_desc *d)
+{
+    return d->kernel != QJIT_KERNEL_AUTO && d->bm && d->wm && d->stages && d->split_k;
+}
+
+void qjit_select_problem_text(const qjit_gemm_desc *d, char *buf, size_t cap)
+{
+    qjit_gemm_desc p = *d;
+    p.arch = QJIT_ARCH_AUTO;
+    qjit_desc_text(&p, buf, cap);
+}
+
+/* The rows of the tuning results read back, before the winners are picked. */
+typedef struct tuned_row {
+    char gpu[64], config[256];
+    int bucket, layer;
+    int64_t n, k;
+    double us;
+} tuned_row;
+typedef struct tuned_rows {
+    tuned_row *v;
+    size_t n, cap;
+    bool oom;
+} tuned_rows;
+
+static void collect(void *user, const qjit_tuning_row *r, int layer)
+{
+    tuned_rows *t = user;
+    if (r->bucket < 0 || r->bucket >= QJIT_M_BUCKETS || r->n < 1 || r->k < 1)
+        return;
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 32;
+        tuned_row *v = realloc(t->v, cap * sizeof *v);
+        if (!v) {
+            t->oom = true;
+            return;
+        }
+        t->v = v;
+        t->cap = cap;
+    }
+    tuned_row *x = &t->v[t->n++];
+    snprintf(x->gpu, sizeof x->gpu, "%s", r->gpu);
+    snprintf(x->config, sizeof x->config, "%s", r->config);
+    x->bucket = r->bucket;
+    x->layer = layer;
+    x->n = r->n;
+    x->k = r->k;
+    x->us = r->us;
+}
+
+bool qjit_select_config_of(qjit_context *ctx, const qjit_gemm_desc *d, qjit_arch arch,
+                           const qjit_gemm_desc *c, char *why, size_t cap)
+{
+    qjit_gemm_desc x = *c;
+    x.arch = d->arch;
+    x.kernel = d->kernel ? x.kernel : QJIT_KERNEL_AUTO;
+    if (!d->bm)
+        x.bm = x.bn = x.bk = 0;
+    if (!d->wm)
+        x.wm = x.wn = 0;
+    if (!d->stages)
+        x.stages = 0;
+    if (!d->split_k)
+        x.split_k = 0;
+    if (memcmp(&x, d, sizeof x) != 0 || !qjit_select_fully_named(c) ||
+        c->arch == QJIT_ARCH_AUTO || (arch != QJIT_ARCH_AUTO && c->arch != arch) ||
+        (d->arch != QJIT_ARCH_AUTO && c->arch != d->arch)) {
+        snprintf(why, cap, "it is not a configuration of this descriptor (it must keep the "
+                           "pair, modes, output and every field the descriptor names, and name "
+                           "the rest, arch included)");
+        return false;
+    }
+    return qjit_select_check(ctx, c, NULL, why, cap) == QJIT_OK;
+}
+
+static int row_order(const void *pa, const void *pb)
+{
+    const tuned_row *a = pa, *b = pb;
+    int c = strcmp(a->gpu, b->gpu);
+    if (c)
+        return c;
+    if (a->n != b->n)
+        return a->n < b->n ? -1 : 1;
+    if (a->k != b->k)
+        return a->k < b->k ? -1 : 1;
+    if (a->bucket != b->bucket)
+        return a->bucket - b->bucket;
+    if (a->layer != b->layer) /* the writable DB's results before the shipped ones */
+        return a->layer - b->layer;
+    return a->us < b->us ? -1 : a->us > b->us;
+}
+
+void qjit_dispatch_free(qjit_dispatch *dp)
+{
+    if (!dp)
+        return;
+    free(dp->problems);
+    dp->problems = NULL;
+    dp->nproblems = 0;
+}
+
+/* The tuned winners of d's problem on arch (gpu NULL: every GPU's), in dp->problems. */
+static qjit_status tuned_winners(qjit_context *ctx, const qjit_gemm_desc *d, qjit_arch arch,
+                                 const char *gpu, qjit_dispatch *dp)
+{
+    char problem[256];
+    qjit_select_problem_text(d, problem, sizeof problem);
+    tuned_rows t = {0};
+    qjit_status st = qjit_cache_tuned(ctx->cache, gpu, qjit_arch_name(arch), problem, collect, &t);
+    if (st == QJIT_OK && t.oom)
+        st = qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "%s: tuning results", problem);
+    if (st != QJIT_OK || t.n == 0) {
+        free(t.v);
+        return st;
+    }
+    qsort(t.v, t.n, sizeof *t.v, row_order);
+    for (size_t i = 0; i < t.n; i++) {
+        const tuned_row *w = &t.v[i];
+        if (i > 0 && !strcmp(w->gpu, t.v[i - 1].gpu) && w->n == t.v[i - 1].n &&
+            w->k == t.v[i - 1].k && w->bucket == t.v[i - 1].bucket)
+            continue; /* not the winner of its (gpu, n, k, bucket) */
+        qjit_gemm_desc c;
+        char why[512];
+        if (qjit_gemm_desc_parse(w->config, &c) != QJIT_OK) {
+            snprintf(why, sizeof why, "%s", qjit_last_error());
+            c.kernel = QJIT_KERNEL_AUTO;
+        }
+        if (c.kernel == QJIT_KERNEL_AUTO || !qjit_select_config_of(ctx, d, arch, &c, why, sizeof why)) {
+            qjit_log(&ctx->log, QJIT_LOG_WARN,
+                     "qjit: tuned result '%s' for %s (n=%lld k=%lld, M bucket %d) is not "
+                     "usable (%s): the heuristic stands in",
+                     w->config, problem, (long long)w->n, (long long)w->k, w->bucket, why);
+            continue;
+        }
+        qjit_dispatch_problem *p = dp->nproblems ? &dp->problems[dp->nproblems - 1] : NULL;
+        if (!p || p->n != w->n || p->k != w->k || strcmp(p->gpu, w->gpu)) {
+            p = realloc(dp->problems, (dp->nproblems + 1) * sizeof *p);
+            if (!p) {
+                free(t.v);
+                return qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "%s: tuning results", problem);
+            }
+            dp->problems = p;
+            p = &dp->problems[dp->nproblems++];
+            memset(p, 0, sizeof *p);
+            p->n = w->n;
+            p->k = w->k;
+            snprintf(p->gpu, sizeof p->gpu, "%s", w->gpu);
+        }
+        p->has[w->bucket] = true;
+        p->desc[w->bucket] = c;
+        p->us[w->bucket] = w->us;
+    }
+    free(t.v);
+    return QJIT_OK;
+}
+
+qjit_status qjit_select_dispatch(qjit_context *ctx, const qjit_gemm_desc *d, qjit_arch arch,
+                                 const char *gpu, bool tuned, qjit_dispatch *dp)
+{
+    memset(dp, 0, sizeof *dp);
+    bool named = qjit_select_fully_named(d);
+    dp->nbuckets = named ? 1 : QJIT_M_BUCKETS;
+    qjit_status st = QJIT_OK;
+    for (int b = 0; b < dp->nbuckets && st == QJIT_OK; b++)
+        st = qjit_select_resolve(ctx, d, arch, named ? 0 : bucket_max[b], &dp->base[b]);
+    for (int b = dp->nbuckets; b < QJIT_M_BUCKETS && st == QJIT_OK; b++)
+        dp->base[b] = dp->base[0];
+    if (st == QJIT_OK && !named && tuned)
+        st = tuned_winners(ctx, d, dp->base[0].arch, gpu, dp);
+    if (st != QJIT_OK)
+        qjit_dispatch_free(dp);
+    return st;
+}
+
+static void push_variant(qjit_gemm_variant *out, size_t cap, size_t *count,
+                         const qjit_gemm_desc *r, int b0, int b1, int64_t n, int64_t k,
+                         const char *gpu, double us)
+{
+    if (*count < cap) {
+        qjit_gemm_variant *v = &out[*count];
+        memset(v, 0, sizeof *v);
+        v->desc = *r;
+        qjit_desc_text(r, v->text, sizeof v->text);
+        v->m_min = b0 ? bucket_max[b0 - 1] + 1 : 1;
+        v->m_max = bucket_max[b1];
+        v->n = n;
+        v->k = k;
+        v->tuned = gpu != NULL;
+        v->us = us;
+        snprintf(v->gpu, sizeof v->gpu, "%s", gpu ? gpu : "");
+    }
+    (*count)++;
+}
+
+qjit_status qjit_gemm_variants(qjit_context *ctx, const qjit_gemm_desc *d, qjit_arch arch,
+                               qjit_gemm_variant *out, size_t cap, size_t *count)
+{
+    if (!d || !count || (cap && !out))
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "qjit_gemm_variants: NULL argument");
+    *count = 0;
+    qjit_status st = context_of(&ctx);
+    if (st != QJIT_OK)
+        return st;
+    char gpu[64], *who = NULL;
+    if (arch == QJIT_ARCH_AUTO && d->arch == QJIT_ARCH_AUTO && ctx->opt.arch == QJIT_ARCH_AUTO) {
+        const qjit_cu_api *cu;
+        CUcontext cuctx;
+        CUdevice dev;
+        int major, minor;
+        if ((st = qjit_drv_current(&cu, &cuctx, &dev, &major, &minor)) != QJIT_OK ||
+            (st = qjit_drv_device_name(cu, dev, gpu, sizeof gpu)) != QJIT_OK)
+            return qjit_err_prefix(st, "arch=auto needs the current device");
+        who = gpu;
+    }
+    qjit_dispatch dp;
+    if ((st = qjit_select_dispatch(ctx, d, arch, who, true, &dp)) != QJIT_OK)
+        return st;
+    for (int b = 0, b0 = 0; b < QJIT_M_BUCKETS; b++)
+        if (b + 1 == QJIT_M_BUCKETS || memcmp(&dp.base[b + 1], &dp.base[b], sizeof dp.base[b])) {
+            push_variant(out, cap, count, &dp.base[b], b0, b, 0, 0, NULL, 0);
+            b0 = b + 1;
+        }
+    for (size_t p = 0; p < dp.nproblems; p++) {
+        const qjit_dispatch_problem *t = &dp.problems[p];
+        for (int b = 0, b0 = 0; b < QJIT_M_BUCKETS; b++) {
+            bool end = b + 1 == QJIT_M_BUCKETS || t->has[b + 1] != t->has[b] ||
+                       (t->has[b] && memcmp(&t->desc[b + 1], &t->desc[b], sizeof t->desc[b]));
+            if (!end)
+                continue;
+            if (t->has[b])
+                push_variant(out, cap, count, &t->desc[b], b0, b, t->n, t->k, t->gpu, t->us[b]);
+            b0 = b + 1;
+        }
+    }
+    qjit_dispatch_free(&dp);
+    return QJIT_OK;
+}

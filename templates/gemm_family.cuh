@@ -15,14 +15,16 @@
 % --
 % -- choose(bm, bn, bk, wm, wn, stages): a heuristic's configuration around the fields the
 % -- descriptor names (BM, WM, STAGES not 0): a named tile keeps its size, and without named
-% -- warps it gets warp tiles of 64x64 where the tile allows (at most 8 warps).  The library
-% -- takes from it only the fields left auto.
+% -- warps it gets warp tiles of 64x64 where the tile allows (two warps along a side of 32
+% -- to 64, one along a side of 16; at most 8 warps).  The library takes from it only the
+% -- fields left auto.
+% local function warps_along(side) return side >= 128 and side // 64 or side >= 32 and 2 or 1 end
 % function choose(bm, bn, bk, wm, wn, stages)
 %   local c = config(bm, bn, bk, wm, wn, stages)
 %   if BM ~= 0 then
 %     c.bm, c.bn, c.bk = BM, BN, BK
-%     c.wm = BM >= 128 and BM // 64 or 2
-%     c.wn = BN >= 128 and BN // 64 or 2
+%     c.wm = warps_along(BM)
+%     c.wn = warps_along(BN)
 %     while c.wm * c.wn > 8 and c.wm > 1 do c.wm = c.wm // 2 end
 %   end
 %   if WM ~= 0 then c.wm, c.wn = WM, WN end

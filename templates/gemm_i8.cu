@@ -21,12 +21,17 @@
 % family {
 %   floor = 80,
 %   serves = function() return A == "s8" and one_of(B, "s8", "s4") end,
-%   -- From H100 timings.  W8A8 (s8 x s8) is a prefill kernel: 910 TOPS at 8192^3 with
-%   -- 128x128x64 s4.  W4A8 (s8 x s4) is a decode kernel: 16x128x128 w1x4 s4 streams the
-%   -- packed weights at ~2.5 TB/s (47 us at 1x28672x8192); prefill wants 128x128x128.
+%   -- From H100 timings.  W8A8 (s8 x s8): 910 TOPS at 8192^3 with 128x128x64 s4, at every M.
+%   -- W4A8 (s8 x s4) at M <= 64 (or M unknown): 16x128x128 w1x4 s4 streams the packed
+%   -- weights at ~2.5 TB/s (47 us at 1x28672x8192); above, tiles of more rows read each
+%   -- weight tile fewer times: 128x128x64 w2x2 s3 with col scales, 64x64x64 w2x2 s3 with
+%   -- group scales (whose warp tiles hold at most 64x32), both checked on the H100 by
+%   -- test_gpu_quant (predicted faster from M = 65 on; docs/NOTES.md).
 %   default = function(m)
-%     if B == "s4" then return choose(16, 128, 128, 1, 4, 4) end
-%     return choose(128, 128, 64, 2, 2, 4)
+%     if B == "s8" then return choose(128, 128, 64, 2, 2, 4) end
+%     if m == 0 or m <= 64 then return choose(16, 128, 128, 1, 4, 4) end
+%     if SB == "group" then return choose(64, 64, 64, 2, 2, 3) end
+%     return choose(128, 128, 64, 2, 2, 3)
 %   end,
 %   space = spaces{
 %     default = {config(128, 128, 64, 2, 2, 3), config(128, 256, 64, 2, 4, 3), config(64, 128, 64, 2, 2, 3),

@@ -22,9 +22,14 @@
 % family {
 %   floor = 80,
 %   serves = function() return one_of(A, "f16", "bf16") and one_of(B, "s4", "u4", "s8", "e2m1") end,
-%   -- a decode kernel: 16x128x128 w1x4 s3 runs bf16 x s4 g128 at 1x28672x8192 in 65.7 us on
-%   -- H100 (1.84 TB/s), 3.4x faster than 128x128x64 w2x2, the tile to name for prefill.
-%   default = function(m) return choose(16, 128, 128, 1, 4, 3) end,
+%   -- Decode (M <= 64, or M unknown): 16x128x128 w1x4 s3 runs bf16 x s4 g128 at 1x28672x8192
+%   -- in 65.7 us on H100 (1.84 TB/s), 3.4x faster than 128x128x64 w2x2.  Prefill (M > 64):
+%   -- 128x128x64 w2x2 s3, which reads each weight tile once per 128 rows of A where the
+%   -- decode tile reads it once per 16 (predicted faster from M = 65 on; docs/NOTES.md).
+%   default = function(m)
+%     if m == 0 or m <= 64 then return choose(16, 128, 128, 1, 4, 3) end
+%     return choose(128, 128, 64, 2, 2, 3)
+%   end,
 %   space = spaces{
 %     default = {config(128, 128, 64, 2, 2, 3), config(128, 256, 64, 2, 4, 3), config(64, 128, 64, 2, 2, 3),
 %                config(64, 64, 64, 2, 2, 3), config(128, 128, 64, 2, 2, 4)},

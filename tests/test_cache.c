@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "qjit_internal.h"
+#include "cache_db.h"
 #include "testlib.h"
 
 #include <errno.h>
@@ -228,7 +229,7 @@ static void test_miss_then_hit(void)
     CHECK(expect_hit(c, &r), "no hit after reopening");
     qjit_cache_close(c);
     CHECK(raw_count(db, "SELECT count(*) FROM kernels") == 1, "row count");
-    CHECK(raw_count(db, "PRAGMA user_version") == QJIT_CACHE_FORMAT_VERSION, "user_version");
+    CHECK(raw_count(db, "PRAGMA user_version") == QJIT_DB_SCHEMA_VERSION, "user_version");
     CHECK(raw_count(db, "SELECT count(*) FROM kernels WHERE descriptor LIKE 'gemm a=s8%' AND "
                         "arch = 'sm_90a' AND cubin_size = 5000 AND length(cubin_hash) = 16 AND "
                         "source LIKE '// kernel 1%' AND compile_ms = 13.5 AND created > 0") == 1,
@@ -789,7 +790,7 @@ static void test_eviction(void)
     CHECK_OK(qjit_cache_db_stats(a, &s));
     CHECK(s.rows == 2 && s.narch == 1 && s.arch[0].rows == 2 &&
               strcmp(s.arch[0].arch, "sm_90a") == 0 && s.file_bytes > 0 &&
-              s.schema_version == QJIT_CACHE_FORMAT_VERSION,
+              s.schema_version == QJIT_DB_SCHEMA_VERSION,
           "stats rows=%llu narch=%d", (unsigned long long)s.rows, s.narch);
     qjit_cache_db_close(a);
     for (int i = 0; i < 12; i++)
@@ -1162,7 +1163,7 @@ static void test_admin(void)
     CHECK_OK(qjit_cache_put(c, &rows[0].row, &ins));
     CHECK(expect_hit(c, &rows[0]), "put after recreate");
     qjit_cache_close(c);
-    CHECK(raw_count(db, "PRAGMA user_version") == QJIT_CACHE_FORMAT_VERSION, "version");
+    CHECK(raw_count(db, "PRAGMA user_version") == QJIT_DB_SCHEMA_VERSION, "version");
     for (int i = 0; i < 10; i++)
         row_free(&rows[i]);
     free(db);
