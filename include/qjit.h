@@ -554,6 +554,7 @@ typedef struct qjit_cache_stats {
     int schema_version;
     int narch;              /* entries used in arch[] (the first 16 archs by name) */
     qjit_cache_arch_stats arch[16];
+    uint64_t tuning_rows;   /* tuning results (qjit_cache_db_tuning) */
 } qjit_cache_stats;
 QJIT_API qjit_status qjit_cache_db_stats(qjit_cache_db *db, qjit_cache_stats *out);
 
@@ -565,6 +566,8 @@ typedef struct qjit_cache_verify_report {
     uint64_t rows_checked, rows_bad, rows_deleted;
     int integrity_ok;       /* PRAGMA quick_check said "ok" */
     char integrity[256];    /* its first message when not ok */
+    uint64_t tuning_checked, tuning_bad; /* tuning rows rechecked, and those whose hash
+                                            does not match (repair deletes them) */
 } qjit_cache_verify_report;
 /* Recheck every row (cubin size and XXH3-128, key = hash of its material, fields
  * present) and run PRAGMA quick_check.  repair = 1 (writable handle only) deletes bad
@@ -573,6 +576,26 @@ typedef struct qjit_cache_verify_report {
 QJIT_API qjit_status qjit_cache_db_verify(qjit_cache_db *db, int repair,
                                           qjit_cache_bad_fn fn, void *user,
                                           qjit_cache_verify_report *out);
+
+/* One tuning result, as qjit_cache_db_tuning sees it.  Pointers valid during the callback
+ * only. */
+typedef struct qjit_cache_tuning_entry {
+    const char *gpu, *arch;
+    const char *problem;    /* the descriptor tuned, as asked (arch=auto) */
+    const char *config;     /* the candidate measured */
+    int bucket;             /* M bucket */
+    int64_t m, n, k;        /* the sizes timed */
+    double us;              /* its time */
+    int ok;                 /* its output matched the reference */
+    int winner;             /* the fastest ok row of its (gpu, arch, problem, bucket, n, k) */
+    int64_t created;        /* unix seconds */
+} qjit_cache_tuning_entry;
+typedef int (*qjit_cache_tuning_fn)(void *user, const qjit_cache_tuning_entry *e);
+/* Call fn for every tuning row matching f (arch; match: a substring of the problem; a
+ * key_prefix matches none), ordered by gpu, arch, problem, n, k, bucket and time.  Rows
+ * whose hash does not match their fields are left out (verify reports them). */
+QJIT_API qjit_status qjit_cache_db_tuning(qjit_cache_db *db, const qjit_cache_filter *f,
+                                          qjit_cache_tuning_fn fn, void *user);
 
 /* Delete rows not used for more than `seconds` (writable handle).  *removed (may be
  * NULL) gets the number of rows deleted. */

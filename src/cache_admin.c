@@ -309,6 +309,12 @@ QJIT_API qjit_status qjit_cache_db_stats(qjit_cache_db *d, qjit_cache_stats *out
     if (rc != SQLITE_DONE)
         st = qjit_adm_error(d, rc, "stats");
     out->file_bytes = file_size(d->path, "") + file_size(d->path, "-wal");
+    if (st == QJIT_OK && qjit_db_has_tuning(d->db, "main")) {
+        sqlite3_int64 nt = 0;
+        if ((rc = qjit_db_query_int(d->db, "SELECT count(*) FROM tuning", &nt)) != SQLITE_OK)
+            st = qjit_adm_error(d, rc, "stats");
+        out->tuning_rows = (uint64_t)nt;
+    }
 done:
     sqlite3_finalize(q);
     qjit_db_rollback(d->db);
@@ -467,5 +473,55 @@ done:
     }
     sqlite3_finalize(q);
     qjit_buf_free(&list);
+    return st;
+}
+
+QJIT_API qjit_status qjit_cache_db_tuning(qjit_cache_db *d, const qjit_cache_filter *f,
+                                          qjit_cache_tuning_fn fn, void *user)
+{
+    qjit_status st = QJIT_OK;
+    sqlite3_stmt *q = NULL;
+    if (!d || !fn)
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "qjit_cache_db_tuning: %s is NULL",
+                            !d ? "db" : "fn");
+    if (!d->db)
+        return qjit_adm_unusable(d);
+    if (!qjit_db_has_tuning(d->db, "main") || (f && f->key_prefix && *f->key_prefix))
+        return QJIT_OK;
+    /* the winner: no faster ok row of the same problem point */
+    int rc = qjit_db_prepare(
+        d->db,
+        "SELECT gpu, arch, problem, config, bucket, m, n, k, us, ok, created, "
+        "ok = 1 AND NOT EXISTS (SELECT 1 FROM tuning u WHERE u.gpu = t.gpu AND u.arch = t.arch "
+        "AND u.problem = t.problem AND u.bucket = t.bucket AND u.n = t.n AND u.k = t.k AND "
+        "u.ok = 1 AND (u.us < t.us OR (u.us = t.us AND u.rowid < t.rowid))) "
+        "FROM tuning t WHERE (?1 IS NULL OR instr(arch, ?1) > 0) AND "
+        "(?2 IS NULL OR instr(problem, ?2) > 0) AND " QJIT_DB_TUNING_OK
+        " ORDER BY gpu, arch, problem, n, k, bucket, us",
+        &q);
+    if (rc != SQLITE_OK)
+        return qjit_adm_error(d, rc, "tuning");
+    const char *v[2] = {f ? f->arch : NULL, f ? f->match : NULL};
+    for (int i = 0; i < 2; i++)
+        if (v[i] && *v[i])
+            sqlite3_bind_text(q, i + 1, v[i], -1, SQLITE_STATIC);
+    while ((rc = qjit_db_step(q)) == SQLITE_ROW) {
+        const char *t[4];
+        for (int i = 0; i < 4; i++) {
+            t[i] = (const char *)sqlite3_column_text(q, i);
+            t[i] = t[i] ? t[i] : "";
+        }
+        qjit_cache_tuning_entry en = {t[0], t[1], t[2], t[3], sqlite3_column_int(q, 4),
+                                      sqlite3_column_int64(q, 5), sqlite3_column_int64(q, 6),
+                                      sqlite3_column_int64(q, 7), sqlite3_column_double(q, 8),
+                                      sqlite3_column_int(q, 9),
+                                      sqlite3_column_int(q, 11),
+                                      sqlite3_column_int64(q, 10) / 1000};
+        if (fn(user, &en))
+            break;
+    }
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        st = qjit_adm_error(d, rc, "tuning");
+    sqlite3_finalize(q);
     return st;
 }

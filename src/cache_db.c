@@ -311,12 +311,46 @@ int qjit_db_note(qjit_dberr *e, sqlite3 *db, int rc, const char *what)
 }
 
 /* Settings every connection gets. */
+/* SQL qjit_tuning_ok(gpu, arch, problem, bucket, n, k, config, m, us, ok, row_hash). */
+static void sql_tuning_ok(sqlite3_context *cx, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    const char *t[5];
+    static const int text_cols[5] = {0, 1, 2, 6, 6};
+    for (int i = 0; i < 4; i++) {
+        t[i] = (const char *)sqlite3_value_text(v[text_cols[i]]);
+        if (!t[i]) {
+            sqlite3_result_int(cx, 0);
+            return;
+        }
+    }
+    qjit_tuning_row r = {t[0],
+                         t[1],
+                         t[2],
+                         sqlite3_value_int(v[3]),
+                         sqlite3_value_int64(v[4]),
+                         sqlite3_value_int64(v[5]),
+                         t[3],
+                         sqlite3_value_int64(v[7]),
+                         sqlite3_value_double(v[8]),
+                         sqlite3_value_int(v[9])};
+    uint8_t h[16];
+    qjit_db_tuning_hash(&r, h);
+    sqlite3_result_int(cx, sqlite3_value_bytes(v[10]) == 16 &&
+                               memcmp(sqlite3_value_blob(v[10]), h, 16) == 0);
+}
+
 int qjit_db_configure(sqlite3 *db)
 {
     sqlite3_extended_result_codes(db, 1);
     sqlite3_busy_timeout(db, QJIT_DB_BUSY_TIMEOUT_MS);
-    return sqlite3_create_function(db, "qjit_row_ok", 7, SQLITE_UTF8 | SQLITE_DETERMINISTIC,
-                                   NULL, sql_row_ok, NULL, NULL);
+    int rc = sqlite3_create_function(db, "qjit_row_ok", 7, SQLITE_UTF8 | SQLITE_DETERMINISTIC,
+                                     NULL, sql_row_ok, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_create_function(db, "qjit_tuning_ok", 11,
+                                     SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, sql_tuning_ok,
+                                     NULL, NULL);
+    return rc;
 }
 
 /* Whether db (schema "main" or an attached name) has the kernels table. */

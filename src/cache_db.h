@@ -20,6 +20,10 @@
     "key, cubin_size, cubin_hash, source_size, compile_ms, created, last_used, arch, "   \
     "descriptor, material, cubin, source"
 #define QJIT_DB_ROW_OK_ARGS "key, material, cubin, cubin_size, cubin_hash, source, source_size"
+#define QJIT_DB_TUNING_COLUMNS                                                           \
+    "gpu, arch, problem, bucket, n, k, config, m, us, ok, created, row_hash"
+/* qjit_tuning_ok(...): 1 when a tuning row's hash matches its fields */
+#define QJIT_DB_TUNING_OK "qjit_tuning_ok(gpu, arch, problem, bucket, n, k, config, m, us, ok, row_hash)"
 
 /* The message of the last failure on db, before a rollback overwrites it. */
 typedef struct qjit_dberr {

@@ -17,6 +17,34 @@
 #define FILTER_SQL QJIT_ADM_FILTER_SQL
 #define ENTRY_COLUMNS QJIT_ADM_ENTRY_COLUMNS
 
+/* The tuning rows of `from` (an attached schema) that verify and match f (arch, and match
+ * against the problem; none when f selects by key) into main, keeping rows already there.
+ * Inside the caller's write transaction. */
+static int copy_tuning(sqlite3 *db, const char *from, const qjit_cache_filter *f, qjit_dberr *e)
+{
+    if (!qjit_db_has_tuning(db, from) || (f && f->key_prefix && *f->key_prefix))
+        return SQLITE_OK;
+    char sql[640];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO main.tuning(" QJIT_DB_TUNING_COLUMNS ") SELECT " QJIT_DB_TUNING_COLUMNS
+             " FROM %s.tuning WHERE (?1 IS NULL OR instr(arch, ?1) > 0) AND "
+             "(?2 IS NULL OR instr(problem, ?2) > 0) AND " QJIT_DB_TUNING_OK
+             " ORDER BY rowid ON CONFLICT DO NOTHING",
+             from);
+    sqlite3_stmt *q = NULL;
+    int rc = qjit_db_prepare(db, sql, &q);
+    if (rc == SQLITE_OK) {
+        const char *v[2] = {f ? f->arch : NULL, f ? f->match : NULL};
+        for (int i = 0; i < 2; i++)
+            if (v[i] && *v[i])
+                sqlite3_bind_text(q, i + 1, v[i], -1, SQLITE_STATIC);
+        rc = qjit_db_step(q);
+        rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+    }
+    sqlite3_finalize(q);
+    return rc == SQLITE_OK ? rc : qjit_db_note(e, db, rc, "copy tuning results");
+}
+
 /* ATTACH a file read-only under the name `as`, checking its schema version. */
 int qjit_adm_attach(sqlite3 *db, const char *uri, const char *as, bool *attached, qjit_dberr *e)
 {
@@ -117,7 +145,12 @@ QJIT_API qjit_status qjit_cache_db_export(qjit_cache_db *d, const char *out_path
         *bad = (uint64_t)sqlite3_column_int64(q, 0);
     sqlite3_finalize(q);
     q = NULL;
-    if ((rc = qjit_db_exec(out, "COMMIT")) != SQLITE_OK || (rc = qjit_db_exec(out, "DETACH src")) != SQLITE_OK) {
+    if ((rc = copy_tuning(out, "src", f, &e)) != SQLITE_OK) {
+        st = QJIT_ERROR_CACHE;
+        goto fail;
+    }
+    if ((rc = qjit_db_exec(out, "COMMIT")) != SQLITE_OK ||
+        (rc = qjit_db_exec(out, "DETACH src")) != SQLITE_OK) {
         qjit_db_note(&e, out, rc, "export commit");
         st = QJIT_ERROR_CACHE;
         goto fail;
@@ -191,6 +224,10 @@ QJIT_API qjit_status qjit_cache_db_merge(qjit_cache_db *d, const char *other_pat
     sqlite3_finalize(q);
     q = NULL;
     sqlite3_int64 nbad = 0;
+    if ((rc = copy_tuning(d->db, "other", NULL, &e)) != SQLITE_OK) {
+        st = QJIT_ERROR_CACHE;
+        goto done;
+    }
     if ((rc = qjit_db_query_int(d->db, "SELECT count(*) FROM other.kernels WHERE NOT qjit_row_ok("
                                ROW_OK_ARGS ")", &nbad)) != SQLITE_OK ||
         (rc = qjit_db_exec(d->db, "COMMIT")) != SQLITE_OK) {

@@ -91,6 +91,24 @@ static qjit_status rebuild(qjit_cache_db *d, uint64_t *found, uint64_t *kept)
     q = NULL;
     sqlite3_finalize(ins);
     ins = NULL;
+    /* the tuning results that still read back whole, as far as the damage lets them */
+    if (qjit_db_has_tuning(d->db, "main") &&
+        qjit_db_prepare(d->db, "SELECT " QJIT_DB_TUNING_COLUMNS " FROM tuning WHERE "
+                               QJIT_DB_TUNING_OK, &q) == SQLITE_OK &&
+        qjit_db_prepare(out, "INSERT INTO tuning(" QJIT_DB_TUNING_COLUMNS ") VALUES(?1, ?2, "
+                             "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) ON CONFLICT DO NOTHING",
+                        &ins) == SQLITE_OK) {
+        while (qjit_db_step(q) == SQLITE_ROW) {
+            for (int c = 0; c < 12; c++)
+                sqlite3_bind_value(ins, c + 1, sqlite3_column_value(q, c));
+            qjit_db_step(ins);
+            sqlite3_reset(ins);
+        }
+    }
+    sqlite3_finalize(q);
+    q = NULL;
+    sqlite3_finalize(ins);
+    ins = NULL;
     if ((rc = qjit_db_exec(out, "COMMIT")) != SQLITE_OK) {
         qjit_db_note(&e, out, rc, "commit");
         st = qjit_err_set(QJIT_ERROR_CACHE, "cache %s: rebuild: %s", d->path, e.msg);
@@ -207,8 +225,27 @@ QJIT_API qjit_status qjit_cache_db_verify(qjit_cache_db *d, int repair_it, qjit_
     }
     sqlite3_finalize(q);
     q = NULL;
+    if (qjit_db_has_tuning(d->db, "main")) {
+        sqlite3_int64 nt = 0, nb = 0;
+        if (qjit_db_query_int(d->db, "SELECT count(*) FROM tuning", &nt) != SQLITE_OK ||
+            qjit_db_query_int(d->db, "SELECT count(*) FROM tuning WHERE NOT " QJIT_DB_TUNING_OK,
+                              &nb) != SQLITE_OK) {
+            if (out->integrity_ok) {
+                out->integrity_ok = 0;
+                snprintf(out->integrity, sizeof out->integrity, "reading tuning rows: %s",
+                         sqlite3_errmsg(d->db));
+            }
+        }
+        out->tuning_checked = (uint64_t)nt;
+        out->tuning_bad = (uint64_t)nb;
+    }
     if (!repair_it)
         goto done;
+    if (out->integrity_ok && out->tuning_bad &&
+        (rc = qjit_db_exec(d->db, "DELETE FROM tuning WHERE NOT " QJIT_DB_TUNING_OK)) != SQLITE_OK) {
+        st = qjit_adm_error(d, rc, "delete bad tuning rows");
+        goto done;
+    }
     if (!out->integrity_ok) {
         uint64_t found = 0, kept = 0;
         st = rebuild(d, &found, &kept);

@@ -18,13 +18,15 @@ static const char usage[] =
     "\n"
     "commands:\n"
     "  list [--arch A] [--match S] [--key HEX]   kernels, one per line\n"
+    "  tuning [--arch A] [--match S]             tuning results (qjit-tune), winners marked *\n"
     "  stats                                     rows, bytes, per-arch counts, file size\n"
     "  verify [--repair]                         recheck every row and the file; --repair\n"
     "                                            deletes bad rows / rebuilds a damaged file\n"
     "  prune --older-than DAYS | --max-size SIZE delete rows unused for DAYS, or least\n"
     "                                            recently used ones down to SIZE (500M, 2G)\n"
     "  vacuum                                    give free pages back to the file system\n"
-    "  export OUT.db [--arch A] [--match S]      copy matching rows to a new file to ship\n"
+    "  export OUT.db [--arch A] [--match S]      copy matching kernels and tuning results\n"
+    "                                            to a new file to ship\n"
     "                                            (qjit_options.shipped_cache)\n"
     "  merge OTHER.db                            add another DB's rows (verified)\n"
     "  source KEYPREFIX                          print a kernel's generated CUDA source\n"
@@ -121,6 +123,27 @@ static int cmd_list(qjit_cache_db *db, const qjit_cache_filter *f)
     return 0;
 }
 
+static int print_tuning(void *user, const qjit_cache_tuning_entry *e)
+{
+    int *n = user;
+    if ((*n)++ == 0)
+        printf("  %-24s %-7s %6s %6s %6s %5s %10s  %s\n", "GPU", "ARCH", "M", "N", "K", "OK",
+               "US", "PROBLEM / CONFIG");
+    printf("%c %-24.24s %-7s %6lld %6lld %6lld %5s %10.2f  %s\n%66s%s\n", e->winner ? '*' : ' ',
+           e->gpu, e->arch, (long long)e->m, (long long)e->n, (long long)e->k,
+           e->ok ? "yes" : "NO", e->us, e->problem, "", e->config);
+    return 0;
+}
+
+static int cmd_tuning(qjit_cache_db *db, const qjit_cache_filter *f)
+{
+    int n = 0;
+    if (qjit_cache_db_tuning(db, f, print_tuning, &n) != QJIT_OK)
+        return fail("tuning");
+    printf("%d tuning result%s\n", n, n == 1 ? "" : "s");
+    return 0;
+}
+
 static int cmd_stats(qjit_cache_db *db, const char *path)
 {
     qjit_cache_stats s;
@@ -137,6 +160,7 @@ static int cmd_stats(qjit_cache_db *db, const char *path)
         human(s.arch[i].bytes, a, sizeof a);
         printf("  %-8s %8" PRIu64 "  %s\n", s.arch[i].arch, s.arch[i].rows, a);
     }
+    printf("tuning    %" PRIu64 " results\n", s.tuning_rows);
     return 0;
 }
 
@@ -161,7 +185,8 @@ static int cmd_verify(qjit_cache_db *db, int repair)
     printf("rows      %" PRIu64 " checked, %" PRIu64 " bad", r.rows_checked, r.rows_bad);
     if (repair)
         printf(", %" PRIu64 " removed", r.rows_deleted);
-    printf("\n");
+    printf("\ntuning    %" PRIu64 " checked, %" PRIu64 " bad%s\n", r.tuning_checked, r.tuning_bad,
+           repair && r.tuning_bad ? " (removed)" : "");
     if (repair) {
         /* check what the repair left */
         if (qjit_cache_db_verify(db, 0, print_bad, NULL, &r) != QJIT_OK)
@@ -169,7 +194,7 @@ static int cmd_verify(qjit_cache_db *db, int repair)
         printf("after     file %s, %" PRIu64 " rows, %" PRIu64 " bad\n",
                r.integrity_ok ? "ok" : r.integrity, r.rows_checked, r.rows_bad);
     }
-    return r.integrity_ok && r.rows_bad == 0 ? 0 : 1;
+    return r.integrity_ok && r.rows_bad == 0 && r.tuning_bad == 0 ? 0 : 1;
 }
 
 static int cmd_prune(qjit_cache_db *db, const char *days, const char *size)
@@ -283,7 +308,7 @@ int main(int argc, char **argv)
     } cmds[] = {
         {"list", 0, 0, 1},   {"stats", 0, 0, 0},  {"verify", 0, 0, 0}, {"prune", 0, 1, 0},
         {"vacuum", 0, 1, 0}, {"export", 1, 0, 1}, {"merge", 1, 1, 0},  {"source", 1, 0, 0},
-        {"path", 0, 0, 0},
+        {"path", 0, 0, 0},   {"tuning", 0, 0, 1},
     };
     int c = -1;
     for (int i = 0; i < (int)(sizeof cmds / sizeof cmds[0]); i++)
@@ -294,7 +319,7 @@ int main(int argc, char **argv)
     if (npos != cmds[c].npos)
         return bad_usage(cmds[c].npos ? "%s needs one argument" : "%s takes no argument", cmd);
     if (!cmds[c].filter && (arch || match || key))
-        return bad_usage("--arch, --match and --key go with list and export, not %s", cmd);
+        return bad_usage("--arch, --match and --key go with list, tuning and export, not %s", cmd);
     if (strcmp(cmd, "prune") != 0 && (days || size))
         return bad_usage("--older-than and --max-size go with prune, not %s", cmd);
     if (strcmp(cmd, "verify") != 0 && repair)
@@ -319,6 +344,8 @@ int main(int argc, char **argv)
     qjit_cache_filter f = {arch, match, key};
     if (!strcmp(cmd, "list")) {
         rc = cmd_list(db, &f);
+    } else if (!strcmp(cmd, "tuning")) {
+        rc = cmd_tuning(db, &f);
     } else if (!strcmp(cmd, "stats")) {
         rc = cmd_stats(db, db_path);
     } else if (!strcmp(cmd, "verify")) {

@@ -1,0 +1,436 @@
+/*
+ * test_dispatch.c — choosing what runs, with no GPU: the M buckets, each family's
+ * heuristic per bucket, tuning results recorded, persisted, verified and used (a fresh
+ * context picks up the winners; corrupt or unusable rows fall back to the heuristic with a
+ * warning), exported and merged with the cache, and a precompile of every variant of a
+ * dispatch; template declarations answer every question without expanding kernel text.
+ */
+#include "qjit_internal.h"
+#include "cache_db.h"
+#include "testlib.h"
+
+#include <sqlite3.h>
+#include <string.h>
+
+static int warnings;
+static char last_warning[1024];
+
+static void on_log(void *user, qjit_log_level lvl, const char *msg)
+{
+    (void)user;
+    if (lvl == QJIT_LOG_WARN) {
+        warnings++;
+        snprintf(last_warning, sizeof last_warning, "%s", msg);
+    }
+}
+
+static qjit_context *open_ctx(const char *dir, const char *shipped)
+{
+    qjit_options o;
+    qjit_options_init(&o);
+    o.cache_dir = dir;
+    o.shipped_cache = shipped;
+    o.log = on_log;
+    qjit_context *c = NULL;
+    CHECK_OK(qjit_context_create(&o, &c));
+    return c;
+}
+
+static qjit_gemm_desc parse(const char *text)
+{
+    qjit_gemm_desc d;
+    CHECK_OK(qjit_gemm_desc_parse(text, &d));
+    return d;
+}
+
+static void test_buckets(void)
+{
+    static const struct {
+        int64_t m;
+        int b;
+    } cases[] = {{0, 0},   {1, 0},    {2, 1},    {3, 1},     {4, 1},   {5, 2},    {8, 2},
+                 {9, 3},   {16, 3},   {17, 4},   {32, 4},    {33, 5},  {64, 5},   {65, 6},
+                 {128, 6}, {129, 7},  {256, 7},  {257, 8},   {1024, 8}, {1025, 9}, {4097, 9},
+                 {1LL << 40, 9}, {-5, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        CHECK(qjit_m_bucket(cases[i].m) == cases[i].b, "m=%lld: bucket %d, want %d",
+              (long long)cases[i].m, qjit_m_bucket(cases[i].m), cases[i].b);
+    /* every M falls in the bucket whose range the header gives */
+    for (int64_t m = 1; m <= 5000; m++) {
+        int b = qjit_m_bucket(m);
+        CHECK(m <= qjit_m_bucket_max(b) && (b == 0 || m > qjit_m_bucket_max(b - 1)),
+              "m=%lld in bucket %d of max %lld", (long long)m, b,
+              (long long)qjit_m_bucket_max(b));
+    }
+    CHECK(qjit_m_bucket_max(QJIT_M_BUCKETS - 1) == INT64_MAX && qjit_m_bucket_max(-1) == 0 &&
+              qjit_m_bucket_max(QJIT_M_BUCKETS) == 0,
+          "bucket_max out of range");
+}
+
+/* The variants of d on arch, printed, and checked to be each supported. */
+static size_t variants(qjit_context *ctx, const char *text, qjit_arch arch,
+                       qjit_gemm_variant *v, size_t cap)
+{
+    qjit_gemm_desc d = parse(text);
+    size_t n = 0;
+    CHECK_OK(qjit_gemm_variants(ctx, &d, arch, v, cap, &n));
+    for (size_t i = 0; i < n && i < cap; i++) {
+        char why[512];
+        CHECK(qjit_gemm_supports(ctx, &v[i].desc, arch, why, sizeof why) == QJIT_OK,
+              "%s: %s", v[i].text, why);
+        CHECK(qjit_select_fully_named(&v[i].desc) && v[i].desc.arch == arch,
+              "%s is not resolved for arch %d", v[i].text, (int)arch);
+    }
+    return n;
+}
+
+static void test_heuristics(qjit_context *ctx)
+{
+    qjit_gemm_variant v[32];
+    /* f16/bf16: one prefill kernel for every M (wgmma on sm_90a, mma elsewhere) */
+    size_t n = variants(ctx, "gemm a=bf16 b=bf16 out=bf16", QJIT_ARCH_SM90A, v, 32);
+    CHECK(n == 1 && v[0].m_min == 1 && v[0].m_max == INT64_MAX &&
+              v[0].desc.kernel == QJIT_KERNEL_WGMMA && !v[0].tuned,
+          "bf16 sm_90a: %zu variants, %s", n, v[0].text);
+    n = variants(ctx, "gemm a=f16 b=f16 out=f32", QJIT_ARCH_SM80, v, 32);
+    CHECK(n == 1 && v[0].desc.kernel == QJIT_KERNEL_MMA, "f16 sm_80: %zu, %s", n, v[0].text);
+    /* weight-only and W4A8: decode tiles up to M = 64, tiles of more rows above */
+    static const char *const split[] = {
+        "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16", "gemm a=f16 b=u4 sb=group:64 gs=f16 zeros=1 out=f16",
+        "gemm a=bf16 b=s8 sb=col out=bf16",            "gemm a=f16 b=e2m1 sb=mx out=f32",
+        "gemm a=s8 b=s4 sa=row sb=col out=bf16",       "gemm a=s8 b=s4 sa=row sb=group:128 gs=f32 out=bf16",
+    };
+    for (size_t i = 0; i < sizeof split / sizeof split[0]; i++)
+        for (int a = 0; a < 2; a++) {
+            qjit_arch arch = a ? QJIT_ARCH_SM90A : QJIT_ARCH_SM80;
+            n = variants(ctx, split[i], arch, v, 32);
+            CHECK(n == 2 && v[0].m_min == 1 && v[0].m_max == 64 && v[0].desc.bm == 16 &&
+                      v[1].m_min == 65 && v[1].m_max == INT64_MAX && v[1].desc.bm >= 64,
+                  "%s on arch %d: %zu variants (%s | %s)", split[i], (int)arch, n, v[0].text,
+                  n > 1 ? v[1].text : "");
+        }
+    /* W8A8, fp8, MX: one kernel for every M */
+    static const char *const one[] = {
+        "gemm a=s8 b=s8 sa=row sb=col out=bf16", "gemm a=e4m3 b=e4m3 sa=row sb=col out=bf16",
+        "gemm a=e4m3 b=e4m3 sa=mx sb=mx out=bf16",
+    };
+    for (size_t i = 0; i < sizeof one / sizeof one[0]; i++) {
+        n = variants(ctx, one[i], QJIT_ARCH_SM90A, v, 32);
+        CHECK(n == 1, "%s: %zu variants", one[i], n);
+    }
+    /* a descriptor that names its whole configuration is one kernel, as named */
+    n = variants(ctx, "gemm a=bf16 b=s4 sb=col out=bf16 kernel=mma_wq tile=64x64x64 warps=2x2 "
+                      "stages=3 split=1", QJIT_ARCH_SM90A, v, 32);
+    CHECK(n == 1 && v[0].desc.bm == 64 && v[0].m_max == INT64_MAX, "named: %zu %s", n, v[0].text);
+    /* a named tile holds for every bucket: the auto fields around it do not move */
+    n = variants(ctx, "gemm a=bf16 b=s4 sb=col out=bf16 tile=128x128x64", QJIT_ARCH_SM90A, v, 32);
+    CHECK(n == 1 && v[0].desc.bm == 128 && v[0].desc.wm == 2, "named tile: %zu %s", n, v[0].text);
+}
+
+static qjit_tune_measurement measure(const char *gpu, int64_t m, const qjit_gemm_desc *c,
+                                     double us, int ok)
+{
+    return (qjit_tune_measurement){gpu, m, 28672, 8192, c, us, ok};
+}
+
+static const char *W4A16 = "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16";
+
+/* Winners are recorded, persist into a new context, and stand for their N, K and bucket. */
+static void test_record_and_pick(const char *dir)
+{
+    qjit_context *ctx = open_ctx(dir, NULL);
+    qjit_gemm_desc d = parse(W4A16);
+    qjit_gemm_desc fast = parse("gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 arch=sm_90a "
+                                "kernel=mma_wq tile=64x128x64 warps=2x2 stages=3 split=1");
+    qjit_gemm_desc slow = parse("gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 arch=sm_90a "
+                                "kernel=mma_wq tile=64x64x64 warps=2x2 stages=4 split=1");
+    qjit_gemm_desc wrong = parse("gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 arch=sm_90a "
+                                 "kernel=mma_wq tile=128x128x64 warps=2x2 stages=3 split=1");
+    qjit_gemm_desc big = parse("gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 arch=sm_90a "
+                               "kernel=mma_wq tile=128x256x64 warps=2x4 stages=3 split=1");
+    qjit_tune_measurement ms[] = {
+        measure("TestGPU A", 16, &slow, 80.0, 1), measure("TestGPU A", 16, &fast, 70.0, 1),
+        measure("TestGPU A", 16, &wrong, 10.0, 0), /* fastest, but its output was wrong */
+        measure("TestGPU A", 4096, &big, 5000.0, 1), measure("TestGPU B", 16, &slow, 60.0, 1),
+    };
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+        CHECK_OK(qjit_tune_record(ctx, &d, &ms[i]));
+    /* re-measuring a candidate replaces its time; the others stay */
+    qjit_tune_measurement again = measure("TestGPU A", 16, &fast, 65.0, 1);
+    CHECK_OK(qjit_tune_record(ctx, &d, &again));
+
+    /* bad records are refused, naming why */
+    qjit_gemm_desc other = parse("gemm a=f16 b=s4 sb=group:128 gs=f16 out=bf16 arch=sm_90a "
+                                 "kernel=mma_wq tile=64x64x64 warps=2x2 stages=3 split=1");
+    qjit_tune_measurement bad = measure("TestGPU A", 16, &other, 50.0, 1);
+    CHECK(qjit_tune_record(ctx, &d, &bad) == QJIT_ERROR_INVALID_ARGUMENT &&
+              strstr(qjit_last_error(), "not a configuration"),
+          "another pair recorded: %s", qjit_last_error());
+    qjit_gemm_desc unsup = fast;
+    unsup.stages = 9;
+    bad = measure("TestGPU A", 16, &unsup, 50.0, 1);
+    CHECK(qjit_tune_record(ctx, &d, &bad) == QJIT_ERROR_INVALID_ARGUMENT &&
+              strstr(qjit_last_error(), "STAGES"),
+          "unsupported candidate recorded: %s", qjit_last_error());
+    bad = measure("TestGPU A", 16, &fast, -1.0, 1);
+    CHECK(qjit_tune_record(ctx, &d, &bad) == QJIT_ERROR_INVALID_ARGUMENT, "negative time");
+    CHECK(qjit_tune_record(ctx, &fast, &again) == QJIT_ERROR_INVALID_ARGUMENT &&
+              strstr(qjit_last_error(), "nothing to tune"),
+          "a fully named descriptor tuned: %s", qjit_last_error());
+    qjit_context_destroy(ctx);
+
+    /* a new context, as a new process would, sees the winners */
+    ctx = open_ctx(dir, NULL);
+    qjit_gemm_variant v[32];
+    size_t n = variants(ctx, W4A16, QJIT_ARCH_SM90A, v, 32);
+    int seen_a16 = 0, seen_a4096 = 0, seen_b16 = 0;
+    for (size_t i = 0; i < n && i < 32; i++) {
+        if (!v[i].tuned)
+            continue;
+        CHECK(v[i].n == 28672 && v[i].k == 8192, "tuned variant for n=%lld k=%lld",
+              (long long)v[i].n, (long long)v[i].k);
+        if (!strcmp(v[i].gpu, "TestGPU A") && v[i].m_min == 9 && v[i].m_max == 16) {
+            seen_a16++;
+            CHECK(memcmp(&v[i].desc, &fast, sizeof fast) == 0 && v[i].us == 65.0,
+                  "winner at M=16: %s (%.1f us)", v[i].text, v[i].us);
+        } else if (!strcmp(v[i].gpu, "TestGPU A") && v[i].m_min == 1025) {
+            seen_a4096++;
+            CHECK(memcmp(&v[i].desc, &big, sizeof big) == 0, "winner at M=4096: %s", v[i].text);
+        } else if (!strcmp(v[i].gpu, "TestGPU B")) {
+            seen_b16++;
+            CHECK(memcmp(&v[i].desc, &slow, sizeof slow) == 0, "GPU B's winner: %s", v[i].text);
+        } else {
+            CHECK(0, "unexpected tuned variant %s M %lld..%lld on %s", v[i].text,
+                  (long long)v[i].m_min, (long long)v[i].m_max, v[i].gpu);
+        }
+    }
+    CHECK(seen_a16 == 1 && seen_a4096 == 1 && seen_b16 == 1 && n == 5,
+          "tuned variants: %d %d %d of %zu", seen_a16, seen_a4096, seen_b16, n);
+    /* the heuristics still cover every bucket and every other N and K */
+    CHECK(!v[0].tuned && !v[1].tuned && v[0].m_max == 64 && v[1].m_min == 65, "heuristics kept");
+    qjit_context_destroy(ctx);
+}
+
+static sqlite3 *raw_open(const char *dir)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/qjit.db", dir);
+    sqlite3 *db = NULL;
+    CHECK(sqlite3_open(path, &db) == SQLITE_OK, "open %s", path);
+    sqlite3_busy_timeout(db, 5000);
+    return db;
+}
+
+static int64_t raw_count(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    int64_t n = -1;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return n;
+}
+
+/* A row whose fields no longer match its hash, and a row that verifies but names a
+ * configuration this build cannot run: each is skipped with a warning, and the next
+ * candidate or the heuristic stands in. */
+static void test_damaged_rows(const char *dir)
+{
+    sqlite3 *db = raw_open(dir);
+    CHECK(sqlite3_exec(db, "UPDATE tuning SET us = us / 10 WHERE gpu = 'TestGPU B'", NULL, NULL,
+                       NULL) == SQLITE_OK,
+          "damage a row");
+    /* a verifying row whose config the template refuses: stages 9 */
+    qjit_tuning_row r = {"TestGPU A", "sm_90a", "", 9, 1000, 512, "", 1500, 1.0, 1};
+    char problem[256];
+    qjit_gemm_desc d = parse(W4A16);
+    qjit_select_problem_text(&d, problem, sizeof problem);
+    r.problem = problem;
+    r.config = "gemm a=bf16 b=s4 sa=none sb=group:128 gs=bf16 zeros=0 out=bf16 bias=0 "
+               "arch=sm_90a kernel=mma_wq tile=64x64x64 warps=2x2 stages=9 split=1";
+    uint8_t h[16];
+    qjit_db_tuning_hash(&r, h);
+    sqlite3_stmt *st = NULL;
+    CHECK(sqlite3_prepare_v2(db,
+                             "INSERT INTO tuning(gpu, arch, problem, bucket, n, k, config, m, us, "
+                             "ok, created, row_hash) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+                             "?10, 0, ?11)",
+                             -1, &st, NULL) == SQLITE_OK,
+          "prepare");
+    sqlite3_bind_text(st, 1, r.gpu, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, r.arch, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, r.problem, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 4, r.bucket);
+    sqlite3_bind_int64(st, 5, r.n);
+    sqlite3_bind_int64(st, 6, r.k);
+    sqlite3_bind_text(st, 7, r.config, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 8, r.m);
+    sqlite3_bind_double(st, 9, r.us);
+    sqlite3_bind_int(st, 10, r.ok);
+    sqlite3_bind_blob(st, 11, h, 16, SQLITE_STATIC);
+    CHECK(sqlite3_step(st) == SQLITE_DONE, "insert: %s", sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+
+    qjit_context *ctx = open_ctx(dir, NULL);
+    int w = warnings;
+    qjit_gemm_variant v[32];
+    size_t n = variants(ctx, W4A16, QJIT_ARCH_SM90A, v, 32);
+    CHECK(warnings >= w + 2, "warnings %d (want one per bad row)", warnings - w);
+    int seen_b = 0, seen_1500 = 0;
+    for (size_t i = 0; i < n && i < 32; i++) {
+        seen_b += !strcmp(v[i].gpu, "TestGPU B");
+        seen_1500 += v[i].tuned && v[i].n == 1000;
+    }
+    CHECK(seen_b == 0 && seen_1500 == 0 && n == 4, "bad rows used: B %d, n=1000 %d, %zu variants",
+          seen_b, seen_1500, n);
+    qjit_context_destroy(ctx);
+    db = raw_open(dir);
+    CHECK(raw_count(db, "SELECT count(*) FROM tuning WHERE gpu = 'TestGPU B'") == 0,
+          "the damaged row was not deleted");
+    sqlite3_close(db);
+}
+
+static int count_tuning(void *user, const qjit_cache_tuning_entry *e)
+{
+    int *n = user;
+    n[0]++;
+    n[1] += e->winner;
+    return 0;
+}
+
+/* Tuning results travel with the cache: export to a shipped file (read-only layer under an
+ * empty writable cache) and merge into another DB. */
+static void test_ship(const char *dir)
+{
+    char src[1024], out[1024];
+    snprintf(src, sizeof src, "%s/qjit.db", dir);
+    snprintf(out, sizeof out, "%s/shipped.db", tl_tmpdir("dispatch-ship"));
+    qjit_cache_db *db = NULL;
+    CHECK_OK(qjit_cache_db_open(src, 0, &db));
+    int cnt[2] = {0, 0};
+    CHECK_OK(qjit_cache_db_tuning(db, NULL, count_tuning, cnt));
+    CHECK(cnt[0] == 5 && cnt[1] == 3, "listed %d rows, %d winners", cnt[0], cnt[1]);
+    qjit_cache_stats s;
+    CHECK_OK(qjit_cache_db_stats(db, &s));
+    CHECK(s.tuning_rows == 5 && s.schema_version == 2, "stats: %llu tuning rows, schema %d",
+          (unsigned long long)s.tuning_rows, s.schema_version);
+    qjit_cache_verify_report rep;
+    CHECK_OK(qjit_cache_db_verify(db, 0, NULL, NULL, &rep));
+    CHECK(rep.tuning_checked == 5 && rep.tuning_bad == 0, "verify: %llu checked, %llu bad",
+          (unsigned long long)rep.tuning_checked, (unsigned long long)rep.tuning_bad);
+    qjit_cache_filter f = {"sm_90", NULL, NULL};
+    CHECK_OK(qjit_cache_db_export(db, out, &f, NULL, NULL));
+    qjit_cache_db_close(db);
+
+    qjit_context *ctx = open_ctx(tl_tmpdir("dispatch-empty"), out);
+    qjit_gemm_variant v[32];
+    size_t n = variants(ctx, W4A16, QJIT_ARCH_SM90A, v, 32);
+    int tuned = 0;
+    for (size_t i = 0; i < n && i < 32; i++)
+        tuned += v[i].tuned;
+    CHECK(tuned == 2, "from the shipped cache: %d tuned variants of %zu", tuned, n);
+    qjit_context_destroy(ctx);
+
+    char merged[1024];
+    snprintf(merged, sizeof merged, "%s/qjit.db", tl_tmpdir("dispatch-merge"));
+    CHECK_OK(qjit_cache_db_open(merged, 1, &db));
+    CHECK_OK(qjit_cache_db_merge(db, out, NULL, NULL));
+    cnt[0] = cnt[1] = 0;
+    CHECK_OK(qjit_cache_db_tuning(db, NULL, count_tuning, cnt));
+    CHECK(cnt[0] == 5 && cnt[1] == 3, "merged %d rows, %d winners", cnt[0], cnt[1]);
+    qjit_cache_db_close(db);
+}
+
+/* A version-1 DB keeps its kernels when a library of version 2 opens it. */
+static void test_migration(void)
+{
+    const char *dir = tl_tmpdir("dispatch-v1");
+    sqlite3 *db = raw_open(dir);
+    CHECK(sqlite3_exec(db,
+                       "CREATE TABLE kernels (key BLOB PRIMARY KEY NOT NULL, cubin_size INTEGER "
+                       "NOT NULL, cubin_hash BLOB NOT NULL, source_size INTEGER NOT NULL, "
+                       "compile_ms REAL NOT NULL, created INTEGER NOT NULL, last_used INTEGER "
+                       "NOT NULL, arch TEXT NOT NULL, descriptor TEXT NOT NULL, material BLOB "
+                       "NOT NULL, cubin BLOB NOT NULL, source TEXT NOT NULL);"
+                       "INSERT INTO kernels VALUES(x'00', 1, x'00', 0, 0, 0, 0, 'sm_80', 'd', "
+                       "x'00', x'00', '');"
+                       "PRAGMA user_version = 1;",
+                       NULL, NULL, NULL) == SQLITE_OK,
+          "make a version 1 DB: %s", sqlite3_errmsg(db));
+    sqlite3_close(db);
+    qjit_context *ctx = open_ctx(dir, NULL);
+    qjit_context_destroy(ctx);
+    db = raw_open(dir);
+    CHECK(raw_count(db, "PRAGMA user_version") == 2, "not migrated");
+    CHECK(raw_count(db, "SELECT count(*) FROM kernels") == 1, "a row was lost");
+    CHECK(raw_count(db, "SELECT count(*) FROM tuning") == 0, "no tuning table");
+    sqlite3_close(db);
+}
+
+/* Declarations answer resolve, supports, variants and sweeps without expanding kernel
+ * text; a precompile expands once per kernel it builds, and builds every variant. */
+static void test_expansions(void)
+{
+    qjit_options o;
+    qjit_options_init(&o);
+    o.cache_dir = tl_tmpdir("dispatch-pc");
+    qjit_context *ctx;
+    CHECK_OK(qjit_context_create(&o, &ctx));
+    qjit_gemm_desc d = parse(W4A16), r;
+    CHECK_OK(qjit_gemm_resolve(ctx, &d, QJIT_ARCH_SM90A, &r)); /* reads the declarations */
+    long long e0 = qjit_sandbox_expansions();
+    for (int i = 0; i < 20; i++) {
+        CHECK_OK(qjit_gemm_resolve(ctx, &d, QJIT_ARCH_SM90A, &r));
+        CHECK_OK(qjit_gemm_supports(ctx, &d, QJIT_ARCH_SM80, NULL, 0));
+    }
+    qjit_gemm_variant v[16];
+    size_t n = 0;
+    CHECK_OK(qjit_gemm_variants(ctx, &d, QJIT_ARCH_SM90A, v, 16, &n));
+    qjit_gemm_desc pts[64];
+    size_t np = 0, np2 = 0;
+    CHECK_OK(qjit_gemm_sweep(ctx, &d, QJIT_ARCH_SM90A, "default", pts, 64, &np));
+    CHECK_OK(qjit_gemm_sweep(ctx, &d, QJIT_ARCH_SM90A, "small-m", pts, 64, &np2));
+    CHECK(qjit_sandbox_expansions() == e0, "questions expanded %lld times",
+          qjit_sandbox_expansions() - e0);
+    CHECK(np >= 4 && np2 >= 2 && n == 2, "sweeps %zu and %zu points, %zu variants", np, np2, n);
+    /* precompile of the auto descriptor: both variants, one expansion each */
+    qjit_stats s0, s1;
+    qjit_context_stats(ctx, &s0);
+    int cached = -1;
+    CHECK_OK(qjit_gemm_precompile(ctx, &d, QJIT_ARCH_SM90A, &cached));
+    qjit_context_stats(ctx, &s1);
+    CHECK(s1.compiles - s0.compiles == 2 && cached == 0, "precompile compiled %llu",
+          (unsigned long long)(s1.compiles - s0.compiles));
+    CHECK(qjit_sandbox_expansions() - e0 == 2, "precompile expanded %lld times",
+          qjit_sandbox_expansions() - e0);
+    /* every variant is now in the cache: a second precompile, as a later get, compiles none */
+    CHECK_OK(qjit_gemm_precompile(ctx, &d, QJIT_ARCH_SM90A, &cached));
+    qjit_context_stats(ctx, &s0);
+    CHECK(s0.compiles == s1.compiles && cached == 1, "second precompile compiled %llu",
+          (unsigned long long)(s0.compiles - s1.compiles));
+    for (size_t i = 0; i < n; i++) {
+        CHECK_OK(qjit_gemm_precompile(ctx, &v[i].desc, QJIT_ARCH_SM90A, &cached));
+        CHECK(cached == 1, "variant %s was not cached", v[i].text);
+    }
+    qjit_context_destroy(ctx);
+}
+
+int main(void)
+{
+    test_buckets();
+    qjit_options o;
+    qjit_options_init(&o);
+    o.memory_only = 1;
+    qjit_context *ctx;
+    CHECK_OK(qjit_context_create(&o, &ctx));
+    test_heuristics(ctx);
+    qjit_context_destroy(ctx);
+    const char *dir = tl_tmpdir("dispatch");
+    test_record_and_pick(dir);
+    test_damaged_rows(dir);
+    test_ship(dir);
+    test_migration();
+    test_expansions();
+    return tl_finish("test_dispatch");
+}
