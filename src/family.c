@@ -107,7 +107,7 @@ static const char *mode_name(qjit_scale_mode m)
 }
 
 /* The descriptor as the globals every template reads (docs/TEMPLATES.md). */
-#define NPARAMS 19
+#define NPARAMS 20
 static void params_of(const qjit_gemm_desc *r, qjit_tparam p[NPARAMS])
 {
     const qjit_tparam q[NPARAMS] = {
@@ -131,6 +131,7 @@ static void params_of(const qjit_gemm_desc *r, qjit_tparam p[NPARAMS])
         {"WN", QJIT_TP_INT, r->wn, NULL},
         {"STAGES", QJIT_TP_INT, r->stages, NULL},
         {"SPLIT_K", QJIT_TP_INT, r->split_k, NULL},
+        {"PARAMS_BYTES", QJIT_TP_INT, sizeof(qjit_kernel_params), NULL},
     };
     memcpy(p, q, sizeof q);
 }
@@ -260,6 +261,8 @@ qjit_status qjit_family_default(qjit_families *fs, qjit_kernel k, const qjit_gem
     qjit_status st = query(fs, k, d, "default", &m, &rec);
     if (st != QJIT_OK)
         return st;
+    if (rec.n == 0) /* nil: the family leaves problems of this size to the next one */
+        return QJIT_ERROR_NOT_FOUND;
     if (rec.n != 1 || !config_of(v, out))
         return qjit_err_set(QJIT_ERROR_TEMPLATE,
                             "template %s: default() must return a configuration {bm, bn, bk, "

@@ -10,21 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The kernel's one by-value parameter, the ABI of docs/TEMPLATES.md; gemm_common.cuh
- * declares the same struct and asserts the same size. */
-typedef struct gemm_params {
-    const void *a, *b;
-    void *d;
-    const void *bias, *scale_a, *scale_b, *zeros_b;
-    long long m, n, k, lda, ldb, ldd;
-} gemm_params;
-#define QJIT_PARAMS_BYTES 104
-_Static_assert(sizeof(gemm_params) == QJIT_PARAMS_BYTES, "gemm_params: 104 bytes, as the templates");
-_Static_assert(offsetof(gemm_params, zeros_b) == 48 && offsetof(gemm_params, m) == 56 &&
-                   offsetof(gemm_params, ldd) == 96,
-               "gemm_params: the field offsets of qjit_params in gemm_common.cuh");
-_Static_assert(sizeof(gemm_params) <= sizeof(((qjit_launch_config *)0)->params),
-               "qjit_launch_config.params holds the parameter");
+_Static_assert(sizeof(qjit_kernel_params) <= sizeof(((qjit_launch_config *)0)->params),
+               "qjit_launch_config.params holds the kernel parameter");
 
 /* One loaded kernel: a resolved descriptor's module and function with its launch needs.
  * Shared by every handle that runs it; owned by the context. */
@@ -541,9 +528,9 @@ static qjit_status check_args(const kernel *g, const qjit_gemm_args *a)
  * SM, at most cluster_k and one K chunk each.  It depends only on the sizes, so a replayed launch
  * splits the same way and sums the partial tiles in the same order. */
 static unsigned fill_config(const kernel *g, const qjit_gemm_args *a, unsigned grid[3],
-                            gemm_params *p)
+                            qjit_kernel_params *p)
 {
-    *p = (gemm_params){a->a,       a->b,       a->d,       a->bias, a->scale_a,
+    *p = (qjit_kernel_params){a->a,       a->b,       a->d,       a->bias, a->scale_a,
                        a->scale_b, a->zeros_b, a->m,       a->n,    a->k,
                        a->lda,     a->ldb,     a->ldd};
     grid[0] = (unsigned)((a->n + g->desc.bn - 1) / g->desc.bn);
@@ -577,7 +564,7 @@ qjit_status qjit_gemm_launch(const qjit_gemm *h, const qjit_gemm_args *a,
     qjit_status st = check_args(k, a);
     if (st != QJIT_OK || a->m == 0 || a->n == 0)
         return st;
-    gemm_params p;
+    qjit_kernel_params p;
     unsigned grid[3];
     const unsigned cluster = fill_config(k, a, grid, &p);
     void *params[] = {&p};
@@ -623,7 +610,7 @@ qjit_status qjit_gemm_launch_config(const qjit_gemm *h, const qjit_gemm_args *a,
     if (st != QJIT_OK)
         return st;
     memset(cfg, 0, sizeof *cfg);
-    gemm_params p;
+    qjit_kernel_params p;
     cfg->cluster_z = fill_config(g, a, cfg->grid, &p);
     cfg->function = g->fn;
     cfg->block[0] = g->plan.threads;

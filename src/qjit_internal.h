@@ -83,6 +83,19 @@ QJIT_HIDDEN bool qjit_arch_at_least(qjit_arch a, qjit_arch floor);
     X(QJIT_KERNEL_WGMMA_F8, "wgmma_f8", "gemm_wgmma_f8.cu")                              \
     X(QJIT_KERNEL_MMA_F8, "mma_f8", "gemm_f8.cu")
 
+/* ---------------------------------------------------------------- the kernel ABI */
+/* Every GEMM kernel's one by-value parameter (docs/TEMPLATES.md).  gemm_common.cuh declares
+ * the same struct and asserts its size against PARAMS_BYTES, a template parameter set from
+ * sizeof this one, so a kernel built against another layout does not compile. */
+typedef struct qjit_kernel_params {
+    const void *a, *b;
+    void *d;
+    const void *bias, *scale_a, *scale_b, *zeros_b;
+    long long m, n, k, lda, ldb, ldd;
+} qjit_kernel_params;
+_Static_assert(sizeof(qjit_kernel_params) == 104 && __builtin_offsetof(qjit_kernel_params, m) == 56,
+               "qjit_kernel_params: thirteen 8-byte fields, as docs/TEMPLATES.md states");
+
 /* ---------------------------------------------------------------- family.c */
 /* The configuration fields of a descriptor: what chooses among a family's kernels. */
 typedef struct qjit_config {
@@ -117,7 +130,8 @@ QJIT_HIDDEN qjit_status qjit_family_serves(qjit_families *fs, qjit_kernel k,
 /* The least arch family k runs on (QJIT_ARCH_SM90A: that target only). */
 QJIT_HIDDEN qjit_arch qjit_family_floor(qjit_families *fs, qjit_kernel k);
 /* The heuristic's configuration of family k for d on d->arch, for problems of at most
- * m_max rows (0: M unknown). */
+ * m_max rows (0: M unknown).  QJIT_ERROR_NOT_FOUND (no message) when the family leaves
+ * problems of that size to the next family (its default() gives nil). */
 QJIT_HIDDEN qjit_status qjit_family_default(qjit_families *fs, qjit_kernel k,
                                             const qjit_gemm_desc *d, int64_t m_max,
                                             qjit_config *out);

@@ -43,6 +43,11 @@ static qjit_status fill_with(qjit_families *fs, qjit_kernel k, const qjit_gemm_d
     if (qjit_family_template(k) && qjit_family_present(fs, k)) {
         r->kernel = k;
         qjit_status st = qjit_family_default(fs, k, r, m_max, &c);
+        if (st == QJIT_ERROR_NOT_FOUND && m_max) /* named, but not its size: its general choice */
+            st = qjit_family_default(fs, k, r, 0, &c);
+        if (st == QJIT_ERROR_NOT_FOUND)
+            return qjit_err_set(QJIT_ERROR_TEMPLATE, "template %s: default(0) gave no "
+                                "configuration", qjit_family_template(k));
         if (st != QJIT_OK)
             return st;
     } else if (qjit_family_template(k)) {
@@ -86,7 +91,13 @@ static qjit_status fill_kernel(qjit_context *ctx, const qjit_gemm_desc *d, qjit_
             continue;
         if (first == QJIT_KERNEL_AUTO)
             first = k;
-        if ((st = fill_with(fs, k, d, arch, m_max, r)) != QJIT_OK)
+        qjit_config c;
+        qjit_gemm_desc probe = *d;
+        probe.arch = arch;
+        st = qjit_family_default(fs, k, &probe, m_max, &c);
+        if (st == QJIT_ERROR_NOT_FOUND)
+            continue; /* it leaves this M to the next family */
+        if (st != QJIT_OK || (st = fill_with(fs, k, d, arch, m_max, r)) != QJIT_OK)
             return st;
         char why[256];
         if (!configured || qjit_select_check(ctx, r, NULL, why, sizeof why) == QJIT_OK)

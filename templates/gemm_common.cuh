@@ -9,6 +9,7 @@ struct qjit_params {
     const void *scale_a, *scale_b, *zeros_b;
     long long m, n, k, lda, ldb, ldd;
 };
+static_assert(sizeof(qjit_params) == $(PARAMS_BYTES), "qjit_params: the library's qjit_kernel_params");
 
 namespace qc {
 
