@@ -318,6 +318,11 @@ typedef struct qjit_options {
     /* Warnings and info; NULL = silent. Called from any thread. */
     qjit_log_fn log;
     void *log_user;
+    /* 1: check the writable cache fully when the context opens it (SQLite's quick_check
+     * and every row's hashes, as qjit_cache_db_verify does) and repair what is damaged
+     * before going on; costs a read of the whole file.  0: $QJIT_CACHE_VERIFY, else
+     * damage is found and repaired when a call reaches it.  qjit-precompile sets it. */
+    int verify_cache;
 } qjit_options;
 
 QJIT_API void qjit_options_init(qjit_options *o);
@@ -340,6 +345,19 @@ typedef struct qjit_stats {
     double compile_ms;      /* total NVRTC time */
 } qjit_stats;
 QJIT_API void qjit_context_stats(qjit_context *ctx, qjit_stats *out);
+
+/* Where a context keeps what it compiles.  A damaged cache file is repaired in the call
+ * that finds it (moved aside to qjit.db.corrupt, recreated with the rows that still
+ * verify), and the call goes on with it; a directory that cannot hold a file degrades
+ * the context to memory (persistent = 0), with one warning. */
+typedef struct qjit_cache_info {
+    char path[1024];        /* the writable DB file, or ":memory:" */
+    int persistent;         /* 1: kernels compiled now are kept in that file */
+    int shipped;            /* 1: a read-only shipped cache is layered under it */
+    uint64_t repairs;       /* damaged files or rows this context found and repaired */
+    uint64_t rows_dropped;  /* kernel rows the repairs could not keep (rebuilt on demand) */
+} qjit_cache_info;
+QJIT_API void qjit_context_cache_info(qjit_context *ctx, qjit_cache_info *out);
 
 /* ---------------------------------------------------------------- gemm handles */
 typedef struct qjit_gemm qjit_gemm;

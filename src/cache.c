@@ -31,6 +31,7 @@ struct qjit_cache {
     ino_t ino;                   /* never moves a file another process put there */
     uint64_t max_bytes;
     qjit_logger log;
+    uint64_t repairs, dropped;   /* damaged files repaired, rows they could not keep */
 };
 
 static int open_memory(qjit_cache *c, qjit_dberr *e)
@@ -100,28 +101,55 @@ done:
     return rc;
 }
 
+/* The rows of the damaged file moved aside to `aside` that still read back and verify,
+ * into the new writable DB; returns how many were kept (and found, in *found). */
+static uint64_t salvage(qjit_cache *c, const char *aside, uint64_t *found)
+{
+    sqlite3 *src = NULL;
+    uint64_t kept = 0;
+    qjit_dberr e = {0};
+    *found = 0;
+    char *uri = qjit_db_file_uri(aside, "immutable=1");
+    if (!uri || !c->rw)
+        goto done;
+    if (sqlite3_open_v2(uri, &src, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) != SQLITE_OK ||
+        qjit_db_configure(src) != SQLITE_OK)
+        goto done;
+    if (qjit_db_exec(c->rw, "BEGIN IMMEDIATE") == SQLITE_OK) {
+        if (qjit_db_copy_verified(src, c->rw, found, &kept, &e) == SQLITE_OK &&
+            qjit_db_exec(c->rw, "COMMIT") == SQLITE_OK) {
+        } else {
+            qjit_db_rollback(c->rw);
+            kept = 0;
+        }
+    }
+done:
+    sqlite3_close_v2(src);
+    free(uri);
+    return kept;
+}
+
 /* The writable DB file is damaged: move it aside (one copy, for a post-mortem), drop
- * its -wal/-shm, and start a new one; memory if even that fails. */
+ * its -wal/-shm, start a new one and copy into it the rows of the old one that still
+ * verify; memory if even that fails.  The caller carries on with the new file. */
 static void repair(qjit_cache *c, const char *what)
 {
     qjit_dberr e = {0};
     struct stat st;
-    qjit_log(&c->log, QJIT_LOG_WARN,
-             "cache %s: the database is damaged (%s): moved aside to %s.corrupt and recreated",
-             c->file, what, c->file);
+    char *aside = qjit_db_join_path(c->file, ".corrupt");
+    bool moved = false;
     sqlite3_close_v2(c->rw);
     c->rw = NULL;
     if (stat(c->file, &st) == 0 && st.st_dev == c->dev && st.st_ino == c->ino) {
-        char *aside = qjit_db_join_path(c->file, ".corrupt");
         char *wal = qjit_db_join_path(c->file, "-wal");
         char *shm = qjit_db_join_path(c->file, "-shm");
-        if (!aside || rename(c->file, aside) != 0)
+        moved = aside && rename(c->file, aside) == 0;
+        if (!moved)
             unlink(c->file);
         if (wal)
             unlink(wal);
         if (shm)
             unlink(shm);
-        free(aside);
         free(wal);
         free(shm);
     }
@@ -131,13 +159,68 @@ static void repair(qjit_cache *c, const char *what)
         unlink(c->file);
         rc = open_file(c, &e);
     }
+    c->repairs++;
     if (rc != SQLITE_OK) {
         qjit_log(&c->log, QJIT_LOG_WARN,
-                 "cache %s: cannot recreate (%s): caching in memory from now on", c->file,
-                 e.msg);
+                 "cache %s: the database is damaged (%s) and cannot be recreated (%s): caching "
+                 "in memory from now on",
+                 c->file, what, e.msg);
         if (open_memory(c, &e) != SQLITE_OK)
             qjit_log(&c->log, QJIT_LOG_WARN, "cache: no in-memory cache either: %s", e.msg);
+        free(aside);
+        return;
     }
+    uint64_t found = 0, kept = moved ? salvage(c, aside, &found) : 0;
+    c->dropped += found - kept;
+    qjit_log(&c->log, QJIT_LOG_WARN,
+             "cache %s: the database was damaged (%s): moved aside to %s.corrupt and "
+             "recreated with the %llu of %llu kernels that still verify",
+             c->file, what, c->file, (unsigned long long)kept, (unsigned long long)found);
+    free(aside);
+}
+
+/* A full check of the writable file (qjit_options.verify_cache): damaged pages are
+ * repaired as above; rows that do not verify are deleted. */
+static void check_file(qjit_cache *c)
+{
+    qjit_db_check_result r;
+    int rc = qjit_db_check(c->rw, NULL, NULL, &r);
+    if (rc == SQLITE_OK && !r.integrity_ok) {
+        repair(c, r.integrity);
+        return;
+    }
+    if (rc != SQLITE_OK) {
+        qjit_dberr e = {0};
+        qjit_db_note(&e, c->rw, rc, "check");
+        if (qjit_db_is_corrupt(rc))
+            repair(c, e.msg);
+        else
+            qjit_log(&c->log, QJIT_LOG_WARN, "cache %s: %s: not checked", c->file, e.msg);
+        return;
+    }
+    if (!r.rows_bad && !r.tuning_bad)
+        return;
+    sqlite3_stmt *q = NULL;
+    qjit_dberr e = {0};
+    if ((rc = qjit_db_exec(c->rw, "BEGIN IMMEDIATE")) != SQLITE_OK ||
+        (rc = qjit_db_exec(c->rw, "DELETE FROM tuning WHERE NOT " QJIT_DB_TUNING_OK)) != SQLITE_OK ||
+        (rc = qjit_db_exec(c->rw, "DELETE FROM kernels WHERE NOT qjit_row_ok(" QJIT_DB_ROW_OK_ARGS
+                                  ")")) != SQLITE_OK ||
+        (rc = qjit_db_exec(c->rw, "COMMIT")) != SQLITE_OK) {
+        qjit_db_note(&e, c->rw, rc, "delete bad rows");
+        qjit_db_rollback(c->rw);
+        if (qjit_db_is_corrupt(rc))
+            repair(c, e.msg);
+        else
+            qjit_log(&c->log, QJIT_LOG_WARN, "cache %s: %s", c->file, e.msg);
+    } else {
+        c->repairs++;
+        c->dropped += r.rows_bad;
+        qjit_log(&c->log, QJIT_LOG_WARN,
+                 "cache %s: %llu kernel rows and %llu tuning rows did not verify: deleted",
+                 c->file, (unsigned long long)r.rows_bad, (unsigned long long)r.tuning_bad);
+    }
+    sqlite3_finalize(q);
 }
 
 /* The file was moved or deleted under us (another process's repair, or a person
@@ -258,6 +341,8 @@ qjit_status qjit_cache_open(const qjit_cache_config *cfg, qjit_cache **out)
             int rc = open_file(c, &e);
             if (qjit_db_is_corrupt(rc)) {
                 repair(c, e.msg);
+            } else if (rc == SQLITE_OK && cfg->verify) {
+                check_file(c);
             } else if (rc != SQLITE_OK) {
                 qjit_log(&c->log, QJIT_LOG_WARN, "cache %s: %s: caching in memory",
                          c->file, e.msg);
@@ -296,6 +381,18 @@ void qjit_cache_close(qjit_cache *c)
 }
 
 const char *qjit_cache_path(const qjit_cache *c) { return c ? c->path : MEMORY_PATH; }
+
+void qjit_cache_info_get(qjit_cache *c, qjit_cache_info *out)
+{
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&c->mu);
+    snprintf(out->path, sizeof out->path, "%s", c->path);
+    out->persistent = c->path == c->file && c->rw != NULL;
+    out->shipped = c->ro != NULL;
+    out->repairs = c->repairs;
+    out->rows_dropped = c->dropped;
+    pthread_mutex_unlock(&c->mu);
+}
 
 typedef enum lookup_result { LOOKUP_HIT, LOOKUP_MISS, LOOKUP_BAD, LOOKUP_ERROR } lookup_result;
 

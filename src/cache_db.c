@@ -539,3 +539,146 @@ void qjit_db_tuning_hash(const qjit_tuning_row *r, uint8_t out[16])
         memset(out, 0, 16); /* no memory: a hash no row has, so the row reads as damaged */
     qjit_buf_free(&b);
 }
+
+/* ---------------------------------------------------------------- check and salvage */
+int qjit_db_check(sqlite3 *db, qjit_db_bad_fn fn, void *user, qjit_db_check_result *r)
+{
+    sqlite3_stmt *q = NULL;
+    memset(r, 0, sizeof *r);
+    int rc = qjit_db_prepare(db, "PRAGMA quick_check", &q);
+    if (rc == SQLITE_OK)
+        rc = qjit_db_step(q);
+    if (rc == SQLITE_ROW) {
+        const char *m = (const char *)sqlite3_column_text(q, 0);
+        r->integrity_ok = m && strcmp(m, "ok") == 0;
+        snprintf(r->integrity, sizeof r->integrity, "%s", m ? m : "");
+    } else {
+        snprintf(r->integrity, sizeof r->integrity, "%s", sqlite3_errmsg(db));
+    }
+    sqlite3_finalize(q);
+    q = NULL;
+    rc = qjit_db_prepare(db, "SELECT rowid, key, descriptor, material, cubin, cubin_size, "
+                             "cubin_hash, source, source_size FROM kernels", &q);
+    while (rc == SQLITE_OK && (rc = qjit_db_step(q)) == SQLITE_ROW) {
+        rc = SQLITE_OK;
+        r->rows_checked++;
+        sqlite3_column_text(q, 7); /* as text, so bytes counts UTF-8 like source_size */
+        const char *why = qjit_db_row_check(
+            sqlite3_column_blob(q, 1), sqlite3_column_bytes(q, 1), sqlite3_column_blob(q, 3),
+            sqlite3_column_bytes(q, 3), sqlite3_column_blob(q, 4), sqlite3_column_bytes(q, 4),
+            sqlite3_column_int64(q, 5), sqlite3_column_blob(q, 6), sqlite3_column_bytes(q, 6),
+            sqlite3_column_bytes(q, 7), sqlite3_column_int64(q, 8));
+        if (!why)
+            continue;
+        r->rows_bad++;
+        char hex[33] = "";
+        if (sqlite3_column_bytes(q, 1) == 16)
+            qjit_key_hex(sqlite3_column_blob(q, 1), hex);
+        const char *desc = (const char *)sqlite3_column_text(q, 2);
+        if (fn && fn(user, sqlite3_column_int64(q, 0), hex, desc ? desc : "", why) != 0) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+    }
+    sqlite3_finalize(q);
+    if (rc == SQLITE_NOMEM)
+        return rc;
+    if (rc != SQLITE_DONE) {
+        /* rows that cannot be read: the file itself is damaged */
+        if (r->integrity_ok || !r->integrity[0])
+            snprintf(r->integrity, sizeof r->integrity, "reading rows: %s", sqlite3_errmsg(db));
+        r->integrity_ok = 0;
+        if (!qjit_db_is_corrupt(rc))
+            return rc;
+    }
+    if (qjit_db_has_tuning(db, "main")) {
+        sqlite3_int64 nt = 0, nb = 0;
+        if (qjit_db_query_int(db, "SELECT count(*) FROM tuning", &nt) != SQLITE_OK ||
+            qjit_db_query_int(db, "SELECT count(*) FROM tuning WHERE NOT " QJIT_DB_TUNING_OK,
+                              &nb) != SQLITE_OK) {
+            if (r->integrity_ok)
+                snprintf(r->integrity, sizeof r->integrity, "reading tuning rows: %s",
+                         sqlite3_errmsg(db));
+            r->integrity_ok = 0;
+        }
+        r->tuning_checked = (uint64_t)nt;
+        r->tuning_bad = (uint64_t)nb;
+    }
+    return SQLITE_OK;
+}
+
+int qjit_db_copy_verified(sqlite3 *src, sqlite3 *dst, uint64_t *found, uint64_t *kept,
+                          qjit_dberr *e)
+{
+    sqlite3_stmt *q = NULL, *ins = NULL;
+    sqlite3_int64 *ids = NULL;
+    size_t nids = 0, capids = 0;
+    int rc;
+    *found = *kept = 0;
+    /* the rowids first (table pages only), then each row on its own: a damaged page
+     * costs the rows on it, not the rest of the walk */
+    rc = qjit_db_prepare(src, "SELECT rowid FROM kernels", &q);
+    while (rc == SQLITE_OK && qjit_db_step(q) == SQLITE_ROW) {
+        if (nids == capids) {
+            capids = capids ? capids * 2 : 64;
+            sqlite3_int64 *g = realloc(ids, capids * sizeof *ids);
+            if (!g) {
+                rc = qjit_db_note(e, NULL, SQLITE_NOMEM, "salvage");
+                goto done;
+            }
+            ids = g;
+        }
+        ids[nids++] = sqlite3_column_int64(q, 0);
+    }
+    sqlite3_finalize(q);
+    q = NULL;
+    *found = nids;
+    if ((rc = qjit_db_prepare(dst, "INSERT INTO kernels(" QJIT_DB_ROW_COLUMNS ") VALUES(?1, ?2, "
+                                   "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) "
+                                   "ON CONFLICT(key) DO NOTHING",
+                              &ins)) != SQLITE_OK) {
+        qjit_db_note(e, dst, rc, "salvage");
+        goto done;
+    }
+    if (qjit_db_prepare(src, "SELECT " QJIT_DB_ROW_COLUMNS " FROM kernels WHERE rowid = ?1 "
+                             "AND qjit_row_ok(" QJIT_DB_ROW_OK_ARGS ")", &q) == SQLITE_OK) {
+        for (size_t i = 0; i < nids; i++) {
+            sqlite3_reset(q);
+            sqlite3_bind_int64(q, 1, ids[i]);
+            if (qjit_db_step(q) != SQLITE_ROW)
+                continue; /* gone, damaged, or does not verify */
+            for (int c = 0; c < 12; c++)
+                sqlite3_bind_value(ins, c + 1, sqlite3_column_value(q, c));
+            if ((rc = qjit_db_step(ins)) != SQLITE_DONE) {
+                qjit_db_note(e, dst, rc, "copy a row");
+                goto done;
+            }
+            *kept += (uint64_t)sqlite3_changes(dst);
+            sqlite3_reset(ins);
+        }
+    }
+    rc = SQLITE_OK;
+    sqlite3_finalize(q);
+    q = NULL;
+    sqlite3_finalize(ins);
+    ins = NULL;
+    /* the tuning results that still read back whole, as far as the damage lets them */
+    if (qjit_db_has_tuning(src, "main") &&
+        qjit_db_prepare(src, "SELECT " QJIT_DB_TUNING_COLUMNS " FROM tuning WHERE "
+                             QJIT_DB_TUNING_OK, &q) == SQLITE_OK &&
+        qjit_db_prepare(dst, "INSERT INTO tuning(" QJIT_DB_TUNING_COLUMNS ") VALUES(?1, ?2, "
+                             "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) ON CONFLICT DO NOTHING",
+                        &ins) == SQLITE_OK) {
+        while (qjit_db_step(q) == SQLITE_ROW) {
+            for (int c = 0; c < 12; c++)
+                sqlite3_bind_value(ins, c + 1, sqlite3_column_value(q, c));
+            qjit_db_step(ins);
+            sqlite3_reset(ins);
+        }
+    }
+done:
+    sqlite3_finalize(q);
+    sqlite3_finalize(ins);
+    free(ids);
+    return rc;
+}

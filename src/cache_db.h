@@ -70,4 +70,24 @@ QJIT_HIDDEN void qjit_db_tuning_hash(const qjit_tuning_row *r, uint8_t out[16]);
  * write transaction). */
 QJIT_HIDDEN int qjit_db_evict(sqlite3 *db, uint64_t cap, uint64_t *removed, qjit_dberr *e);
 
+/* What a full check of a DB found: SQLite's quick_check and every row's own checks. */
+typedef struct qjit_db_check_result {
+    int integrity_ok;           /* quick_check said ok and every row could be read */
+    char integrity[256];        /* else the first message */
+    uint64_t rows_checked, rows_bad;
+    uint64_t tuning_checked, tuning_bad;
+} qjit_db_check_result;
+/* Called for each bad kernel row; non-zero stops the check (it returns SQLITE_NOMEM). */
+typedef int (*qjit_db_bad_fn)(void *user, sqlite3_int64 rowid, const char *key_hex,
+                              const char *desc, const char *why);
+/* Check db (quick_check, then every kernel and tuning row).  SQLITE_OK when the check ran,
+ * whatever it found (read *r); another code when it could not. */
+QJIT_HIDDEN int qjit_db_check(sqlite3 *db, qjit_db_bad_fn fn, void *user,
+                              qjit_db_check_result *r);
+/* Copy the rows of src (possibly damaged) that still read back and verify into dst, in
+ * the caller's transaction on dst: kernels row by row (a damaged page costs only its own
+ * rows), then tuning results.  *found: kernel rows src listed; *kept: rows copied. */
+QJIT_HIDDEN int qjit_db_copy_verified(sqlite3 *src, sqlite3 *dst, uint64_t *found,
+                                      uint64_t *kept, qjit_dberr *e);
+
 #endif

@@ -57,8 +57,9 @@ qjit_status qjit_context_create(const qjit_options *o, qjit_context **out)
     }
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
+    const char *v = getenv("QJIT_CACHE_VERIFY");
     qjit_cache_config cfg = {c->cache_dir, c->shipped, o->memory_only, c->opt.cache_max_bytes,
-                             c->log};
+                             c->log, o->verify_cache || (v && *v && strcmp(v, "0") != 0)};
     if ((st = qjit_cache_open(&cfg, &c->cache)) != QJIT_OK ||
         (st = qjit_family_open(c->template_dir, &c->families)) != QJIT_OK) {
         qjit_context_destroy(c);
@@ -100,6 +101,15 @@ void qjit_context_stats(qjit_context *c, qjit_stats *out)
     pthread_mutex_lock(&c->mu);
     *out = c->stats;
     pthread_mutex_unlock(&c->mu);
+}
+
+void qjit_context_cache_info(qjit_context *c, qjit_cache_info *out)
+{
+    if (!out)
+        return;
+    memset(out, 0, sizeof *out);
+    if (c)
+        qjit_cache_info_get(c->cache, out);
 }
 
 /* ------------------------------------------------------------ the map */

@@ -312,6 +312,7 @@ typedef struct qjit_cache_config {
     int memory_only;
     uint64_t max_bytes;        /* 0 = unlimited */
     qjit_logger log;           /* warnings (read-only dir, repaired rows) */
+    int verify;                /* 1: check the writable file fully at open and repair it */
 } qjit_cache_config;
 
 /* Never fails for an unusable directory: degrades to memory and warns. */
@@ -340,6 +341,8 @@ QJIT_HIDDEN qjit_status qjit_cache_get(qjit_cache *c, const uint8_t key[16],
 QJIT_HIDDEN qjit_status qjit_cache_put(qjit_cache *c, const qjit_cache_row *row, int *inserted);
 /* Path of the writable DB, or ":memory:". */
 QJIT_HIDDEN const char *qjit_cache_path(const qjit_cache *c);
+/* What the cache is now: its path, whether it keeps kernels, its repairs. */
+QJIT_HIDDEN void qjit_cache_info_get(qjit_cache *c, qjit_cache_info *out);
 
 /* One measured candidate of a tuning problem (schema of cache_db.c). */
 typedef struct qjit_tuning_row {

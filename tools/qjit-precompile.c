@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -489,6 +490,11 @@ int main(int argc, char **argv)
     int nmanifests = 0;
     if (!manifests)
         return 1;
+#define USAGE(...)                                                                       \
+    do {                                                                                 \
+        free(manifests);                                                                 \
+        return usage_error(__VA_ARGS__);                                                 \
+    } while (0)
     bool options_done = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -498,6 +504,7 @@ int main(int argc, char **argv)
             options_done = true;
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(usage_text, stdout);
+            free(manifests);
             return 0;
         } else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) {
             R.quiet = true;
@@ -507,43 +514,53 @@ int main(int argc, char **argv)
             errno = 0;
             long j = strtol(n, &end, 10);
             if (!*n || *end || errno || j < 1 || j > 4096)
-                return usage_error("-j needs a thread count of 1..4096, got '%s'", n);
+                USAGE("-j needs a thread count of 1..4096, got '%s'", n);
             R.threads = (int)j;
         } else if ((v = opt_value(argc, argv, &i, "--arch"))) {
             if (!add_archs(&R, v))
-                return usage_error("--arch: bad target list '%s' (expected names among "
+                USAGE("--arch: bad target list '%s' (expected names among "
                                    "sm_80, sm_86, sm_89, sm_90a, separated by commas)",
                                    v);
         } else if ((v = opt_value(argc, argv, &i, "--cache-dir"))) {
             if (!*v)
-                return usage_error("--cache-dir needs a directory%s", "");
+                USAGE("--cache-dir needs a directory%s", "");
             R.cache_dir = v;
         } else {
-            return usage_error("unknown option '%s'", a);
+            USAGE("unknown option '%s'", a);
         }
     }
     if (nmanifests == 0)
-        return usage_error("no manifest given%s", "");
+        USAGE("no manifest given%s", "");
 
+#undef USAGE
     R.tty = isatty(2) == 1;
+    /* past a file-size limit, a write should fail with EFBIG and be reported, not kill us */
+    signal(SIGXFSZ, SIG_IGN);
     qjit_options o;
     qjit_options_init(&o);
     o.cache_dir = R.cache_dir;
     o.log = log_cb;
     o.log_user = &R;
+    o.verify_cache = 1; /* a damaged cache is repaired before anything is compiled into it */
     if (qjit_context_create(&o, &R.ctx) != QJIT_OK) {
         fprintf(stderr, "qjit-precompile: cannot create a qjit context: %s\n",
                 qjit_last_error());
+        free(manifests);
         return 1;
     }
-    /* Warnings while the context opens its cache mean it is not the writable DB asked
-     * for (qjit then caches in memory): compiling would store nothing. */
-    if (atomic_load(&R.warnings) > 0) {
-        fprintf(stderr, "qjit-precompile: the cache is not usable (see the warning above); "
-                        "nothing was compiled\n");
+    qjit_cache_info ci;
+    qjit_context_cache_info(R.ctx, &ci);
+    if (!ci.persistent) { /* qjit caches in memory: compiling would store nothing */
+        fprintf(stderr, "qjit-precompile: no writable cache (see the warning above); nothing "
+                        "was compiled\n");
         qjit_context_destroy(R.ctx);
+        free(manifests);
         return 1;
     }
+    if (ci.repairs && !R.quiet)
+        printf("qjit-precompile: the cache %s was damaged and is repaired (%llu kernel rows "
+               "could not be kept); going on\n",
+               ci.path, (unsigned long long)ci.rows_dropped);
 
     for (int i = 0; i < nmanifests; i++)
         read_manifest(&R, manifests[i]);
@@ -590,9 +607,10 @@ int main(int argc, char **argv)
         printf(" (%zu duplicate%s skipped)", R.duplicates, R.duplicates == 1 ? "" : "s");
     printf(" in %.2f s, %.2f kernels/s\n", wall, wall > 0 ? (double)ok / wall : 0.0);
     int warnings = atomic_load(&R.warnings);
-    if (warnings)
-        printf("qjit-precompile: %d warning%s (above): the cache may lack kernels reported "
-               "as compiled\n",
+    qjit_context_cache_info(R.ctx, &ci);
+    if (!ci.persistent)
+        printf("qjit-precompile: the cache became unusable during the run (%d warning%s "
+               "above): kernels reported as compiled may not be stored\n",
                warnings, warnings == 1 ? "" : "s");
     if (R.failed) {
         printf("failures:\n");
@@ -610,7 +628,7 @@ int main(int argc, char **argv)
     }
     fflush(stdout);
 
-    int rc = R.failed || warnings ? 1 : 0;
+    int rc = R.failed || !ci.persistent ? 1 : 0;
     qjit_context_destroy(R.ctx);
     for (size_t i = 0; i < R.njobs; i++) {
         free(R.jobs[i].error);
