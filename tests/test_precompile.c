@@ -352,7 +352,7 @@ static void test_unusable_cache(const char *dir)
     CHECK(write_file(file, "x"), "write %s", file);
     const char *args[] = {"--cache-dir", file, manifest, NULL};
     result r = run_tool(args, log);
-    CHECK(r.rc == 1 && contains_ci(r.out, "warning") && strstr(r.out, "not usable") &&
+    CHECK(r.rc == 1 && contains_ci(r.out, "warning") && strstr(r.out, "no writable cache") &&
               r.compiled == -1,
           "unusable cache dir: exit %d:\n%s", r.rc, r.out);
     result_free(&r);
