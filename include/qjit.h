@@ -169,6 +169,16 @@ QJIT_API qjit_status qjit_gemm_desc_format(const qjit_gemm_desc *d, char *buf, s
 /* Check every field on its own and in combination; the message names the first bad
  * field and its value.  Auto fields are valid. */
 QJIT_API qjit_status qjit_gemm_desc_validate(const qjit_gemm_desc *d);
+/* One line of a manifest (the files of cache/manifests/, read by qjit-precompile): a
+ * descriptor in text form, a token "sweep=NAME" anywhere on it (its auto configuration
+ * fields then stand for every point of that named sweep, qjit_gemm_sweep), and '#' to
+ * the end of the line a comment.  QJIT_OK: *d is the parsed and validated descriptor
+ * and sweep gets NAME, or "" when the line names none.  QJIT_ERROR_NOT_FOUND: the line
+ * holds only blanks and comments.  QJIT_ERROR_INVALID_ARGUMENT: the message names the
+ * bad token or field (a second sweep=, an empty NAME, a NAME longer than sweep_cap - 1).
+ * On any error *d and sweep are left as they were.  Thread-safe. */
+QJIT_API qjit_status qjit_manifest_line(const char *line, qjit_gemm_desc *d, char *sweep,
+                                        size_t sweep_cap);
 
 /* ---- packing and quantization (host) ---- */
 /* Host-side helpers that produce the operand formats of DESIGN.md §2: number

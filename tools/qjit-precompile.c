@@ -243,19 +243,6 @@ static void add_job(run *R, const qjit_gemm_desc *d, qjit_arch arch, const char 
     memcpy(j->text, text, sizeof text);
 }
 
-/* A manifest line may end in "sweep=NAME": its auto configuration fields then expand
- * to every point of that named sweep (qjit_gemm_sweep) instead of the heuristic's one
- * choice.  Removes the token from the line and copies NAME out. */
-static void take_sweep(char *line, char *name, size_t cap)
-{
-    char *t = strstr(line, "sweep=");
-    if (!t || (t > line && t[-1] != ' ' && t[-1] != '\t'))
-        return;
-    size_t n = strcspn(t + 6, " \t");
-    snprintf(name, cap, "%.*s", (int)n, t + 6);
-    memmove(t, t + 6 + n, strlen(t + 6 + n) + 1);
-}
-
 /* Queue one manifest line for one arch: its resolved kernel, or each point of a sweep. */
 static void add_line(run *R, const qjit_gemm_desc *d, qjit_arch arch, const char *sweep,
                      const char *where)
@@ -290,28 +277,17 @@ static void read_manifest(run *R, const char *path)
     size_t cap = 0;
     ssize_t n;
     for (long lineno = 1; (n = getline(&line, &cap, f)) >= 0; lineno++) {
-        char *hash = strchr(line, '#');
-        if (hash)
-            *hash = 0;
-        char *p = line;
-        while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
-            p++;
-        if (!*p)
-            continue;
-        char *end = p + strlen(p);
-        while (end > p && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r' ||
-                           end[-1] == '\n'))
-            *--end = 0;
-        R->lines++;
-
         char where[1024];
         snprintf(where, sizeof where, "%s:%ld", path, lineno);
-        char sweep[64] = "";
-        take_sweep(p, sweep, sizeof sweep);
+        char sweep[64];
         qjit_gemm_desc d;
-        if (qjit_gemm_desc_parse(p, &d) != QJIT_OK ||
-            qjit_gemm_desc_validate(&d) != QJIT_OK) {
-            add_failure(R, where, p, qjit_last_error());
+        qjit_status st = qjit_manifest_line(line, &d, sweep, sizeof sweep);
+        if (st == QJIT_ERROR_NOT_FOUND)
+            continue;
+        R->lines++;
+        if (st != QJIT_OK) {
+            line[strcspn(line, "#\r\n")] = 0;
+            add_failure(R, where, line, qjit_last_error());
             continue;
         }
         if (R->narchs > 0) {
