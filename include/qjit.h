@@ -395,7 +395,9 @@ QJIT_API qjit_status qjit_context_get_gemm(qjit_context *ctx, const qjit_gemm_de
                                            struct CUstream_st *capture_stream,
                                            qjit_gemm **out);
 
-/* Fill the "auto" fields of *d as qjit_get_gemm would for `arch` (AUTO: the
+/* The calls from here to qjit_gemm_precompile take ctx = NULL for the default context.
+ *
+ * Fill the "auto" fields of *d as qjit_get_gemm would for `arch` (AUTO: the
  * context's override, else the current device's).  Touches no GPU when arch is named. */
 QJIT_API qjit_status qjit_gemm_resolve(qjit_context *ctx, const qjit_gemm_desc *d,
                                        qjit_arch arch, qjit_gemm_desc *resolved);

@@ -4,7 +4,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 need=()
-for pkg in liblua5.4-dev libxxhash-dev libsqlite3-dev cmake g++ make; do
+for pkg in liblua5.4-dev libxxhash-dev libsqlite3-dev cmake g++ make pkg-config; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

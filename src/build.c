@@ -90,8 +90,13 @@ static qjit_status precompile_one(qjit_context *ctx, const qjit_gemm_desc *r, in
 qjit_status qjit_gemm_precompile(qjit_context *ctx, const qjit_gemm_desc *d, qjit_arch arch,
                                  int *was_cached)
 {
-    if (!ctx || !d)
+    if (!d)
         return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "qjit_gemm_precompile: NULL argument");
+    if (!ctx) {
+        qjit_status st = qjit_default_context(&ctx);
+        if (st != QJIT_OK)
+            return st;
+    }
     if (arch == QJIT_ARCH_AUTO && d->arch == QJIT_ARCH_AUTO && ctx->opt.arch == QJIT_ARCH_AUTO)
         return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
                             "qjit_gemm_precompile: name an arch (%s)", qjit_arch_list());
