@@ -457,7 +457,9 @@ typedef struct qjit_gemm_args {
 } qjit_gemm_args;
 
 /* Launch on `stream`.  Validates everything first (null/misaligned pointers, sizes
- * the kernel cannot do, leading dimensions too small) and launches nothing on error.
+ * the kernel cannot do, leading dimensions too small, and the CUDA context: the one
+ * current on this thread, and the stream's, must be the handle's, else
+ * QJIT_ERROR_INVALID_ARGUMENT names the devices) and launches nothing on error.
  * Does not allocate, synchronize, read device memory or load modules: legal inside
  * stream capture in any mode.  M == 0 or N == 0 launches nothing and returns QJIT_OK.
  * Thread-safe. */

@@ -41,6 +41,7 @@ static void load(void)
         SYM(FuncGetAttribute, "cuFuncGetAttribute"),
         SYM(LaunchKernel, "cuLaunchKernel"),
         SYM(StreamIsCapturing, "cuStreamIsCapturing"),
+        SYM(StreamGetCtx, "cuStreamGetCtx"),
         SYM(LaunchKernelEx, "cuLaunchKernelEx"),
         SYM(DeviceGetName, "cuDeviceGetName"),
         /* the tuner's timing and checking (tune.c) */

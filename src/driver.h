@@ -26,6 +26,7 @@ struct qjit_cu_api {
     CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, unsigned, CUstream, void **, void **);
     CUresult (*StreamIsCapturing)(CUstream, CUstreamCaptureStatus *);
+    CUresult (*StreamGetCtx)(CUstream, CUcontext *);
     CUresult (*LaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **, void **);
     CUresult (*DeviceGetName)(char *, int, CUdevice);
     CUresult (*MemAlloc)(CUdeviceptr *, size_t);
