@@ -1,0 +1,235 @@
+"""qjit on torch CUDA tensors: Gemm (qjit.get_gemm) and the torch.library op qjit::gemm.
+
+Every argument is checked before anything runs: device (all on one CUDA device), dtype
+against the descriptor, shape ([M, K] A, [N, K] B, [M, N] out; 4-bit operands as uint8
+or int8 [rows, K/2], two values a byte), rows contiguous, and each scale's shape for its
+mode.  The launch goes on torch's current stream of the tensors' device, so it is
+captured by torch.cuda.graph like any other kernel; the kernels of a device are got at
+the first call on it (get them before capturing: a miss during capture is refused with
+QJIT_ERROR_CAPTURING rather than breaking the capture).
+"""
+import ctypes
+import threading
+
+import torch
+
+from . import Desc, QjitError, _check, _ctx, _desc, _lib, _variants_of
+from ._lib import lib
+
+_DT = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "s8": torch.int8}
+for _name, _attr in (("e4m3", "float8_e4m3fn"), ("e5m2", "float8_e5m2")):
+    if hasattr(torch, _attr):
+        _DT[_name] = getattr(torch, _attr)
+_PACKED = ("s4", "u4", "e2m1")
+_E8M0 = tuple(getattr(torch, n) for n in ("uint8", "float8_e8m0fnu") if hasattr(torch, n))
+
+
+def _bad(msg):
+    return QjitError(_lib.INVALID_ARGUMENT, msg)
+
+
+def _dtypes(t):
+    if t in _PACKED:
+        return (torch.uint8, torch.int8)
+    if t == "e8m0":
+        return _E8M0
+    if t not in _DT:
+        raise _bad(f"dtype {t} has no torch dtype in this torch build")
+    return (_DT[t],)
+
+
+def _names(dts):
+    return " or ".join(str(d).replace("torch.", "") for d in dts)
+
+
+def _tensor(x, name, device):
+    if not isinstance(x, torch.Tensor):
+        raise _bad(f"argument '{name}': expected a torch.Tensor, got {type(x).__name__}")
+    if x.device.type != "cuda":
+        raise _bad(f"argument '{name}' is on {x.device}; qjit runs on CUDA tensors")
+    if device is not None and x.device != device:
+        raise _bad(f"argument '{name}' is on {x.device}, the others on {device}")
+    return x
+
+
+def _matrix(x, name, device, dtype, rows, cols):
+    """A 2-D operand of the descriptor's dtype: its row stride in elements (4-bit: values)."""
+    _tensor(x, name, device)
+    dts = _dtypes(dtype)
+    if x.dtype not in dts:
+        raise _bad(f"argument '{name}': dtype {_names((x.dtype,))}, the descriptor's {dtype} "
+                   f"needs {_names(dts)}")
+    per = 2 if dtype in _PACKED else 1
+    if x.dim() != 2 or (rows is not None and x.shape[0] != rows) or \
+       (cols is not None and x.shape[1] * per != cols):
+        shape = f"[{rows}, {cols // per if cols is not None else 'K'}]"
+        raise _bad(f"argument '{name}': shape {list(x.shape)}, expected {shape}"
+                   + (" (4-bit: two values a byte along K)" if per == 2 else ""))
+    if x.shape[1] > 1 and x.stride(1) != 1:
+        raise _bad(f"argument '{name}': its rows are not contiguous (stride {list(x.stride())})")
+    return (x.stride(0) if x.shape[0] > 1 else x.shape[1]) * per
+
+
+def _vector(x, name, device, dtypes, shape):
+    _tensor(x, name, device)
+    if x.dtype not in dtypes:
+        raise _bad(f"argument '{name}': dtype {_names((x.dtype,))}, expected {_names(dtypes)}")
+    if tuple(x.shape) != tuple(shape) and not (len(shape) == 1 and x.numel() == shape[0]
+                                               and x.is_contiguous()):
+        raise _bad(f"argument '{name}': shape {list(x.shape)}, expected {list(shape)}")
+    if not x.is_contiguous():
+        raise _bad(f"argument '{name}' is not contiguous")
+
+
+def _scale(x, name, device, d, side, m, n, k):
+    mode = d.sa if side == "a" else d.sb
+    if mode == "none":
+        if x is not None:
+            raise _bad(f"argument '{name}' is given but the descriptor has s{side}=none")
+        return None
+    if x is None:
+        raise _bad(f"argument '{name}' is missing: the descriptor has s{side}={mode}")
+    rows = m if side == "a" else n
+    f32 = (torch.float32,)
+    if mode == "tensor":
+        _vector(x, name, device, f32, (1,))
+    elif mode in ("row", "col"):
+        _vector(x, name, device, f32, (rows,))
+    elif mode == "group":
+        _vector(x, name, device, _dtypes(d.group_scale), (n, k // d.group))
+    elif mode == "block":
+        kb = (k + 127) // 128
+        _vector(x, name, device, f32, (m, kb) if side == "a" else ((n + 127) // 128, kb))
+    elif mode == "mx":
+        _vector(x, name, device, _E8M0, (rows, k // 32))
+    return x
+
+
+def _ptr(x):
+    return ctypes.c_void_p(x.data_ptr()) if x is not None else None
+
+
+class Gemm:
+    """A GEMM of one descriptor on torch tensors; kernels per CUDA device, got on first use."""
+
+    def __init__(self, desc, ctx=None):
+        self.desc = _desc(desc).validate()
+        self.ctx = ctx
+        self._handles = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self):
+        return f"qjit.Gemm({str(self.desc)!r})"
+
+    def handle(self, device=None, stream=None):
+        """The C handle for a CUDA device (default: the current one)."""
+        dev = torch.device("cuda", torch.cuda.current_device()) if device is None else torch.device(device)
+        with self._lock:
+            h = self._handles.get(dev.index)
+        if h is not None:
+            return h
+        with torch.cuda.device(dev):  # its primary context current on this thread
+            if stream is None:
+                stream = torch.cuda.current_stream(dev).cuda_stream
+            g = ctypes.c_void_p()
+            _check(lib.qjit_context_get_gemm(_ctx(self.ctx), self.desc._c, stream, ctypes.byref(g)))
+        with self._lock:
+            self._handles.setdefault(dev.index, g)
+            return self._handles[dev.index]
+
+    def info(self, device=None):
+        i = _lib.GemmInfo()
+        _check(lib.qjit_gemm_get_info(self.handle(device), i))
+        return {"desc": Desc._of(i.desc), "threads": i.threads, "shared_bytes": i.shared_bytes,
+                "registers": i.registers, "k_multiple": i.k_multiple,
+                "ld_multiple": i.ld_multiple, "ptr_align": i.ptr_align, "variants": i.variants}
+
+    def variants(self, device=None):
+        h = self.handle(device)
+        n = ctypes.c_size_t(0)
+        _check(lib.qjit_gemm_get_variants(h, None, 0, ctypes.byref(n)))
+        out = (_lib.GemmVariant * max(1, n.value))()
+        _check(lib.qjit_gemm_get_variants(h, out, n.value, ctypes.byref(n)))
+        return _variants_of(out, n.value)
+
+    def choose(self, m, n, k, device=None):
+        v = _lib.GemmVariant()
+        _check(lib.qjit_gemm_choose(self.handle(device), m, n, k, v))
+        return _variants_of([v], 1)[0]
+
+    def __call__(self, a, b, out=None, bias=None, scale_a=None, scale_b=None, zeros_b=None):
+        d = self.desc
+        _tensor(a, "a", None)
+        dev = a.device
+        lead = tuple(a.shape[:-1])
+        if a.dim() != 2:  # [..., K] activations: rows must flatten without a copy
+            if a.dim() < 2:
+                raise _bad(f"argument 'a': shape {list(a.shape)}, expected [M, K] or [..., K]")
+            try:
+                a = a.view(-1, a.shape[-1])
+            except RuntimeError:
+                raise _bad(f"argument 'a': shape {list(a.shape)} with strides {list(a.stride())} "
+                           "does not flatten to [M, K] without a copy") from None
+        m = a.shape[0]
+        k = a.shape[1] * (2 if d.a in _PACKED else 1)
+        lda = _matrix(a, "a", dev, d.a, m, k)
+        _tensor(b, "b", dev)
+        n = b.shape[0] if b.dim() == 2 else -1
+        ldb = _matrix(b, "b", dev, d.b, n, k)
+        if out is None:
+            out = torch.empty((m, n), dtype=_DT[d.out], device=dev)
+            ldd = n
+        else:
+            if out.dim() != 2 and lead and tuple(out.shape) == lead + (n,):
+                out = out.view(m, n)
+            ldd = _matrix(out, "out", dev, d.out, m, n)
+        if d.bias:
+            if bias is None:
+                raise _bad("argument 'bias' is missing: the descriptor has bias=1")
+            _vector(bias, "bias", dev, (_DT[d.out],), (n,))
+        elif bias is not None:
+            raise _bad("argument 'bias' is given but the descriptor has bias=0")
+        _scale(scale_a, "scale_a", dev, d, "a", m, n, k)
+        _scale(scale_b, "scale_b", dev, d, "b", m, n, k)
+        if d.zeros:
+            if zeros_b is None:
+                raise _bad("argument 'zeros_b' is missing: the descriptor has zeros=1")
+            _vector(zeros_b, "zeros_b", dev, _dtypes(d.group_scale), (n, k // d.group))
+        elif zeros_b is not None:
+            raise _bad("argument 'zeros_b' is given but the descriptor has zeros=0")
+        args = _lib.GemmArgs(_ptr(a), _ptr(b), _ptr(out), _ptr(bias), _ptr(scale_a), _ptr(scale_b),
+                             _ptr(zeros_b), m, n, k, lda, ldb, ldd)
+        stream = torch.cuda.current_stream(dev).cuda_stream
+        h = self.handle(dev, stream)
+        with torch.cuda.device(dev):
+            _check(lib.qjit_gemm_launch(h, args, stream))
+        return out.view(lead + (n,)) if len(lead) != 1 else out
+
+
+# ---------------------------------------------------------------- torch.library
+_by_text = {}
+_by_text_lock = threading.Lock()
+
+
+def _gemm_of(text):
+    with _by_text_lock:
+        g = _by_text.get(text)
+        if g is None:
+            g = _by_text[text] = Gemm(text)
+        return g
+
+
+if hasattr(torch, "library") and hasattr(torch.library, "custom_op"):
+    from typing import Optional
+
+    @torch.library.custom_op("qjit::gemm", mutates_args=())
+    def gemm_op(desc: str, a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor] = None,
+                scale_a: Optional[torch.Tensor] = None, scale_b: Optional[torch.Tensor] = None,
+                zeros_b: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """D = A·Bᵀ (+ bias) of descriptor `desc` (text form), on the current stream."""
+        return _gemm_of(desc)(a, b, None, bias, scale_a, scale_b, zeros_b)
+
+    @gemm_op.register_fake
+    def _gemm_fake(desc, a, b, bias=None, scale_a=None, scale_b=None, zeros_b=None):
+        d = _gemm_of(desc).desc
+        return a.new_empty(tuple(a.shape[:-1]) + (b.shape[0],), dtype=_DT[d.out])

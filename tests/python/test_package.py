@@ -1,0 +1,368 @@
+"""The Python package qjit: its ctypes layout against the C compiler's, descriptors,
+the offline calls, the cache, the host helpers (numpy and CPU torch), argument checks
+before any launch, and, where a CUDA GPU and torch are present, launches against torch's
+own matmul, CUDA graph replay and torch.compile.
+
+Run in-tree by ctest (QJIT_LIBRARY = the build's libqjit.so, PYTHONPATH = python/), or
+against an installed package (pip install .) with neither variable set.
+"""
+import ctypes
+import os
+import random
+import struct
+import subprocess
+import tempfile
+import unittest
+
+import qjit
+from qjit import _lib
+
+try:
+    import numpy as np
+except ImportError:
+    np = None
+try:
+    import torch
+except ImportError:
+    torch = None
+HAVE_GPU = torch is not None and torch.cuda.is_available() and \
+    torch.cuda.get_device_capability(0)[0] >= 8
+
+
+def tmpdir():
+    d = tempfile.TemporaryDirectory(prefix="qjit-py-")
+    return d
+
+
+class TestLayout(unittest.TestCase):
+    def test_structs_match_the_header(self):
+        exe = os.environ.get("QJIT_ABI_DUMP")
+        if not exe:
+            self.skipTest("QJIT_ABI_DUMP not set (run through ctest)")
+        c = dict(line.rsplit(" ", 1) for line in
+                 subprocess.run([exe], check=True, capture_output=True, text=True).stdout.split("\n")
+                 if line)
+        checked = 0
+        for name, cls in _lib.STRUCTS.items():
+            self.assertEqual(int(c[name]), ctypes.sizeof(cls), f"sizeof({name})")
+            for field, _ in cls._fields_:
+                self.assertEqual(int(c[f"{name}.{field}"]), getattr(cls, field).offset,
+                                 f"offsetof({name}, {field})")
+                checked += 1
+        self.assertGreater(checked, 80)
+
+
+class TestDescriptors(unittest.TestCase):
+    def test_version(self):
+        v = qjit.version()
+        self.assertRegex(v, r"^\d+\.\d+\.\d+$")
+        major, minor, patch = map(int, v.split("."))
+        self.assertEqual(_lib.lib.qjit_version_number(), major * 10000 + minor * 100 + patch)
+
+    def test_round_trip(self):
+        texts = ["gemm a=bf16 b=bf16 out=bf16",
+                 "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16",
+                 "gemm a=s8 b=s8 sa=row sb=col out=bf16 bias=1 arch=sm_90a",
+                 "gemm a=e4m3 b=e4m3 sa=mx sb=mx out=f32",
+                 "gemm a=f16 b=u4 sb=group:64 gs=f16 zeros=1 out=f16 kernel=mma_wq "
+                 "tile=16x128x128 warps=1x4 stages=3 split=1"]
+        for t in texts:
+            d = qjit.Desc(t)
+            again = qjit.Desc(str(d))
+            self.assertEqual(d, again)
+            self.assertEqual(str(d), str(again))
+            self.assertTrue(str(d).startswith("gemm a="))
+        d = qjit.Desc(texts[4])
+        self.assertEqual((d.a, d.b, d.out, d.sb, d.group, d.group_scale, d.zeros, d.kernel),
+                         ("f16", "u4", "f16", "group", 64, "f16", True, "mma_wq"))
+        self.assertEqual(qjit.Desc(texts[2]).arch, "sm_90a")
+
+    def test_errors_name_the_field(self):
+        with self.assertRaises(qjit.QjitError) as e:
+            qjit.Desc("gemm a=bf17")
+        self.assertEqual(e.exception.status, "QJIT_ERROR_INVALID_ARGUMENT")
+        self.assertIn("bf17", str(e.exception))
+        with self.assertRaises(qjit.QjitError) as e:
+            qjit.Desc("gemm a=bf16 b=s4 out=bf16").validate()
+        self.assertIn("sb", str(e.exception))
+        with self.assertRaises(qjit.QjitError) as e:
+            qjit.resolve("gemm a=bf16 b=bf16 out=bf16", arch="sm_99")
+        self.assertIn("sm_99", str(e.exception))
+
+    def test_manifest_lines(self):
+        self.assertIsNone(qjit.read_manifest_line("   # only a comment"))
+        d, sweep = qjit.read_manifest_line("gemm a=bf16 b=bf16 out=bf16 sweep=small-m # c")
+        self.assertEqual((d, sweep), (qjit.Desc("gemm a=bf16 b=bf16 out=bf16"), "small-m"))
+        with self.assertRaises(qjit.QjitError):
+            qjit.read_manifest_line("gemm a=bf16 sweep=a sweep=b")
+
+    def test_buckets(self):
+        self.assertEqual([qjit.m_bucket(m) for m in (1, 2, 4, 5, 16, 17, 64, 65, 256, 1024, 1025)],
+                         [0, 1, 1, 2, 3, 4, 5, 6, 7, 8, 9])
+        self.assertEqual(qjit.m_bucket_max(0), 1)
+        self.assertEqual(qjit.m_bucket_max(8), 1024)
+
+
+class TestOffline(unittest.TestCase):
+    def setUp(self):
+        self.dir = tmpdir()
+        self.ctx = qjit.Context(cache_dir=self.dir.name)
+
+    def tearDown(self):
+        self.ctx.close()
+        self.dir.cleanup()
+
+    def test_resolve_supports_sweep_variants(self):
+        w4 = "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16"
+        r = qjit.resolve(w4, "sm_90a", self.ctx)
+        self.assertEqual(r.arch, "sm_90a")
+        self.assertNotIn("auto", str(r))
+        ok, why = qjit.supports("gemm a=bf16 b=bf16 out=bf16 kernel=wgmma", "sm_80", self.ctx)
+        self.assertFalse(ok)
+        self.assertIn("sm_90a", why)
+        self.assertEqual(qjit.supports(w4, "sm_90a", self.ctx), (True, ""))
+        pts = qjit.sweep(w4, "sm_90a", "default", self.ctx)
+        self.assertGreater(len(pts), 1)
+        self.assertEqual(len(set(pts)), len(pts))
+        for p in pts:
+            self.assertNotIn("tile=auto", str(p))
+        vs = qjit.variants(w4, "sm_90a", self.ctx)
+        # the M ranges tile 1 .. max without gaps
+        self.assertEqual(vs[0]["m_min"], 1)
+        for x, y in zip(vs, vs[1:]):
+            self.assertEqual(y["m_min"], x["m_max"] + 1)
+        self.assertEqual(vs[-1]["m_max"], 2**63 - 1)
+
+    def test_precompile_and_cache(self):
+        d = "gemm a=bf16 b=bf16 out=bf16 kernel=mma tile=128x128x32 warps=2x2 stages=3"
+        self.assertFalse(qjit.precompile(d, "sm_90a", self.ctx))
+        self.assertTrue(qjit.precompile(d, "sm_90a", self.ctx))
+        st = self.ctx.stats()
+        self.assertEqual(st["compiles"], 1)
+        info = self.ctx.cache_info()
+        self.assertTrue(info["persistent"])
+        self.assertTrue(info["path"].startswith(self.dir.name))
+        cs = qjit.cache_stats(info["path"])
+        self.assertEqual(cs["rows"], 1)
+        self.assertIn("sm_90a", cs["archs"])
+        rep = qjit.cache_verify(info["path"])
+        self.assertTrue(rep["ok"], rep)
+        self.assertEqual(rep["rows_checked"], 1)
+
+    def test_precompile_manifest(self):
+        path = os.path.join(self.dir.name, "m.txt")
+        with open(path, "w") as f:
+            f.write("# a manifest\n\n"
+                    "gemm a=bf16 b=bf16 out=bf16 kernel=mma tile=64x64x32 warps=2x2 stages=2\n"
+                    "gemm a=bf17 b=bf16 out=bf16\n"
+                    "gemm a=f16 b=f16 out=f16 kernel=mma tile=64x64x32 warps=2x2 stages=2  # again\n")
+        res = qjit.precompile_manifest(path, ["sm_80"], self.ctx)
+        self.assertEqual(res["compiled"], 2)
+        self.assertEqual(len(res["failed"]), 1)
+        self.assertEqual(res["failed"][0][0], 4)
+        self.assertIn("bf17", res["failed"][0][2])
+        again = qjit.precompile_manifest(path, ["sm_80"], self.ctx)
+        self.assertEqual((again["compiled"], again["cached"]), (0, 2))
+
+    def test_tuned_result_is_listed(self):
+        w4 = "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16"
+        cfg = qjit.sweep(w4, "sm_90a", "small-m", self.ctx)[-1]
+        qjit.tune_record(w4, cfg, m=16, n=4096, k=4096, us=12.5, gpu="Test GPU", ctx=self.ctx)
+        tuned = [v for v in qjit.variants(w4, "sm_90a", self.ctx) if v["tuned"]]
+        self.assertEqual(len(tuned), 1, tuned)
+        t = tuned[0]
+        self.assertEqual((t["n"], t["k"], t["gpu"], t["desc"]), (4096, 4096, "Test GPU", cfg))
+        self.assertEqual((t["m_min"], t["m_max"]), (9, 16))
+        self.assertAlmostEqual(t["us"], 12.5)
+        with self.assertRaises(qjit.QjitError):
+            qjit.tune_record(w4, "gemm a=bf16 b=bf16 out=bf16", 16, 4096, 4096, 1.0,
+                             gpu="Test GPU", ctx=self.ctx)
+
+
+class TestScalars(unittest.TestCase):
+    def test_f16_matches_ieee(self):
+        rng = random.Random(7)
+        for _ in range(2000):
+            x = rng.uniform(-70000, 70000) * rng.choice([1, 1e-3, 1e-6])
+            try:
+                want = struct.unpack("<H", struct.pack("<e", x))[0]
+            except OverflowError:
+                want = 0x7C00 if x > 0 else 0xFC00
+            self.assertEqual(qjit.from_f32(struct.unpack("f", struct.pack("f", x))[0], "f16"), want, x)
+
+    def test_round_trips(self):
+        for dt, codes in (("e4m3", range(256)), ("e5m2", range(256)), ("e2m1", range(16)),
+                          ("bf16", range(0, 65536, 97))):
+            for c in codes:
+                v = qjit.to_f32(c, dt)
+                if v != v or v in (float("inf"), float("-inf")):  # NaN, inf saturate
+                    continue
+                self.assertEqual(qjit.to_f32(qjit.from_f32(v, dt), dt), v, (dt, c))
+        self.assertEqual(qjit.from_f32(1e9, "e4m3"), 0x7E)  # saturates to 448
+        self.assertEqual(qjit.to_f32(127, "e8m0"), 1.0)
+        self.assertEqual(qjit.e8m0_from_amax(448.0, "e4m3", "rceil"), 127)
+        self.assertEqual(qjit.e8m0_from_amax(448.0, "e4m3", "floor"), 127)
+        self.assertEqual(qjit.e8m0_from_amax(449.0, "e4m3", "rceil"), 128)
+
+
+@unittest.skipIf(np is None, "numpy is not installed")
+class TestHostNumpy(unittest.TestCase):
+    def setUp(self):
+        self.rng = np.random.default_rng(11)
+
+    def test_pack_unpack(self):
+        v = self.rng.integers(-8, 8, size=(5, 38), dtype=np.int8)
+        p = qjit.pack4(v, "s4")
+        self.assertEqual((p.shape, p.dtype), ((5, 19), np.uint8))
+        self.assertEqual(int(p[0, 0]), (int(v[0, 0]) & 15) | ((int(v[0, 1]) & 15) << 4))
+        self.assertTrue((qjit.unpack4(p, "s4") == v).all())
+        u = self.rng.integers(0, 16, size=(3, 8), dtype=np.uint8)
+        self.assertTrue((qjit.unpack4(qjit.pack4(u, "u4"), "u4") == u).all())
+        with self.assertRaises(qjit.QjitError) as e:
+            qjit.pack4(np.full((2, 4), 9, dtype=np.int8), "s4")
+        self.assertIn("9", str(e.exception))
+        with self.assertRaises(qjit.QjitError):
+            qjit.pack4(np.zeros((2, 3), dtype=np.int8), "s4")  # odd k
+        with self.assertRaises(qjit.QjitError):
+            qjit.pack4(np.zeros((2, 4), dtype=np.float32), "s4")  # dtype
+
+    def test_group4(self):
+        w = self.rng.standard_normal((6, 256)).astype(np.float32)
+        q, s, z = qjit.quant_group4(w, 128, "s4", "f32")
+        self.assertIsNone(z)
+        self.assertEqual((q.shape, s.shape), ((6, 128), (6, 2)))
+        deq = qjit.unpack4(q, "s4").astype(np.float64) * np.repeat(s.astype(np.float64), 128, axis=1)
+        err = np.abs(deq - w)
+        self.assertTrue((err <= np.repeat(s, 128, axis=1) / 2 * (1 + 1e-6) + 1e-7).all())
+        self.assertTrue((np.abs(s[:, 0] - np.abs(w[:, :128]).max(axis=1) / 7) < 1e-6).all())
+        q, s, z = qjit.quant_group4(w, 64, "u4", "f16")
+        self.assertEqual((s.dtype, z.dtype, z.shape), (np.float16, np.float16, (6, 4)))
+        deq = (qjit.unpack4(q, "u4").astype(np.float64) - np.repeat(z, 64, axis=1)) * \
+            np.repeat(s.astype(np.float64), 64, axis=1)
+        self.assertLess(np.abs(deq - w).max(), float(s.astype(np.float64).max()))
+        q, s, z = qjit.quant_group4(w, 128, "s4", "bf16")
+        self.assertEqual(s.dtype, np.uint16)  # bf16 bit patterns
+        with self.assertRaises(qjit.QjitError):
+            qjit.quant_group4(w[:, :200], 128)
+
+    def test_mx(self):
+        x = (self.rng.standard_normal((4, 64)) * 3).astype(np.float32)
+        q, s = qjit.quant_mx(x, "e4m3", "floor")
+        self.assertEqual((q.shape, s.shape, s.dtype), ((4, 64), (4, 2), np.uint8))
+        for r in range(4):
+            for b in range(2):
+                blk = x[r, 32 * b:32 * b + 32]
+                self.assertEqual(int(s[r, b]), qjit.e8m0_from_amax(float(np.abs(blk).max()), "e4m3", "floor"))
+                scale = qjit.to_f32(int(s[r, b]), "e8m0")
+                for i in range(32):
+                    want = qjit.from_f32(float(blk[i]) / scale, "e4m3")
+                    self.assertEqual(int(q[r, 32 * b + i]), want)
+        q4, s4 = qjit.quant_mx(x, "e2m1", "rceil")
+        self.assertEqual(q4.shape, (4, 32))
+        # strided rows: a view of every other row of a wider array
+        wide = np.zeros((8, 96), dtype=np.float32)
+        wide[::2, :64] = x
+        qv, sv = qjit.quant_mx(wide[::2, :64], "e4m3", "floor")
+        self.assertTrue((qv == q).all() and (sv == s).all())
+
+
+@unittest.skipIf(torch is None, "torch is not installed")
+class TestTorchCPU(unittest.TestCase):
+    def test_host_helpers_on_cpu_tensors(self):
+        w = torch.randn(4, 256)
+        q, s, z = qjit.quant_group4(w, 128, "s4", "bf16")
+        self.assertEqual((q.dtype, s.dtype, tuple(s.shape)), (torch.uint8, torch.bfloat16, (4, 2)))
+        deq = qjit.unpack4(q, "s4").double() * s.double().repeat_interleave(128, dim=1)
+        self.assertLess((deq - w.double()).abs().max().item(), s.double().max().item())
+
+    def test_launch_checks_before_anything_runs(self):
+        g = qjit.get_gemm("gemm a=bf16 b=bf16 out=bf16")
+        a = torch.zeros(4, 64, dtype=torch.bfloat16)
+        with self.assertRaises(qjit.QjitError) as e:
+            g(a, a)
+        self.assertIn("cuda", str(e.exception).lower())
+        self.assertTrue(hasattr(torch.ops.qjit, "gemm"))
+
+
+@unittest.skipUnless(HAVE_GPU, "needs torch with a CUDA GPU")
+class TestTorchGPU(unittest.TestCase):
+    def setUp(self):
+        torch.manual_seed(3)
+        self.dev = torch.device("cuda", 0)
+
+    def ref(self, a, b, bias=None):
+        y = a.double() @ b.double().t()
+        return y + bias.double() if bias is not None else y
+
+    def nerr(self, got, ref):
+        return ((got.double() - ref).norm() / ref.norm()).item()
+
+    def test_bf16_every_bucket(self):
+        g = qjit.get_gemm("gemm a=bf16 b=bf16 out=bf16 bias=1")
+        n, k = 520, 776
+        b = torch.randn(n, k, device=self.dev, dtype=torch.bfloat16)
+        bias = torch.randn(n, device=self.dev, dtype=torch.bfloat16)
+        for m in (1, 3, 17, 65, 333, 1000):
+            a = torch.randn(m, k, device=self.dev, dtype=torch.bfloat16)
+            out = torch.full((m, n), float("nan"), device=self.dev, dtype=torch.bfloat16)
+            g(a, b, out=out, bias=bias)
+            self.assertLess(self.nerr(out, self.ref(a, b, bias)), 1e-2, m)
+
+    def test_w4a16_against_dequantized(self):
+        n, k = 4096 + 136, 1024 + 128
+        w = torch.randn(n, k)
+        q, s, _ = qjit.quant_group4(w, 128, "s4", "bf16")
+        deq = qjit.unpack4(q, "s4").double() * s.double().repeat_interleave(128, dim=1)
+        g = qjit.get_gemm("gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16")
+        qd, sd = q.to(self.dev), s.to(self.dev)
+        for m in (1, 5, 64, 333):
+            a = torch.randn(m, k, device=self.dev, dtype=torch.bfloat16)
+            y = g(a, qd, scale_b=sd)
+            self.assertLess(self.nerr(y, a.double() @ deq.to(self.dev).t()), 2e-2, m)
+
+    def test_bad_arguments_write_nothing(self):
+        g = qjit.get_gemm("gemm a=bf16 b=bf16 out=bf16")
+        a = torch.randn(8, 64, device=self.dev, dtype=torch.bfloat16)
+        b = torch.randn(32, 64, device=self.dev, dtype=torch.bfloat16)
+        out = torch.full((8, 32), 7.0, device=self.dev, dtype=torch.bfloat16)
+        cases = [((a.float(), b), "dtype"), ((a, b[:, :48]), "shape"),
+                 ((a.t().contiguous().t(), b), "contiguous"), ((a, b.cpu()), "cpu")]
+        for (x, y), word in cases:
+            with self.assertRaises(qjit.QjitError) as e:
+                g(x, y, out=out)
+            self.assertIn(word, str(e.exception))
+        torch.cuda.synchronize()
+        self.assertTrue((out == 7).all())
+
+    def test_graph_replay_is_bit_identical(self):
+        g = qjit.get_gemm("gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16")
+        n, k = 2048, 1024
+        q, s, _ = qjit.quant_group4(torch.randn(n, k), 128, "s4", "bf16")
+        q, s = q.to(self.dev), s.to(self.dev)
+        for m in (1, 16, 100):
+            a = torch.randn(m, k, device=self.dev, dtype=torch.bfloat16)
+            g(a, q, scale_b=s)  # loads the kernels before capture
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                y = g(a, q, scale_b=s)
+            for _ in range(10):
+                a.copy_(torch.randn(m, k, device=self.dev, dtype=torch.bfloat16))
+                graph.replay()
+                torch.cuda.synchronize()
+                self.assertTrue(torch.equal(y, g(a, q, scale_b=s)), m)
+
+    def test_torch_compile(self):
+        desc = "gemm a=bf16 b=bf16 out=bf16"
+        b = torch.randn(256, 512, device=self.dev, dtype=torch.bfloat16)
+
+        def layer(x):
+            return torch.ops.qjit.gemm(desc, x, b).relu()
+
+        f = torch.compile(layer, fullgraph=True)
+        x = torch.randn(33, 512, device=self.dev, dtype=torch.bfloat16)
+        self.assertTrue(torch.equal(f(x), layer(x)))
+        self.assertLess(self.nerr(f(x), self.ref(x, b).relu()), 1e-2)
+
+
+if __name__ == "__main__":
+    unittest.main()
