@@ -443,6 +443,62 @@ typedef struct qjit_tune_measurement {
 QJIT_API qjit_status qjit_tune_record(qjit_context *ctx, const qjit_gemm_desc *d,
                                       const qjit_tune_measurement *m);
 
+/* Autotuning: measure the candidate configurations of descriptor d (its configuration
+ * fields auto) on the current device for each problem (M, N, K), and record every
+ * measurement with qjit_tune_record, so that handles of d made later (in any process
+ * using this cache) run each problem's winner.
+ *
+ * For each problem: the candidates are the points of the named sweep (qjit_gemm_sweep
+ * on the device's arch) and the bucket's heuristic choice.  All are compiled first, on
+ * compile_threads CPU threads (misses only; what a cache holds loads).  Then, on the
+ * GPU, with fresh random operands (never zeros): the heuristic's kernel computes the
+ * reference output; each candidate runs once on a poisoned output and passes when its
+ * normalized error against the reference is within twice the pair's bound (the output
+ * rounding plus the precision the operands are multiplied in); its time is the median,
+ * over `reps` replays of a CUDA graph of repeated launches, of one launch, with each
+ * launch reading its own copy of the operands until rotate_bytes are read, so that
+ * the weights come from DRAM as they do in a model, not from L2.  A candidate whose
+ * launch is refused (sizes it cannot do) is skipped; one whose output fails is
+ * recorded with ok = 0 and cannot win.  Needs a current CUDA context; allocates and
+ * frees its own device memory; the current stream is not used.  Not for use while
+ * another thread captures a graph on this device. */
+typedef struct qjit_tune_problem {
+    int64_t m, n, k;
+} qjit_tune_problem;
+/* Called as work advances: stage "compile" (done/total candidates), then "time" (done/
+ * total measurements), what = the candidate's canonical text.  From the calling thread. */
+typedef void (*qjit_tune_progress_fn)(void *user, const char *stage, size_t done,
+                                      size_t total, const char *what);
+typedef struct qjit_tune_options {
+    const char *sweep;          /* candidates: "default" (NULL) or "small-m" */
+    int warmup;                 /* graph replays before timing (0: 3) */
+    int reps;                   /* timed replays; the median is kept (0: 20) */
+    int compile_threads;        /* (0: the CPU count) */
+    uint64_t rotate_bytes;      /* operand bytes read before a copy is read again (0: 256 MB) */
+    int dry_run;                /* 1: measure, report, record nothing */
+    qjit_tune_progress_fn progress;
+    void *user;
+} qjit_tune_options;
+QJIT_API void qjit_tune_options_init(qjit_tune_options *o);
+/* One problem's outcome. */
+typedef struct qjit_tune_result {
+    qjit_tune_problem problem;
+    int bucket;                 /* qjit_m_bucket(m) */
+    int candidates;             /* configurations tried (heuristic included) */
+    int passed, failed, skipped;/* right; wrong (recorded, ok = 0); refused or not built */
+    qjit_gemm_desc heuristic;   /* the bucket's heuristic choice, and its time */
+    double heuristic_us;
+    qjit_gemm_desc best;        /* the fastest candidate that passed, and its time */
+    double best_us;
+    double max_error;           /* the largest normalized error among those that passed */
+} qjit_tune_result;
+/* Tune d for problems[0..n) (results[i] for problems[i]).  QJIT_ERROR_INVALID_ARGUMENT
+ * for a descriptor that names its whole configuration or a bad problem; other errors
+ * name the problem and candidate.  Results recorded before an error stay recorded. */
+QJIT_API qjit_status qjit_gemm_tune(qjit_context *ctx, const qjit_gemm_desc *d,
+                                    const qjit_tune_problem *problems, size_t n,
+                                    const qjit_tune_options *o, qjit_tune_result *results);
+
 /* Launch arguments.  Device pointers; sizes and leading dimensions in elements (for
  * 4-bit types, in elements too: lda/ldb count values, two per byte). */
 typedef struct qjit_gemm_args {

@@ -19,7 +19,7 @@ from ._lib import lib
 __all__ = ["QjitError", "Desc", "Context", "default_context", "version", "resolve",
            "supports", "sweep", "variants", "precompile", "precompile_manifest",
            "read_manifest_line", "m_bucket", "m_bucket_max", "cache_default_path",
-           "cache_stats", "cache_verify", "get_gemm", "tune_record"]
+           "cache_stats", "cache_verify", "get_gemm", "tune_record", "tune"]
 __version__ = lib.qjit_version_string().decode()
 
 
@@ -291,6 +291,33 @@ def tune_record(desc, config, m, n, k, us, ok=True, gpu=None, ctx=None):
     meas = _lib.TuneMeasurement(gpu.encode() if gpu else None, m, n, k, ctypes.pointer(cfg._c),
                                 float(us), int(bool(ok)))
     _check(lib.qjit_tune_record(_ctx(ctx), _desc(desc)._c, meas))
+
+
+def tune(desc, problems, sweep=None, reps=0, warmup=0, compile_threads=0, rotate_mb=0,
+         dry_run=False, progress=None, ctx=None):
+    """Measure desc's candidate configurations on the current CUDA device for each
+    (m, n, k) of `problems` and record them (qjit_gemm_tune; with torch, make the device
+    current first, e.g. torch.cuda.set_device).  progress(stage, done, total, what) is
+    called as work advances.  Returns one dict per problem: heuristic and best
+    configuration with their times (µs), passed/failed/skipped counts and max_error."""
+    probs = (_lib.TuneProblem * max(1, len(problems)))(*[_lib.TuneProblem(*p) for p in problems])
+    res = (_lib.TuneResult * max(1, len(problems)))()
+    o = _lib.TuneOptions()
+    lib.qjit_tune_options_init(o)
+    o.sweep = sweep.encode() if sweep else None
+    o.reps, o.warmup, o.compile_threads = int(reps), int(warmup), int(compile_threads)
+    o.rotate_bytes = int(rotate_mb) << 20
+    o.dry_run = int(bool(dry_run))
+    cb = None
+    if progress is not None:
+        cb = _lib.TUNE_PROGRESS_FN(lambda u, st, d, t, w: progress(st.decode(), d, t, w.decode()))
+        o.progress = cb
+    _check(lib.qjit_gemm_tune(_ctx(ctx), _desc(desc)._c, probs, len(problems), o, res))
+    return [{"m": r.problem.m, "n": r.problem.n, "k": r.problem.k, "bucket": r.bucket,
+             "candidates": r.candidates, "passed": r.passed, "failed": r.failed,
+             "skipped": r.skipped, "heuristic": Desc._of(r.heuristic),
+             "heuristic_us": r.heuristic_us, "best": Desc._of(r.best) if r.passed else None,
+             "best_us": r.best_us, "max_error": r.max_error} for r in res[:len(problems)]]
 
 
 # ---------------------------------------------------------------- cache files

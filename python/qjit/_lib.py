@@ -77,6 +77,26 @@ class TuneMeasurement(ctypes.Structure):
                 ("config", P(GemmDesc)), ("us", c_double), ("ok", c_int)]
 
 
+class TuneProblem(ctypes.Structure):
+    _fields_ = [("m", c_int64), ("n", c_int64), ("k", c_int64)]
+
+
+TUNE_PROGRESS_FN = ctypes.CFUNCTYPE(None, c_void_p, c_char_p, c_size_t, c_size_t, c_char_p)
+
+
+class TuneOptions(ctypes.Structure):
+    _fields_ = [("sweep", c_char_p), ("warmup", c_int), ("reps", c_int),
+                ("compile_threads", c_int), ("rotate_bytes", c_uint64), ("dry_run", c_int),
+                ("progress", TUNE_PROGRESS_FN), ("user", c_void_p)]
+
+
+class TuneResult(ctypes.Structure):
+    _fields_ = [("problem", TuneProblem), ("bucket", c_int), ("candidates", c_int),
+                ("passed", c_int), ("failed", c_int), ("skipped", c_int),
+                ("heuristic", GemmDesc), ("heuristic_us", c_double), ("best", GemmDesc),
+                ("best_us", c_double), ("max_error", c_double)]
+
+
 class CacheArchStats(ctypes.Structure):
     _fields_ = [("arch", ctypes.c_char * 24), ("rows", c_uint64), ("bytes", c_uint64)]
 
@@ -96,6 +116,8 @@ class VerifyReport(ctypes.Structure):
 STRUCTS = {"qjit_gemm_desc": GemmDesc, "qjit_gemm_args": GemmArgs, "qjit_options": Options,
            "qjit_stats": Stats, "qjit_cache_info": CacheInfo, "qjit_gemm_info": GemmInfo,
            "qjit_gemm_variant": GemmVariant, "qjit_tune_measurement": TuneMeasurement,
+           "qjit_tune_problem": TuneProblem, "qjit_tune_options": TuneOptions,
+           "qjit_tune_result": TuneResult,
            "qjit_cache_stats": CacheStats, "qjit_cache_verify_report": VerifyReport}
 
 # name: (restype, argtypes)
@@ -145,6 +167,9 @@ SIGNATURES = {
                              P(c_size_t)]),
     "qjit_gemm_precompile": (_S, [c_void_p, P(GemmDesc), c_int, P(c_int)]),
     "qjit_tune_record": (_S, [c_void_p, P(GemmDesc), P(TuneMeasurement)]),
+    "qjit_tune_options_init": (None, [P(TuneOptions)]),
+    "qjit_gemm_tune": (_S, [c_void_p, P(GemmDesc), P(TuneProblem), c_size_t, P(TuneOptions),
+                            P(TuneResult)]),
     "qjit_gemm_launch": (_S, [c_void_p, P(GemmArgs), c_void_p]),
     "qjit_gemm_get_info": (_S, [c_void_p, P(GemmInfo)]),
     "qjit_gemm_get_variants": (_S, [c_void_p, P(GemmVariant), c_size_t, P(c_size_t)]),

@@ -149,6 +149,17 @@ class TestOffline(unittest.TestCase):
         self.assertTrue(rep["ok"], rep)
         self.assertEqual(rep["rows_checked"], 1)
 
+    def test_tune_refusals(self):
+        with self.assertRaises(qjit.QjitError) as e:
+            qjit.tune("gemm a=bf16 b=bf16 out=bf16 arch=sm_90a kernel=wgmma tile=128x256x64 "
+                      "warps=2x1 stages=3 split=1", [(16, 4096, 4096)], ctx=self.ctx)
+        self.assertIn("nothing to tune", str(e.exception))
+        with self.assertRaises(qjit.QjitError) as e:
+            qjit.tune("gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16", [(0, 4096, 4096)],
+                      ctx=self.ctx)
+        self.assertIn("m=0", str(e.exception))
+        self.assertEqual(qjit.tune("gemm a=bf16 b=bf16 out=bf16", [], ctx=self.ctx), [])
+
     def test_precompile_manifest(self):
         path = os.path.join(self.dir.name, "m.txt")
         with open(path, "w") as f:
@@ -350,6 +361,23 @@ class TestTorchGPU(unittest.TestCase):
                 graph.replay()
                 torch.cuda.synchronize()
                 self.assertTrue(torch.equal(y, g(a, q, scale_b=s)), m)
+
+    def test_tune_is_picked(self):
+        with tempfile.TemporaryDirectory() as d:
+            ctx = qjit.Context(cache_dir=d)
+            desc = "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16"
+            seen = []
+            res = qjit.tune(desc, [(16, 4096, 4096)], sweep="small-m", reps=5, ctx=ctx,
+                            progress=lambda *a: seen.append(a[0]))
+            self.assertGreaterEqual(res[0]["passed"], 1)
+            self.assertLessEqual(res[0]["best_us"], res[0]["heuristic_us"])
+            self.assertIn("compile", seen)
+            self.assertIn("time", seen)
+            g = qjit.ops.Gemm(desc, ctx)
+            v = g.choose(16, 4096, 4096)
+            self.assertTrue(v["tuned"])
+            self.assertEqual(v["desc"], res[0]["best"])
+            ctx.close()
 
     def test_torch_compile(self):
         desc = "gemm a=bf16 b=bf16 out=bf16"

@@ -1,0 +1,561 @@
+/*
+ * tune_run.c — qjit_gemm_tune: measure a descriptor's candidate configurations on the
+ * current GPU and record them (tune.c) for the dispatch of later handles.
+ *
+ * Per problem: candidates (the named sweep plus the bucket's heuristic) compiled on CPU
+ * threads first; then random operands in several copies (so that repeated launches read
+ * the weights from DRAM), the heuristic's output as the reference, each candidate run
+ * once on a poisoned output and checked, then timed as replays of a CUDA graph of
+ * launches over the copies (the way decode runs), median of the replays.
+ */
+#define _GNU_SOURCE
+#include "driver.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_CANDIDATES 72
+#define MAX_COPIES 32
+#define MIN_LAUNCHES 8 /* launches per graph, at least */
+
+void qjit_tune_options_init(qjit_tune_options *o)
+{
+    if (o)
+        memset(o, 0, sizeof *o);
+}
+
+/* ------------------------------------------------------------ operands */
+static int bits_of(qjit_dtype t) { return qjit_desc_dtype_bits(t); }
+
+static size_t bytes_of(qjit_dtype t, int64_t rows, int64_t cols)
+{
+    return (size_t)((rows * cols * bits_of(t) + 7) / 8);
+}
+
+/* Elements of the scale tensor of side A (is_a) or B, and their type. */
+static int64_t scale_count(const qjit_gemm_desc *d, bool is_a, int64_t m, int64_t n, int64_t k,
+                           qjit_dtype *t)
+{
+    qjit_scale_mode mode = is_a ? d->sa : d->sb;
+    int64_t rows = is_a ? m : n;
+    *t = QJIT_DTYPE_F32;
+    switch (mode) {
+    case QJIT_SCALE_TENSOR: return 1;
+    case QJIT_SCALE_ROW: case QJIT_SCALE_COL: return rows;
+    case QJIT_SCALE_GROUP: *t = d->group_scale; return rows * (k / d->group);
+    case QJIT_SCALE_BLOCK: return (is_a ? rows : (rows + 127) / 128) * ((k + 127) / 128);
+    case QJIT_SCALE_MX: *t = QJIT_DTYPE_E8M0; return rows * ((k + 31) / 32);
+    default: return 0;
+    }
+}
+
+static uint64_t next(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+static float uni(uint64_t *s, float lo, float hi)
+{
+    return lo + (hi - lo) * (float)((next(s) >> 40) & 0xffffff) / 16777216.0f;
+}
+
+/* count random elements of t (never all zero); scales in [lo, hi] when scale is set. */
+static void fill(uint64_t *s, qjit_dtype t, uint8_t *p, int64_t count, bool scale, float lo,
+                 float hi)
+{
+    for (int64_t i = 0; i < count; i++) {
+        float x = scale ? uni(s, lo, hi) : uni(s, -1, 1);
+        switch (t) {
+        case QJIT_DTYPE_F16: ((uint16_t *)p)[i] = qjit_f16_from_f32(x); break;
+        case QJIT_DTYPE_BF16: ((uint16_t *)p)[i] = qjit_bf16_from_f32(x); break;
+        case QJIT_DTYPE_F32: ((float *)p)[i] = x; break;
+        case QJIT_DTYPE_E4M3: p[i] = qjit_e4m3_from_f32(2 * x); break;
+        case QJIT_DTYPE_E5M2: p[i] = qjit_e5m2_from_f32(2 * x); break;
+        case QJIT_DTYPE_E8M0: p[i] = (uint8_t)(125 + next(s) % 5); break; /* 2^-2 .. 2^2 */
+        case QJIT_DTYPE_S8: p[i] = (uint8_t)(next(s) >> 56); break;
+        default: /* 4-bit: two a byte */
+            if (i % 2 == 0)
+                p[i / 2] = (uint8_t)(next(s) >> 56);
+            break;
+        }
+    }
+}
+
+/* One problem's operands in `copies` copies (A, B, scales), a bias, and two outputs. */
+typedef struct operands {
+    const qjit_cu_api *cu;
+    int copies;
+    size_t a_bytes, b_bytes, sa_bytes, sb_bytes, d_bytes, bias_bytes;
+    CUdeviceptr a[MAX_COPIES], b[MAX_COPIES], sa[MAX_COPIES], sb[MAX_COPIES], zb[MAX_COPIES];
+    CUdeviceptr bias, out;
+} operands;
+
+static void operands_free(operands *o)
+{
+    CUdeviceptr *all[] = {o->a, o->b, o->sa, o->sb, o->zb};
+    for (int i = 0; i < 5; i++)
+        for (int c = 0; c < MAX_COPIES; c++)
+            if (all[i][c])
+                o->cu->MemFree(all[i][c]);
+    if (o->bias)
+        o->cu->MemFree(o->bias);
+    if (o->out)
+        o->cu->MemFree(o->out);
+    memset(o, 0, sizeof *o);
+}
+
+static qjit_status upload(const qjit_cu_api *cu, CUdeviceptr *dst, const void *src, size_t n)
+{
+    CUresult r = cu->MemAlloc(dst, n ? n : 16);
+    if (r == CUDA_SUCCESS && n)
+        r = cu->MemcpyHtoD(*dst, src, n);
+    return r == CUDA_SUCCESS ? QJIT_OK : qjit_drv_fail(cu, r, "tuning operands");
+}
+
+static qjit_status operands_make(const qjit_cu_api *cu, const qjit_gemm_desc *d,
+                                 const qjit_tune_problem *p, uint64_t rotate, operands *o)
+{
+    memset(o, 0, sizeof *o);
+    o->cu = cu;
+    const int64_t m = p->m, n = p->n, k = p->k;
+    qjit_dtype sat, sbt;
+    int64_t nsa = scale_count(d, true, m, n, k, &sat), nsb = scale_count(d, false, m, n, k, &sbt);
+    o->a_bytes = bytes_of(d->a, m, k);
+    o->b_bytes = bytes_of(d->b, n, k);
+    o->sa_bytes = bytes_of(sat, 1, nsa);
+    o->sb_bytes = bytes_of(sbt, 1, nsb);
+    o->d_bytes = bytes_of(d->out, m, n);
+    o->bias_bytes = bytes_of(d->out, 1, n);
+    uint64_t per = o->a_bytes + o->b_bytes + o->sa_bytes + 2 * o->sb_bytes;
+    uint64_t want = (rotate + per - 1) / per;
+    o->copies = (int)(want < 1 ? 1 : want > MAX_COPIES ? MAX_COPIES : want);
+
+    size_t biggest = o->a_bytes > o->b_bytes ? o->a_bytes : o->b_bytes;
+    biggest = biggest > o->bias_bytes ? biggest : o->bias_bytes;
+    uint8_t *h = malloc(biggest + o->sa_bytes + o->sb_bytes + 64);
+    if (!h)
+        return qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "tuning operands (%zu bytes)", biggest);
+    uint64_t seed = 0x9e3779b97f4a7c15ull ^ (uint64_t)(m * 31 + n * 17 + k);
+    bool int_pair = d->a == QJIT_DTYPE_S8;
+    bool small_b = int_pair || d->sb == QJIT_SCALE_GROUP || d->sb == QJIT_SCALE_COL;
+    qjit_status st = QJIT_OK;
+    for (int c = 0; c < o->copies && st == QJIT_OK; c++) {
+        fill(&seed, d->a, h, m * k, false, 0, 0);
+        st = upload(cu, &o->a[c], h, o->a_bytes);
+        if (st == QJIT_OK) {
+            fill(&seed, d->b, h, n * k, false, 0, 0);
+            st = upload(cu, &o->b[c], h, o->b_bytes);
+        }
+        if (st == QJIT_OK && nsa) {
+            fill(&seed, sat, h, nsa, true, int_pair ? 0.5e-3f : 0.5f, int_pair ? 1.5e-3f : 1.5f);
+            st = upload(cu, &o->sa[c], h, o->sa_bytes);
+        }
+        if (st == QJIT_OK && nsb) {
+            fill(&seed, sbt, h, nsb, true, small_b ? 0.5e-2f : 0.5f, small_b ? 1.5e-2f : 1.5f);
+            st = upload(cu, &o->sb[c], h, o->sb_bytes);
+        }
+        if (st == QJIT_OK && d->zeros) { /* integer zero points in [0, 15] */
+            for (int64_t i = 0; i < nsb; i++) {
+                float z = (float)(next(&seed) % 16);
+                if (sbt == QJIT_DTYPE_F16) ((uint16_t *)h)[i] = qjit_f16_from_f32(z);
+                else if (sbt == QJIT_DTYPE_BF16) ((uint16_t *)h)[i] = qjit_bf16_from_f32(z);
+                else ((float *)h)[i] = z;
+            }
+            st = upload(cu, &o->zb[c], h, o->sb_bytes);
+        }
+    }
+    if (st == QJIT_OK) {
+        fill(&seed, d->out, h, n, false, 0, 0);
+        st = upload(cu, &o->bias, h, o->bias_bytes);
+    }
+    if (st == QJIT_OK)
+        st = upload(cu, &o->out, NULL, o->d_bytes);
+    free(h);
+    if (st != QJIT_OK)
+        operands_free(o);
+    return st;
+}
+
+static qjit_gemm_args args_of(const operands *o, const qjit_gemm_desc *d,
+                              const qjit_tune_problem *p, int copy)
+{
+    return (qjit_gemm_args){(const void *)o->a[copy], (const void *)o->b[copy], (void *)o->out,
+                            d->bias ? (const void *)o->bias : NULL,
+                            o->sa[copy] ? (const void *)o->sa[copy] : NULL,
+                            o->sb[copy] ? (const void *)o->sb[copy] : NULL,
+                            o->zb[copy] ? (const void *)o->zb[copy] : NULL,
+                            p->m, p->n, p->k, p->k, p->k, p->n};
+}
+
+/* ------------------------------------------------------------ checking */
+static double out_value(qjit_dtype t, const uint8_t *p, int64_t i)
+{
+    switch (t) {
+    case QJIT_DTYPE_F16: return qjit_f16_to_f32(((const uint16_t *)p)[i]);
+    case QJIT_DTYPE_BF16: return qjit_bf16_to_f32(((const uint16_t *)p)[i]);
+    default: return ((const float *)p)[i];
+    }
+}
+
+/* Twice the normalized-error bound of a pair (tests/gpu_check.c states the reasons): two
+ * right kernels differ by at most the sum of their errors. */
+static double tolerance(const qjit_gemm_desc *d)
+{
+    double out = d->out == QJIT_DTYPE_F32 ? 0 : d->out == QJIT_DTYPE_F16 ? 1e-3 : 8e-3;
+    double work = 1e-5;
+    bool f16ish = d->a == QJIT_DTYPE_F16 || d->a == QJIT_DTYPE_BF16;
+    if (f16ish && d->b != d->a)
+        work = d->a == QJIT_DTYPE_BF16 ? 1e-2 : 2e-3;
+    if (d->a == QJIT_DTYPE_E4M3 || d->a == QJIT_DTYPE_E5M2 || d->a == QJIT_DTYPE_E2M1)
+        work = 3e-4;
+    return 2 * (out + work);
+}
+
+/* The normalized error of got against ref; < 0 when got has a NaN where ref has none
+ * (an output left poisoned). */
+static double nerr(qjit_dtype t, const uint8_t *got, const uint8_t *ref, int64_t count)
+{
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < count; i++) {
+        double g = out_value(t, got, i), r = out_value(t, ref, i);
+        if (isnan(r))
+            continue;
+        if (isnan(g))
+            return -1;
+        num += (g - r) * (g - r);
+        den += r * r;
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* ------------------------------------------------------------ compiling */
+typedef struct compile_job {
+    qjit_context *ctx;
+    const qjit_gemm_desc *cands;
+    qjit_status *status;
+    size_t n, next;
+    pthread_mutex_t mu;
+} compile_job;
+
+static void *compile_worker(void *p)
+{
+    compile_job *j = p;
+    for (;;) {
+        pthread_mutex_lock(&j->mu);
+        size_t i = j->next++;
+        pthread_mutex_unlock(&j->mu);
+        if (i >= j->n)
+            return NULL;
+        j->status[i] = qjit_gemm_precompile(j->ctx, &j->cands[i], j->cands[i].arch, NULL);
+    }
+}
+
+/* Compile every candidate on `threads` threads; status[i] says which failed. */
+static void compile_all(qjit_context *ctx, const qjit_gemm_desc *cands, size_t n, int threads,
+                        qjit_status *status, const qjit_tune_options *o)
+{
+    compile_job j = {ctx, cands, status, n, 0, PTHREAD_MUTEX_INITIALIZER};
+    if (threads < 1) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = cores > 0 ? (int)cores : 1;
+    }
+    if ((size_t)threads > n)
+        threads = (int)n;
+    pthread_t tid[64];
+    int started = 0;
+    for (int i = 1; i < threads && i < 64; i++)
+        if (pthread_create(&tid[started], NULL, compile_worker, &j) == 0)
+            started++;
+    compile_worker(&j); /* this thread works too */
+    for (int i = 0; i < started; i++)
+        pthread_join(tid[i], NULL);
+    if (o->progress)
+        o->progress(o->user, "compile", n, n, "");
+}
+
+/* ------------------------------------------------------------ timing */
+/* Median µs of one launch of g over the copies, as replays of a graph of launches. */
+static qjit_status time_launches(const qjit_cu_api *cu, qjit_gemm *g, const operands *ops,
+                                 const qjit_gemm_desc *d, const qjit_tune_problem *p,
+                                 int warmup, int reps, double *us)
+{
+    CUstream s = NULL;
+    CUgraph graph = NULL;
+    CUgraphExec exec = NULL;
+    CUevent e0 = NULL, e1 = NULL;
+    double *t = calloc((size_t)reps, sizeof *t);
+    qjit_status st = QJIT_OK;
+    CUresult r = t ? cu->StreamCreate(&s, CU_STREAM_NON_BLOCKING) : CUDA_ERROR_OUT_OF_MEMORY;
+    if (r == CUDA_SUCCESS)
+        r = cu->EventCreate(&e0, CU_EVENT_DEFAULT);
+    if (r == CUDA_SUCCESS)
+        r = cu->EventCreate(&e1, CU_EVENT_DEFAULT);
+    const int launches = ops->copies * ((MIN_LAUNCHES + ops->copies - 1) / ops->copies);
+    if (r == CUDA_SUCCESS)
+        r = cu->StreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    if (r == CUDA_SUCCESS) {
+        for (int i = 0; i < launches && st == QJIT_OK; i++) {
+            qjit_gemm_args a = args_of(ops, d, p, i % ops->copies);
+            st = qjit_gemm_launch(g, &a, (struct CUstream_st *)s);
+        }
+        CUresult er = cu->StreamEndCapture(s, &graph);
+        r = st == QJIT_OK ? er : CUDA_SUCCESS;
+    }
+    if (st == QJIT_OK && r == CUDA_SUCCESS)
+        r = cu->GraphInstantiate(&exec, graph, 0);
+    for (int i = 0; i < warmup && st == QJIT_OK && r == CUDA_SUCCESS; i++)
+        r = cu->GraphLaunch(exec, s);
+    for (int i = 0; i < reps && st == QJIT_OK && r == CUDA_SUCCESS; i++) {
+        float ms = 0;
+        r = cu->EventRecord(e0, s);
+        if (r == CUDA_SUCCESS)
+            r = cu->GraphLaunch(exec, s);
+        if (r == CUDA_SUCCESS)
+            r = cu->EventRecord(e1, s);
+        if (r == CUDA_SUCCESS)
+            r = cu->EventSynchronize(e1);
+        if (r == CUDA_SUCCESS)
+            r = cu->EventElapsedTime(&ms, e0, e1);
+        t[i] = 1000.0 * ms / launches;
+    }
+    if (st == QJIT_OK && r != CUDA_SUCCESS)
+        st = qjit_drv_fail(cu, r, "timing a candidate");
+    if (st == QJIT_OK) {
+        for (int i = 1; i < reps; i++) /* insertion sort: reps is small */
+            for (int j = i; j > 0 && t[j - 1] > t[j]; j--) {
+                double x = t[j];
+                t[j] = t[j - 1];
+                t[j - 1] = x;
+            }
+        *us = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+    }
+    if (s)
+        cu->StreamSynchronize(s);
+    if (exec)
+        cu->GraphExecDestroy(exec);
+    if (graph)
+        cu->GraphDestroy(graph);
+    if (e0)
+        cu->EventDestroy(e0);
+    if (e1)
+        cu->EventDestroy(e1);
+    if (s)
+        cu->StreamDestroy(s);
+    free(t);
+    return st;
+}
+
+/* Run g once on copy 0 into a poisoned output and read it back into host. */
+static qjit_status run_once(const qjit_cu_api *cu, qjit_gemm *g, const operands *ops,
+                            const qjit_gemm_desc *d, const qjit_tune_problem *p, uint8_t *host)
+{
+    CUresult r = cu->MemsetD8(ops->out, 0xff, ops->d_bytes); /* NaN in every output type */
+    if (r != CUDA_SUCCESS)
+        return qjit_drv_fail(cu, r, "poisoning the output");
+    qjit_gemm_args a = args_of(ops, d, p, 0);
+    qjit_status st = qjit_gemm_launch(g, &a, NULL);
+    if (st != QJIT_OK)
+        return st;
+    if ((r = cu->StreamSynchronize(NULL)) != CUDA_SUCCESS ||
+        (r = cu->MemcpyDtoH(host, ops->out, ops->d_bytes)) != CUDA_SUCCESS)
+        return qjit_drv_fail(cu, r, "running a candidate");
+    return QJIT_OK;
+}
+
+/* ------------------------------------------------------------ one problem */
+typedef struct tuner {
+    qjit_context *ctx;
+    const qjit_cu_api *cu;
+    const qjit_gemm_desc *d;
+    const qjit_tune_options *o;
+    char gpu[64];
+    size_t done, total; /* measurements, for progress */
+} tuner;
+
+static qjit_status tune_problem(tuner *T, const qjit_tune_problem *p, const qjit_gemm_desc *cands,
+                                const qjit_status *built, size_t ncands, qjit_tune_result *res)
+{
+    const qjit_gemm_desc *d = T->d;
+    const qjit_cu_api *cu = T->cu;
+    const int warmup = T->o->warmup > 0 ? T->o->warmup : 3;
+    const int reps = T->o->reps > 0 ? T->o->reps : 20;
+    operands ops;
+    qjit_status st = operands_make(cu, &res->heuristic, p,
+                                   T->o->rotate_bytes ? T->o->rotate_bytes : 256ull << 20, &ops);
+    if (st != QJIT_OK)
+        return st;
+    uint8_t *ref = malloc(ops.d_bytes), *got = malloc(ops.d_bytes);
+    qjit_gemm *hg = NULL;
+    if (!ref || !got)
+        st = qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "tuning outputs (%zu bytes)", ops.d_bytes);
+    /* the reference: the bucket's heuristic kernel */
+    if (st == QJIT_OK)
+        st = qjit_context_get_gemm(T->ctx, &res->heuristic, NULL, &hg);
+    if (st == QJIT_OK)
+        st = run_once(cu, hg, &ops, d, p, ref);
+    if (st != QJIT_OK) {
+        char text[256];
+        qjit_desc_text(&res->heuristic, text, sizeof text);
+        st = qjit_err_prefix(st, "m=%lld n=%lld k=%lld: the heuristic's kernel %s",
+                             (long long)p->m, (long long)p->n, (long long)p->k, text);
+    }
+    const double tol = tolerance(d);
+    for (size_t i = 0; i < ncands && st == QJIT_OK; i++) {
+        char text[256];
+        qjit_desc_text(&cands[i], text, sizeof text);
+        if (T->o->progress)
+            T->o->progress(T->o->user, "time", T->done, T->total, text);
+        T->done++;
+        qjit_gemm *g = NULL;
+        double us = 0, e = 0;
+        /* a candidate that did not compile is not tried again (a failure to store it
+         * is not one: the get below compiles it) */
+        bool unbuildable = built[i] == QJIT_ERROR_COMPILE || built[i] == QJIT_ERROR_TEMPLATE ||
+                           built[i] == QJIT_ERROR_UNSUPPORTED;
+        if (unbuildable || qjit_context_get_gemm(T->ctx, &cands[i], NULL, &g) != QJIT_OK ||
+            run_once(cu, g, &ops, d, p, got) != QJIT_OK) {
+            res->skipped++; /* not built, or sizes this kernel refuses */
+            continue;
+        }
+        e = nerr(d->out, got, ref, p->m * p->n);
+        bool ok = e >= 0 && e <= tol;
+        if ((st = time_launches(cu, g, &ops, d, p, warmup, reps, &us)) != QJIT_OK) {
+            st = qjit_err_prefix(st, "m=%lld n=%lld k=%lld: %s", (long long)p->m,
+                                 (long long)p->n, (long long)p->k, text);
+            break;
+        }
+        if (ok) {
+            res->passed++;
+            res->max_error = e > res->max_error ? e : res->max_error;
+            if (res->best_us == 0 || us < res->best_us) {
+                res->best_us = us;
+                res->best = cands[i];
+            }
+        } else {
+            res->failed++;
+        }
+        if (!memcmp(&cands[i], &res->heuristic, sizeof cands[i]))
+            res->heuristic_us = us;
+        if (!T->o->dry_run) {
+            qjit_tune_measurement m = {T->gpu, p->m, p->n, p->k, &cands[i], us, ok};
+            if ((st = qjit_tune_record(T->ctx, d, &m)) != QJIT_OK)
+                break;
+        }
+    }
+    free(ref);
+    free(got);
+    operands_free(&ops);
+    return st;
+}
+
+/* ------------------------------------------------------------ the call */
+static bool contains(const qjit_gemm_desc *list, size_t n, const qjit_gemm_desc *x)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!memcmp(&list[i], x, sizeof *x))
+            return true;
+    return false;
+}
+
+qjit_status qjit_gemm_tune(qjit_context *ctx, const qjit_gemm_desc *d,
+                           const qjit_tune_problem *problems, size_t n,
+                           const qjit_tune_options *opt, qjit_tune_result *results)
+{
+    if (!d || (n && (!problems || !results)))
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "qjit_gemm_tune: NULL argument");
+    qjit_tune_options defaults;
+    qjit_tune_options_init(&defaults);
+    const qjit_tune_options *o = opt ? opt : &defaults;
+    qjit_status st = ctx ? QJIT_OK : qjit_default_context(&ctx);
+    if (st == QJIT_OK)
+        st = qjit_gemm_desc_validate(d);
+    if (st != QJIT_OK)
+        return st;
+    char problem[256];
+    qjit_select_problem_text(d, problem, sizeof problem);
+    if (qjit_select_fully_named(d))
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
+                            "qjit_gemm_tune: %s names its whole configuration: there is "
+                            "nothing to tune",
+                            problem);
+    for (size_t i = 0; i < n; i++)
+        if (problems[i].m < 1 || problems[i].n < 1 || problems[i].k < 1)
+            return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
+                                "qjit_gemm_tune: problem %zu has m=%lld n=%lld k=%lld (each "
+                                "must be positive)",
+                                i, (long long)problems[i].m, (long long)problems[i].n,
+                                (long long)problems[i].k);
+    if (n == 0)
+        return QJIT_OK; /* nothing to measure: no GPU needed */
+    tuner T = {ctx, NULL, d, o, "", 0, 0};
+    CUcontext cuctx;
+    CUdevice dev;
+    int major, minor;
+    if ((st = qjit_drv_current(&T.cu, &cuctx, &dev, &major, &minor)) != QJIT_OK ||
+        (st = qjit_drv_device_name(T.cu, dev, T.gpu, sizeof T.gpu)) != QJIT_OK)
+        return qjit_err_prefix(st, "qjit_gemm_tune");
+
+    /* every problem's candidates: the bucket's heuristic first, then the sweep's */
+    const char *sweep = o->sweep && *o->sweep ? o->sweep : "default";
+    size_t per = MAX_CANDIDATES;
+    qjit_gemm_desc *cands = calloc(n ? n * per : 1, sizeof *cands);
+    size_t *count = calloc(n ? n : 1, sizeof *count);
+    qjit_gemm_desc *uniq = calloc(n ? n * per : 1, sizeof *uniq);
+    qjit_status *built = calloc(n ? n * per : 1, sizeof *built);
+    qjit_status *ustatus = calloc(n ? n * per : 1, sizeof *ustatus);
+    size_t nuniq = 0;
+    if (!cands || !count || !uniq || !built || !ustatus)
+        st = qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "qjit_gemm_tune: candidate lists");
+    for (size_t i = 0; i < n && st == QJIT_OK; i++) {
+        qjit_tune_result *r = &results[i];
+        memset(r, 0, sizeof *r);
+        r->problem = problems[i];
+        r->bucket = qjit_m_bucket(problems[i].m);
+        qjit_gemm_desc *c = &cands[i * per];
+        st = qjit_select_resolve(ctx, d, QJIT_ARCH_AUTO, qjit_m_bucket_max(r->bucket),
+                                 &r->heuristic);
+        if (st != QJIT_OK)
+            break;
+        c[count[i]++] = r->heuristic;
+        size_t np = 0;
+        qjit_gemm_desc pts[MAX_CANDIDATES];
+        st = qjit_gemm_sweep(ctx, d, r->heuristic.arch, sweep, pts, MAX_CANDIDATES - 1, &np);
+        for (size_t j = 0; st == QJIT_OK && j < np && j < MAX_CANDIDATES - 1; j++)
+            if (!contains(c, count[i], &pts[j]))
+                c[count[i]++] = pts[j];
+        for (size_t j = 0; st == QJIT_OK && j < count[i]; j++)
+            if (!contains(uniq, nuniq, &c[j]))
+                uniq[nuniq++] = c[j];
+        T.total += count[i];
+        r->candidates = (int)count[i];
+    }
+    if (st == QJIT_OK) {
+        if (o->progress)
+            o->progress(o->user, "compile", 0, nuniq, "");
+        compile_all(ctx, uniq, nuniq, o->compile_threads, ustatus, o);
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; j < count[i]; j++)
+                for (size_t u = 0; u < nuniq; u++)
+                    if (!memcmp(&uniq[u], &cands[i * per + j], sizeof uniq[u])) {
+                        built[i * per + j] = ustatus[u];
+                        break;
+                    }
+    }
+    for (size_t i = 0; i < n && st == QJIT_OK; i++)
+        st = tune_problem(&T, &problems[i], &cands[i * per], &built[i * per], count[i],
+                          &results[i]);
+    if (st == QJIT_OK && o->progress)
+        o->progress(o->user, "time", T.total, T.total, "");
+    free(cands);
+    free(count);
+    free(uniq);
+    free(built);
+    free(ustatus);
+    return st;
+}
