@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the lent H100 over a carried build/ (built on a CPU machine by
-# scripts/device-prep.sh): every GPU test, then qjit-bench (against cuBLAS) and
+# scripts/device-prep.sh): every GPU test, the Python package's tests (where torch is),
+# qjit-tune on two descriptors when QJIT_TUNE=1, then qjit-bench (against cuBLAS) and
 # tools/bench_quant.py (against the torch peers).  Logs go to $OUT when set.
 # Usage: bash scripts/device.sh [qjit-bench args]
 set -uo pipefail
@@ -19,6 +20,19 @@ for t in "$build"/tests/test_gpu_*; do
   tail -n 40 "$out/$(basename "$t").log"
   [ $code -eq 0 ] || [ $code -eq 77 ] || rc=1
 done
+if python3 -c 'import torch' 2>/dev/null; then
+  echo "== tests/python (the package on torch CUDA tensors)"
+  QJIT_LIBRARY="$build/libqjit.so" QJIT_ABI_DUMP="$build/tests/abi_dump" \
+    PYTHONPATH="$root/python" QJIT_CACHE_DIR="$out/py-cache" \
+    python3 -m unittest discover -v -s "$root/tests/python" > "$out/python.log" 2>&1 || rc=1
+  tail -n 40 "$out/python.log"
+fi
+if [ "${QJIT_TUNE:-0}" = 1 ]; then
+  echo "== qjit-tune (W4A16 and bf16, Llama 3 8B shapes; dry run)"
+  "$build/tools/qjit-tune" --dry-run --quiet --reps 10 --nk 6144x4096,28672x4096 \
+    --m 1,16,64,256,4096 "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16" \
+    "gemm a=bf16 b=bf16 out=bf16" 2>&1 | tee "$out/tune.log" | tail -n 30
+fi
 if [ "${QJIT_SKIP_BENCH:-0}" != 1 ]; then
   echo "== qjit-bench $*"
   "$build/tools/qjit-bench" "$@" 2>&1 | tee "$out/bench.log" | tail -n 60
