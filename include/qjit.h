@@ -169,16 +169,6 @@ QJIT_API qjit_status qjit_gemm_desc_format(const qjit_gemm_desc *d, char *buf, s
 /* Check every field on its own and in combination; the message names the first bad
  * field and its value.  Auto fields are valid. */
 QJIT_API qjit_status qjit_gemm_desc_validate(const qjit_gemm_desc *d);
-/* One line of a manifest (the files of cache/manifests/, read by qjit-precompile): a
- * descriptor in text form, a token "sweep=NAME" anywhere on it (its auto configuration
- * fields then stand for every point of that named sweep, qjit_gemm_sweep), and '#' to
- * the end of the line a comment.  QJIT_OK: *d is the parsed and validated descriptor
- * and sweep gets NAME, or "" when the line names none.  QJIT_ERROR_NOT_FOUND: the line
- * holds only blanks and comments.  QJIT_ERROR_INVALID_ARGUMENT: the message names the
- * bad token or field (a second sweep=, an empty NAME, a NAME longer than sweep_cap - 1).
- * On any error *d and sweep are left as they were.  Thread-safe. */
-QJIT_API qjit_status qjit_manifest_line(const char *line, qjit_gemm_desc *d, char *sweep,
-                                        size_t sweep_cap);
 
 /* ---- packing and quantization (host) ---- */
 /* Host-side helpers that produce the operand formats of DESIGN.md §2: number
@@ -577,6 +567,120 @@ QJIT_API qjit_status qjit_gemm_choose(const qjit_gemm *g, int64_t m, int64_t n, 
 QJIT_API qjit_status qjit_gemm_variants(qjit_context *ctx, const qjit_gemm_desc *d,
                                         qjit_arch arch, qjit_gemm_variant *out, size_t cap,
                                         size_t *count);
+
+/* ---------------------------------------------------------------- quantization kernels */
+/* Activation quantization on the GPU (DESIGN §9): x [M][K] (f16, bf16 or f32, K
+ * contiguous, row stride ldx) into q [M][K] and the scales a GEMM reads, by a kernel of
+ * its own kind on the same path as the GEMMs (descriptor, cache key, template
+ * templates/quant.cu, handle).  Canonical text, fields in this order:
+ *   quant in=bf16 out=e4m3 scale=mx rule=rceil arch=sm_90a
+ *   in     f16 | bf16 | f32
+ *   out    s8 | s4 | e4m3 | e2m1 (4-bit packed two a byte along K, as DESIGN §2)
+ *   scale  row    f32[M], one per row (per token)            out s8, s4, e4m3
+ *          tensor f32[1] for the whole of x                  out s8, s4, e4m3
+ *          block  f32[M][ceil(K/128)], 1x128 (DeepSeek)       out e4m3
+ *          mx     e8m0 u8[M][K/32], K a multiple of 32        out e4m3 (MXFP8), e2m1 (MXFP4)
+ *   rule   floor | rceil: how mx picks a block's exponent (qjit_mx_rule); only with mx
+ *   arch   as for GEMMs (e4m3 needs sm_89 or later); auto
+ * The rules, bit for bit, for each group G of x that shares a scale (a row, the tensor,
+ * 128 values of a row, 32 values of a row):
+ *   - a G holding a NaN or an infinity gets scale NaN (mx: 0xFF) and every q of G is 0;
+ *   - else amax = max |x| over G; s = (amax · clip) / QMAX in f32, each step rounded to
+ *     nearest even (QMAX: s8 127, s4 7, e4m3 448); s = 0 (amax = 0) gives q = 0;
+ *   - s8, s4: q = clamp(rne(x / s), -QMAX-1, QMAX) with x / s an f32 division;
+ *     e4m3: q = e4m3(x / s), RNE, saturating to ±448 (values past a clip saturate);
+ *   - mx: c = qjit_e8m0_from_amax(amax, out, rule) and q = out(x · 2^(127-c)) as
+ *     qjit_quant_mx computes it (clip does not apply).
+ * The dequantized value is q · s (mx: q · 2^(c-127)): the scale tensors are exactly what
+ * a GEMM descriptor's sa=row / tensor / block / mx reads.  A group's scale is reduced and
+ * applied inside the CTA or warp that owns the group; scale=tensor reduces partial
+ * maxima in a fixed partition through a caller-given workspace.  Nothing depends on
+ * timing: the same x gives the same bits eagerly and in graph replay, at any M. */
+typedef struct qjit_quant_desc {
+    qjit_dtype in, out;
+    qjit_scale_mode scale;  /* ROW, TENSOR, BLOCK or MX */
+    qjit_mx_rule rule;      /* mx only (FLOOR otherwise) */
+    qjit_arch arch;
+} qjit_quant_desc;
+/* Defaults: in=bf16 out=s8 scale=row, arch auto. */
+QJIT_API void qjit_quant_desc_init(qjit_quant_desc *d);
+/* Parse the text form (fields in any order, omitted ones default); on error nothing is
+ * written and the message names the field and value.  Thread-safe. */
+QJIT_API qjit_status qjit_quant_desc_parse(const char *text, qjit_quant_desc *d);
+QJIT_API qjit_status qjit_quant_desc_format(const qjit_quant_desc *d, char *buf, size_t cap,
+                                            size_t *len);
+/* Check each field and their combination; the message names the first bad field. */
+QJIT_API qjit_status qjit_quant_desc_validate(const qjit_quant_desc *d);
+
+typedef struct qjit_quant qjit_quant;
+/* The handle of a quantization descriptor for the CUDA context current on this thread
+ * (compiled, or loaded from the cache), as qjit_context_get_gemm does it: owned by ctx
+ * (NULL: the default context), shared by threads, compile-once; a miss while
+ * capture_stream captures gives QJIT_ERROR_CAPTURING. */
+QJIT_API qjit_status qjit_context_get_quant(qjit_context *ctx, const qjit_quant_desc *d,
+                                            struct CUstream_st *capture_stream,
+                                            qjit_quant **out);
+/* Compile d for a named arch into the context's cache (ctx NULL: the default), no GPU. */
+QJIT_API qjit_status qjit_quant_precompile(qjit_context *ctx, const qjit_quant_desc *d,
+                                           qjit_arch arch, int *was_cached);
+
+/* Workspace bytes scale=tensor needs (at most 4096); other modes need none. */
+#define QJIT_QUANT_WORKSPACE_BYTES 4096
+typedef struct qjit_quant_args {
+    const void *x;          /* [M][K] of in, row stride ldx elements */
+    void *q;                /* [M][K] of out, row stride ldq elements (4-bit: even) */
+    void *scale;            /* as the scale mode says */
+    void *workspace;        /* scale=tensor: QJIT_QUANT_WORKSPACE_BYTES of device memory,
+                               4-byte aligned, not shared by concurrent launches */
+    int64_t m, k, ldx, ldq;
+    float clip;             /* clip ratio in (0, 1]; 0 means 1.  Not with mx */
+} qjit_quant_args;
+/* Launch on `stream`: checks every argument first (NULL or misaligned pointers, sizes,
+ * leading dimensions, K a multiple of 32 for mx and even for 4-bit, clip, the CUDA
+ * context) and launches nothing on error.  No allocation, synchronization or module
+ * load: legal inside stream capture.  M == 0 launches nothing.  Thread-safe. */
+QJIT_API qjit_status qjit_quant_launch(const qjit_quant *q, const qjit_quant_args *args,
+                                       struct CUstream_st *stream);
+/* The descriptor (resolved) and canonical text of a handle. */
+QJIT_API qjit_status qjit_quant_get_desc(const qjit_quant *q, qjit_quant_desc *out,
+                                         char *text, size_t cap);
+
+/* A quantized linear layer in one call: x quantized by q into xq and xs (caller-owned
+ * device buffers shaped as qjit_quant_args says), then the GEMM g with A = xq, scale_a =
+ * xs and the rest from gemm_args (its .a and .scale_a are ignored), both on `stream` in
+ * that order, so one graph captures both.  g's descriptor must read what q writes: a =
+ * q's out and sa = q's scale; both are checked before anything is launched. */
+typedef struct qjit_linear_args {
+    const void *x;          /* activations [M][K] of q's in, row stride ldx */
+    int64_t ldx;
+    void *xq, *xs;          /* the quantized activations [M][K] (row stride K) and scales */
+    void *workspace;        /* scale=tensor only */
+    float clip;
+    qjit_gemm_args gemm;    /* b, d, bias, scale_b, zeros_b, m, n, k, ldb, ldd */
+} qjit_linear_args;
+QJIT_API qjit_status qjit_linear_launch(const qjit_quant *q, const qjit_gemm *g,
+                                        const qjit_linear_args *args,
+                                        struct CUstream_st *stream);
+
+/* ---------------------------------------------------------------- manifests */
+/* One line of a manifest (the files of cache/manifests/, read by qjit-precompile): a GEMM
+ * descriptor ("gemm ...") or a quantization descriptor ("quant ..."), in text form; on a
+ * gemm line a token "sweep=NAME" anywhere (its auto configuration fields then stand for
+ * every point of that named sweep, qjit_gemm_sweep); '#' to the end of the line a
+ * comment. */
+typedef struct qjit_manifest_item {
+    int kind;               /* QJIT_MANIFEST_GEMM or QJIT_MANIFEST_QUANT */
+    qjit_gemm_desc gemm;    /* kind GEMM: parsed and validated */
+    qjit_quant_desc quant;  /* kind QUANT: parsed and validated */
+    char sweep[64];         /* kind GEMM: the sweep's name, "" when the line names none */
+} qjit_manifest_item;
+#define QJIT_MANIFEST_GEMM 1
+#define QJIT_MANIFEST_QUANT 2
+/* QJIT_OK: *out is the line's item.  QJIT_ERROR_NOT_FOUND: the line holds only blanks
+ * and comments.  QJIT_ERROR_INVALID_ARGUMENT: the message names the bad token or field
+ * (a second sweep=, an empty or over-long NAME, sweep= on a quant line).  On any error
+ * *out is left as it was.  Thread-safe. */
+QJIT_API qjit_status qjit_manifest_line(const char *line, qjit_manifest_item *out);
 
 /* ---- cache administration ---- */
 /* Work on a cache DB file directly, by path, with no qjit_context: for deployment

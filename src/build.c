@@ -14,11 +14,22 @@ qjit_status qjit_build_cubin(qjit_context *ctx, const qjit_gemm_desc *r, const c
                              size_t *cubin_len, int *was_cached)
 {
     qjit_expansion e;
-    qjit_key key = {{0}, {0}};
     qjit_status st = qjit_family_expand(ctx->families, r, &e);
     if (st != QJIT_OK)
         return qjit_err_prefix(st, "%s", text);
-    if ((st = qjit_key_build(text, &e, r->arch, &key)) != QJIT_OK)
+    return qjit_build_expanded(ctx, text, r->arch, &e, must_store, key_out, cubin, cubin_len,
+                               was_cached);
+}
+
+qjit_status qjit_build_expanded(qjit_context *ctx, const char *text, qjit_arch arch,
+                                qjit_expansion *e_in, bool must_store, uint8_t key_out[16],
+                                void **cubin, size_t *cubin_len, int *was_cached)
+{
+    qjit_expansion e = *e_in; /* ours now: freed below */
+    memset(e_in, 0, sizeof *e_in);
+    qjit_key key = {{0}, {0}};
+    qjit_status st = qjit_key_build(text, &e, arch, &key);
+    if (st != QJIT_OK)
         goto done;
     memcpy(key_out, key.hash, 16);
     st = qjit_cache_get(ctx->cache, key.hash, key.material.data, key.material.len, cubin,
@@ -31,7 +42,7 @@ qjit_status qjit_build_cubin(qjit_context *ctx, const qjit_gemm_desc *r, const c
         goto done;
     *was_cached = 0;
     double ms = 0;
-    st = qjit_nvrtc_compile(e.source.data, e.source.len, e.files[0].name, r->arch, cubin,
+    st = qjit_nvrtc_compile(e.source.data, e.source.len, e.files[0].name, arch, cubin,
                             cubin_len, &ms);
     pthread_mutex_lock(&ctx->mu);
     ctx->stats.compiles++;
@@ -47,7 +58,7 @@ qjit_status qjit_build_cubin(qjit_context *ctx, const qjit_gemm_desc *r, const c
                           key.material.data,
                           key.material.len,
                           text,
-                          qjit_arch_name(r->arch),
+                          qjit_arch_name(arch),
                           *cubin,
                           *cubin_len,
                           e.source.data,

@@ -6,7 +6,6 @@
 
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------- names */
@@ -752,64 +751,4 @@ qjit_status qjit_gemm_desc_validate(const qjit_gemm_desc *d)
     if (st == QJIT_OK)
         st = check_config(d);
     return st;
-}
-
-/* ---------------------------------------------------------------- manifest lines */
-
-qjit_status qjit_manifest_line(const char *line, qjit_gemm_desc *d, char *sweep,
-                               size_t sweep_cap)
-{
-    if (!line || !d || !sweep || sweep_cap == 0)
-        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "manifest line: NULL argument");
-    size_t n = strcspn(line, "#");
-    char *text = malloc(n + 1);
-    if (!text)
-        return qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "manifest line: out of memory");
-    memcpy(text, line, n);
-    text[n] = 0;
-
-    /* Blank out the sweep token so that the rest parses as a plain descriptor. */
-    span name = {NULL, 0};
-    bool any = false;
-    qjit_status s = QJIT_OK;
-    for (char *p = text; *p && s == QJIT_OK;) {
-        while (is_sep(*p))
-            p++;
-        if (!*p)
-            break;
-        any = true;
-        size_t len = 0;
-        while (p[len] && !is_sep(p[len]))
-            len++;
-        if (len >= 6 && !memcmp(p, "sweep=", 6)) {
-            if (name.p)
-                s = qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
-                                 "manifest line: sweep= given twice in '%s'", text);
-            else if (len == 6)
-                s = qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
-                                 "manifest line: sweep= names no sweep in '%s'", text);
-            else if (len - 6 >= sweep_cap)
-                s = qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
-                                 "manifest line: sweep name '%.*s' is longer than %zu bytes",
-                                 (int)(len - 6), p + 6, sweep_cap - 1);
-            name = (span){p + 6, len - 6};
-        }
-        p += len;
-    }
-    if (s == QJIT_OK && !any)
-        s = qjit_err_set(QJIT_ERROR_NOT_FOUND, "manifest line: blank");
-    size_t at = name.p ? (size_t)(name.p - text) : 0; /* the same offset in line */
-    if (s == QJIT_OK && name.p)
-        memset(text + at - 6, ' ', name.n + 6);
-    qjit_gemm_desc t;
-    if (s == QJIT_OK)
-        s = qjit_gemm_desc_parse(text, &t);
-    if (s == QJIT_OK)
-        s = qjit_gemm_desc_validate(&t);
-    if (s == QJIT_OK) {
-        *d = t;
-        snprintf(sweep, sweep_cap, "%.*s", (int)name.n, name.p ? line + at : "");
-    }
-    free(text);
-    return s;
 }

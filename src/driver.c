@@ -147,3 +147,31 @@ qjit_status qjit_drv_device_name(const qjit_cu_api *cu, CUdevice dev, char *buf,
     buf[cap - 1] = 0;
     return QJIT_OK;
 }
+
+qjit_status qjit_drv_check_context(const qjit_cu_api *cu, CUcontext owner, CUdevice dev,
+                                   CUstream stream, const char *what)
+{
+    CUcontext cur = NULL;
+    if (cu->CtxGetCurrent(&cur) == CUDA_SUCCESS && cur != owner) {
+        CUdevice cdev = -1;
+        if (!cur || cu->CtxGetDevice(&cdev) != CUDA_SUCCESS)
+            return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
+                                "%s: no CUDA context is current on this thread; the handle "
+                                "belongs to a context of device %d",
+                                what, (int)dev);
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
+                            "%s: the handle belongs to a CUDA context of device %d, but the "
+                            "current context is %s of device %d; get the descriptor's handle "
+                            "with that context current",
+                            what, (int)dev, cdev == dev ? "another" : "one", (int)cdev);
+    }
+    if (stream && stream != CU_STREAM_LEGACY && stream != CU_STREAM_PER_THREAD) {
+        CUcontext sc = NULL;
+        if (cu->StreamGetCtx(stream, &sc) == CUDA_SUCCESS && sc && sc != owner)
+            return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
+                                "%s: the stream belongs to another CUDA context than the "
+                                "handle's (device %d)",
+                                what, (int)dev);
+    }
+    return QJIT_OK;
+}

@@ -62,4 +62,10 @@ QJIT_HIDDEN qjit_status qjit_drv_current(const qjit_cu_api **cu, CUcontext *cuct
 QJIT_HIDDEN qjit_status qjit_drv_device_name(const qjit_cu_api *cu, CUdevice dev, char *buf,
                                              size_t cap);
 
+/* A launch of a handle loaded in `owner` (a context of device dev): refused unless owner
+ * is current on this thread and, when stream is a real stream, its context too, so that
+ * the error names the devices instead of the driver failing.  Two thread-local queries. */
+QJIT_HIDDEN qjit_status qjit_drv_check_context(const qjit_cu_api *cu, CUcontext owner,
+                                               CUdevice dev, CUstream stream, const char *what);
+
 #endif

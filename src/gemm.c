@@ -557,37 +557,6 @@ static unsigned fill_config(const kernel *g, const qjit_gemm_args *a, unsigned g
 }
 
 
-/* A handle's kernels are loaded in the CUDA context that was current when it was made
- * (one device); a launch from another context, or onto another context's stream, is
- * refused here rather than failing in the driver.  Two thread-local queries. */
-static qjit_status check_context(const kernel *k, CUstream stream)
-{
-    CUcontext cur = NULL;
-    if (k->cu->CtxGetCurrent(&cur) == CUDA_SUCCESS && cur != k->cuctx) {
-        CUdevice dev = -1;
-        if (!cur || k->cu->CtxGetDevice(&dev) != CUDA_SUCCESS)
-            return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
-                                "%s: no CUDA context is current on this thread; the handle "
-                                "belongs to a context of device %d",
-                                k->text, (int)k->dev);
-        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
-                            "%s: the handle belongs to a CUDA context of device %d, but the "
-                            "current context is %s of device %d; get the descriptor's handle "
-                            "with that context current",
-                            k->text, (int)k->dev, dev == k->dev ? "another" : "one",
-                            (int)dev);
-    }
-    if (stream && stream != CU_STREAM_LEGACY && stream != CU_STREAM_PER_THREAD) {
-        CUcontext sc = NULL;
-        if (k->cu->StreamGetCtx(stream, &sc) == CUDA_SUCCESS && sc && sc != k->cuctx)
-            return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
-                                "%s: the stream belongs to another CUDA context than the "
-                                "handle's (device %d)",
-                                k->text, (int)k->dev);
-    }
-    return QJIT_OK;
-}
-
 qjit_status qjit_gemm_launch(const qjit_gemm *h, const qjit_gemm_args *a,
                              struct CUstream_st *stream)
 {
@@ -596,7 +565,7 @@ qjit_status qjit_gemm_launch(const qjit_gemm *h, const qjit_gemm_args *a,
     const kernel *k = pick(h, a);
     qjit_status st = check_args(k, a);
     if (st == QJIT_OK)
-        st = check_context(k, (CUstream)stream);
+        st = qjit_drv_check_context(k->cu, k->cuctx, k->dev, (CUstream)stream, k->text);
     if (st != QJIT_OK || a->m == 0 || a->n == 0)
         return st;
     qjit_kernel_params p;
@@ -643,7 +612,7 @@ qjit_status qjit_gemm_launch_config(const qjit_gemm *h, const qjit_gemm_args *a,
     const kernel *g = pick(h, a);
     qjit_status st = check_args(g, a);
     if (st == QJIT_OK)
-        st = check_context(g, NULL);
+        st = qjit_drv_check_context(g->cu, g->cuctx, g->dev, NULL, g->text);
     if (st != QJIT_OK)
         return st;
     memset(cfg, 0, sizeof *cfg);

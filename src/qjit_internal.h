@@ -199,6 +199,26 @@ QJIT_HIDDEN qjit_status qjit_build_cubin(qjit_context *ctx, const qjit_gemm_desc
                                          const char *text, bool must_store, uint8_t key[16],
                                          void **cubin, size_t *cubin_len, int *was_cached);
 
+/* The same from an expansion already made (which it takes over and frees): the key of
+ * text + expansion + arch, the cache, else NVRTC and a store.  Any kernel kind. */
+QJIT_HIDDEN qjit_status qjit_build_expanded(qjit_context *ctx, const char *text, qjit_arch arch,
+                                            struct qjit_expansion *e, bool must_store,
+                                            uint8_t key[16], void **cubin, size_t *cubin_len,
+                                            int *was_cached);
+
+/* ---------------------------------------------------------------- quant (quant_*.c) */
+/* The by-value kernel parameter of templates/quant.cu (its struct qjit_quant_params). */
+typedef struct qjit_quant_kernel_params {
+    const void *x;
+    void *q, *scale, *workspace;
+    long long m, k, ldx, ldq;
+    float clip;
+    int parts;
+} qjit_quant_kernel_params;
+_Static_assert(sizeof(qjit_quant_kernel_params) == 72, "templates/quant.cu's qjit_quant_params");
+/* Canonical text, or "quant (field 'x' out of range)"; always NUL-terminated. */
+QJIT_HIDDEN void qjit_quant_text(const qjit_quant_desc *d, char *buf, size_t cap);
+
 /* ---------------------------------------------------------------- template.c */
 /* A template file's bytes: from the override directory if it has the file, else the
  * copy built into the library.  `text` is owned by the library (embedded) or by

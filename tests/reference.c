@@ -354,3 +354,112 @@ int ref_gemm_int_f32(const qjit_gemm_desc *d, const qjit_gemm_args *a, ref_epilo
     }
     return 0;
 }
+
+/* ---------------------------------------------------------------- quantization */
+
+/* The code of v in an 8-bit (e4m3) or 4-bit (e2m1) float type: the nearest finite value,
+ * ties to the even code, saturating at the largest; the sign bit from v (so -0 and
+ * negatives that round to 0 keep it).  By search over the codes' values (ref_value). */
+static int32_t nearest_code(qjit_dtype t, double v)
+{
+    const int sign_bit = t == QJIT_DTYPE_E4M3 ? 0x80 : 0x8;
+    const int top = t == QJIT_DTYPE_E4M3 ? 0x7e : 0x7; /* the largest finite magnitude */
+    double a = fabs(v);
+    int best = 0;
+    for (int c = 1; c <= top; c++) {
+        double dc = fabs(ref_value(t, (uint32_t)c) - a), db = fabs(ref_value(t, (uint32_t)best) - a);
+        if (dc < db || (dc == db && c % 2 == 0))
+            best = c;
+    }
+    if (a > ref_value(t, (uint32_t)top))
+        best = top;
+    return best | (signbit(v) ? sign_bit : 0);
+}
+
+int ref_quant(const qjit_quant_desc *d, const float *x, int64_t m, int64_t k, int64_t ldx,
+              float clip, int32_t *q, float *scale)
+{
+    if (clip == 0.0f)
+        clip = 1.0f;
+    const bool mx = d->scale == QJIT_SCALE_MX;
+    const int64_t g = d->scale == QJIT_SCALE_BLOCK ? 128 : mx ? 32 : k; /* along a row */
+    if (mx && k % 32)
+        return fail("ref_quant: k=%lld is not a multiple of 32", (long long)k);
+    const bool tensor = d->scale == QJIT_SCALE_TENSOR;
+    const int64_t per_row = (k + g - 1) / g;
+    float tensor_amax = 0.0f;
+    bool tensor_bad = false;
+    if (tensor)
+        for (int64_t r = 0; r < m; r++)
+            for (int64_t i = 0; i < k; i++) {
+                float v = x[r * ldx + i];
+                tensor_bad |= !isfinite(v);
+                tensor_amax = fabsf(v) > tensor_amax ? fabsf(v) : tensor_amax;
+            }
+    for (int64_t r = 0; r < m; r++)
+        for (int64_t b = 0; b < per_row; b++) {
+            const int64_t i0 = b * g, i1 = i0 + g < k ? i0 + g : k;
+            float amax = 0.0f;
+            bool bad = false;
+            for (int64_t i = i0; i < i1; i++) {
+                float v = x[r * ldx + i];
+                bad |= !isfinite(v);
+                amax = fabsf(v) > amax ? fabsf(v) : amax;
+            }
+            if (tensor) {
+                amax = tensor_amax;
+                bad = tensor_bad;
+            }
+            if (mx) {
+                const double max_elem = d->out == QJIT_DTYPE_E4M3 ? 448.0 : 6.0;
+                const int emax = d->out == QJIT_DTYPE_E4M3 ? 8 : 2;
+                int c;
+                if (bad) {
+                    c = 0xff;
+                } else if (amax == 0.0f) {
+                    c = 0;
+                } else {
+                    int e2;
+                    frexp((double)amax, &e2);
+                    int e = e2 - 1 - emax; /* floor(log2 amax) - emax */
+                    if (d->rule == QJIT_MX_RULE_RCEIL) {
+                        e = e2 - 1 - emax - 1;
+                        while ((double)amax > ldexp(max_elem, e))
+                            e++;
+                    }
+                    c = e + 127 < 0 ? 0 : e + 127 > 254 ? 254 : e + 127;
+                }
+                scale[r * per_row + b] = (float)c;
+                for (int64_t i = i0; i < i1; i++)
+                    q[r * k + i] = c == 0xff ? 0
+                                             : nearest_code(d->out, ldexp((double)x[r * ldx + i],
+                                                                         127 - c));
+                continue;
+            }
+            const float qmax = d->out == QJIT_DTYPE_S8 ? 127.0f : d->out == QJIT_DTYPE_S4 ? 7.0f
+                                                                                         : 448.0f;
+            volatile float t = amax * clip; /* volatile: one f32 rounding per step */
+            float s = bad ? NAN : t / qmax;
+            if (tensor) {
+                if (r == 0 && b == 0)
+                    scale[0] = s;
+            } else {
+                scale[r * per_row + b] = s;
+            }
+            for (int64_t i = i0; i < i1; i++) {
+                int32_t code = 0;
+                if (s > 0.0f) {
+                    volatile float v = x[r * ldx + i] / s;
+                    if (d->out == QJIT_DTYPE_E4M3) {
+                        code = nearest_code(QJIT_DTYPE_E4M3, (double)v);
+                    } else {
+                        float rv = rintf(v); /* RNE in the default rounding mode */
+                        float lo = -qmax - 1.0f;
+                        code = (int32_t)(rv < lo ? lo : rv > qmax ? qmax : rv);
+                    }
+                }
+                q[r * k + i] = code;
+            }
+        }
+    return 0;
+}

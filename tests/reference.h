@@ -74,6 +74,16 @@ void ref_store(qjit_dtype t, const double *src, int64_t m, int64_t n, void *dst,
  * in both at one place counts as equal; in only one of them gives INFINITY. */
 double ref_nerr(const double *x, const double *ref, size_t n);
 
+/* Activation quantization by quantization descriptor d, by the rules of qjit.h
+ * ("quantization kernels"), in f32 arithmetic where the rules say f32 (each step RNE):
+ * x is f32 [m][k] with row stride ldx; clip 0 means 1.  q gets one int32 per value
+ * ([m][k], row stride k): s8/s4 as signed values, e4m3/e2m1 as codes (nearest value,
+ * ties to the even code, saturating, the sign kept on zero).  scale gets the scales:
+ * row [m], tensor [1], block [m][ceil(k/128)], mx [m][k/32] as the e8m0 codes (0..255).
+ * Returns 0, or -1 (ref_error()) for a descriptor or size the rules do not cover. */
+int ref_quant(const qjit_quant_desc *d, const float *x, int64_t m, int64_t k, int64_t ldx,
+              float clip, int32_t *q, float *scale);
+
 /* The reason of the last -1. */
 const char *ref_error(void);
 

@@ -728,58 +728,64 @@ static void test_invalid(void)
 
 static void test_manifest_line(void)
 {
-    qjit_gemm_desc d, want;
-    char sweep[16];
+    qjit_gemm_desc want;
+    qjit_manifest_item it;
 
     /* blanks and comments only */
     const char *blank[] = {"", "   ", "\t\r\n", "# a comment", "   # gemm a=bf16", "#"};
     for (size_t i = 0; i < sizeof blank / sizeof blank[0]; i++) {
-        memset(sweep, 'x', sizeof sweep);
-        CHECK(qjit_manifest_line(blank[i], &d, sweep, sizeof sweep) == QJIT_ERROR_NOT_FOUND,
+        memset(&it, 0x5a, sizeof it);
+        CHECK(qjit_manifest_line(blank[i], &it) == QJIT_ERROR_NOT_FOUND,
               "'%s' not blank: %s", blank[i], qjit_last_error());
-        CHECK(sweep[0] == 'x', "blank line '%s' wrote sweep", blank[i]);
+        CHECK(it.kind == 0x5a5a5a5a, "blank line '%s' wrote the item", blank[i]);
     }
 
     /* a descriptor, with the comment and line end cut off */
     CHECK_OK(qjit_gemm_desc_parse("gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16", &want));
     CHECK_OK(qjit_manifest_line("  gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16  # W4A16\r\n",
-                                &d, sweep, sizeof sweep));
-    CHECK(desc_equal(&d, &want) && sweep[0] == 0, "plain line: sweep '%s'", sweep);
+                                &it));
+    CHECK(it.kind == QJIT_MANIFEST_GEMM && desc_equal(&it.gemm, &want) && it.sweep[0] == 0,
+          "plain line: kind %d sweep '%s'", it.kind, it.sweep);
 
     /* sweep= anywhere on the line, taken out before parsing */
     const char *swept[] = {"gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 sweep=decode",
-                           "sweep=decode gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16",
+                           "gemm sweep=decode a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16",
                            "gemm a=bf16 b=s4\tsweep=decode\tsb=group:128 gs=bf16 out=bf16\n"};
     for (size_t i = 0; i < 3; i++) {
-        memset(&d, 0, sizeof d);
-        CHECK_OK(qjit_manifest_line(swept[i], &d, sweep, sizeof sweep));
-        CHECK(desc_equal(&d, &want) && strcmp(sweep, "decode") == 0, "'%s': sweep '%s'",
-              swept[i], sweep);
+        memset(&it, 0, sizeof it);
+        CHECK_OK(qjit_manifest_line(swept[i], &it));
+        CHECK(desc_equal(&it.gemm, &want) && strcmp(it.sweep, "decode") == 0, "'%s': sweep '%s'",
+              swept[i], it.sweep);
     }
+
+    /* quantization kernels */
+    CHECK_OK(qjit_manifest_line("quant in=bf16 out=e4m3 scale=mx rule=rceil # MXFP8 acts", &it));
+    CHECK(it.kind == QJIT_MANIFEST_QUANT && it.quant.out == QJIT_DTYPE_E4M3 &&
+              it.quant.scale == QJIT_SCALE_MX && it.quant.rule == QJIT_MX_RULE_RCEIL,
+          "quant line: kind %d", it.kind);
 
     /* errors name what is wrong and write nothing */
     struct { const char *line, *need; qjit_status s; } bad[] = {
         {"gemm a=bf16 sweep=a sweep=b", "twice", QJIT_ERROR_INVALID_ARGUMENT},
         {"gemm a=bf16 sweep=", "names no sweep", QJIT_ERROR_INVALID_ARGUMENT},
-        {"gemm a=bf16 sweep=a_name_far_too_long", "longer than 15", QJIT_ERROR_INVALID_ARGUMENT},
+        {"gemm a=bf16 sweep=a_name_far_too_long_for_the_sixty_four_bytes_that_the_item_holds",
+         "longer than 63", QJIT_ERROR_INVALID_ARGUMENT},
         {"gemm a=bf16 b=s4 out=bf16 # no group scale", "sb", QJIT_ERROR_INVALID_ARGUMENT},
         {"gemm a=bf17", "bf17", QJIT_ERROR_INVALID_ARGUMENT},
         {"sweep=decode", "gemm", QJIT_ERROR_INVALID_ARGUMENT},
         {"gemm a=bf16 xsweep=decode", "xsweep", QJIT_ERROR_INVALID_ARGUMENT},
+        {"quant out=e4m3 sweep=default", "gemm lines", QJIT_ERROR_INVALID_ARGUMENT},
+        {"quant out=s8 scale=mx", "scale=mx", QJIT_ERROR_INVALID_ARGUMENT},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        memset(&d, 0x5a, sizeof d);
-        memset(sweep, 'x', sizeof sweep);
-        qjit_status st = qjit_manifest_line(bad[i].line, &d, sweep, sizeof sweep);
+        memset(&it, 0x5a, sizeof it);
+        qjit_status st = qjit_manifest_line(bad[i].line, &it);
         CHECK(st == bad[i].s && contains(qjit_last_error(), bad[i].need),
               "'%s' -> %s: %s", bad[i].line, qjit_status_string(st), qjit_last_error());
-        CHECK(((unsigned char *)&d)[0] == 0x5a && sweep[0] == 'x', "'%s' wrote its outputs",
-              bad[i].line);
+        CHECK(it.kind == 0x5a5a5a5a, "'%s' wrote the item", bad[i].line);
     }
-    CHECK(qjit_manifest_line(NULL, &d, sweep, sizeof sweep) == QJIT_ERROR_INVALID_ARGUMENT,
-          "NULL line accepted");
-    CHECK(qjit_manifest_line("gemm", &d, sweep, 0) == QJIT_ERROR_INVALID_ARGUMENT,
-          "sweep_cap 0 accepted");
+    CHECK(qjit_manifest_line(NULL, &it) == QJIT_ERROR_INVALID_ARGUMENT, "NULL line accepted");
+    CHECK(qjit_manifest_line("gemm", NULL) == QJIT_ERROR_INVALID_ARGUMENT, "NULL item accepted");
 
     /* every line of the shipped manifests reads */
     const char *manifests[] = {"default.txt", "llama3-8b.txt", "llama3-70b.txt"};
@@ -793,7 +799,7 @@ static void test_manifest_line(void)
         char line[4096];
         int descs = 0;
         while (fgets(line, sizeof line, f)) {
-            qjit_status st = qjit_manifest_line(line, &d, sweep, sizeof sweep);
+            qjit_status st = qjit_manifest_line(line, &it);
             CHECK(st == QJIT_OK || st == QJIT_ERROR_NOT_FOUND, "%s: '%s': %s", manifests[i],
                   line, qjit_last_error());
             descs += st == QJIT_OK;

@@ -723,6 +723,88 @@ static void test_cross(void)
     }
 }
 
+/* ---------------------------------------------------------------- quantization */
+/* ref_quant against the library's host functions, two separate writings of one rule:
+ * MX against qjit_quant_mx (both rules, e4m3 and e2m1, with zeros, NaN and infinities),
+ * and the e4m3 codes of row scales against qjit_e4m3_from_f32; and hand cases. */
+static void test_quant(void)
+{
+    const int64_t m = 7, k = 256, ldx = 260;
+    float *x = malloc((size_t)(m * ldx) * sizeof *x);
+    int32_t *q = malloc((size_t)(m * k) * sizeof *q);
+    float *s = malloc((size_t)(m * k) * sizeof *s);
+    uint8_t *hq = malloc((size_t)(m * k)), hs[7 * 8];
+    for (int64_t i = 0; i < m * ldx; i++)
+        x[i] = frand(-1, 1) * (float)(1 << (rnd() % 12)) / 64.0f;
+    for (int64_t i = 0; i < 32; i++)
+        x[1 * ldx + i] = 0.0f;       /* a zero block */
+    x[2 * ldx + 40] = NAN;           /* a NaN block */
+    x[3 * ldx + 70] = -INFINITY;     /* an infinite block */
+    x[4 * ldx + 3] = -0.0f;
+    qjit_dtype elems[] = {QJIT_DTYPE_E4M3, QJIT_DTYPE_E2M1};
+    long diff = 0, checked = 0;
+    for (int e = 0; e < 2; e++)
+        for (int rule = 0; rule < 2; rule++) {
+            qjit_quant_desc d = {QJIT_DTYPE_F32, elems[e], QJIT_SCALE_MX, (qjit_mx_rule)rule,
+                                 QJIT_ARCH_SM90A};
+            CHECK(ref_quant(&d, x, m, k, ldx, 0.0f, q, s) == 0, "ref_quant: %s", ref_error());
+            CHECK_OK(qjit_quant_mx(elems[e], (qjit_mx_rule)rule, m, k, x, ldx, hq, k, hs));
+            for (int64_t r = 0; r < m; r++) {
+                for (int64_t b = 0; b < k / 32; b++)
+                    diff += (int)s[r * (k / 32) + b] != hs[r * (k / 32) + b];
+                for (int64_t i = 0; i < k; i++) {
+                    uint32_t h = e == 0 ? hq[r * k + i]
+                                        : (i % 2 ? hq[r * (k / 2) + i / 2] >> 4
+                                                 : hq[r * (k / 2) + i / 2] & 15u);
+                    diff += (uint32_t)q[r * k + i] != h;
+                    checked++;
+                }
+            }
+        }
+    CHECK(diff == 0 && checked == 4 * m * k, "MX: %ld of %ld differ from qjit_quant_mx", diff,
+          checked);
+    /* row scales, e4m3: scale = amax/448 in f32, codes qjit_e4m3_from_f32(x / s) */
+    qjit_quant_desc d = {QJIT_DTYPE_F32, QJIT_DTYPE_E4M3, QJIT_SCALE_ROW, QJIT_MX_RULE_FLOOR,
+                         QJIT_ARCH_SM90A};
+    CHECK(ref_quant(&d, x, m, k, ldx, 0.0f, q, s) == 0, "%s", ref_error());
+    diff = 0;
+    for (int64_t r = 4; r < m; r++) { /* the finite rows */
+        float amax = 0;
+        for (int64_t i = 0; i < k; i++)
+            amax = fmaxf(amax, fabsf(x[r * ldx + i]));
+        volatile float sc = amax / 448.0f;
+        diff += !(s[r] == sc);
+        for (int64_t i = 0; i < k; i++) {
+            volatile float v = x[r * ldx + i] / sc;
+            diff += (uint32_t)q[r * k + i] != qjit_e4m3_from_f32(v);
+        }
+    }
+    CHECK(diff == 0, "e4m3 rows: %ld differ from qjit_e4m3_from_f32", diff);
+    CHECK(isnan(s[2]) && isnan(s[3]) && q[2 * k + 1] == 0, "non-finite rows: scale %g, %g",
+          (double)s[2], (double)s[3]);
+    /* hand cases, s8 row with clip: x = {1, -2, 0.5, 4}, clip 0.5 -> s = 2/127 */
+    float hx[4] = {1.0f, -2.0f, 0.5f, 4.0f};
+    int32_t hq8[4];
+    float hs8;
+    d = (qjit_quant_desc){QJIT_DTYPE_F32, QJIT_DTYPE_S8, QJIT_SCALE_ROW, QJIT_MX_RULE_FLOOR,
+                          QJIT_ARCH_SM80};
+    CHECK(ref_quant(&d, hx, 1, 4, 4, 0.5f, hq8, &hs8) == 0, "%s", ref_error());
+    CHECK(hs8 == 2.0f / 127.0f && hq8[0] == 64 && hq8[1] == -127 && hq8[2] == 32 &&
+              hq8[3] == 127,
+          "s8 clip: s %.9g q %d %d %d %d", (double)hs8, hq8[0], hq8[1], hq8[2], hq8[3]);
+    /* s4 tensor: x = {7, -7, 3.5, 0.5} -> s = 1; 3.5 ties to 4, 0.5 ties to 0 */
+    float tx[4] = {7.0f, -7.0f, 3.5f, 0.5f};
+    d.out = QJIT_DTYPE_S4;
+    d.scale = QJIT_SCALE_TENSOR;
+    CHECK(ref_quant(&d, tx, 2, 2, 2, 0.0f, hq8, &hs8) == 0, "%s", ref_error());
+    CHECK(hs8 == 1.0f && hq8[0] == 7 && hq8[1] == -7 && hq8[2] == 4 && hq8[3] == 0,
+          "s4 tensor: s %g q %d %d %d %d", (double)hs8, hq8[0], hq8[1], hq8[2], hq8[3]);
+    free(x);
+    free(q);
+    free(s);
+    free(hq);
+}
+
 int main(void)
 {
     test_decoders();
@@ -733,5 +815,6 @@ int main(void)
     test_rejects();
     test_int_epilogue();
     test_cross();
+    test_quant();
     return tl_finish("test_reference");
 }

@@ -28,6 +28,7 @@ static const char usage_text[] =
     "Compiles every kernel a manifest names into the qjit cache, with no GPU.\n"
     "A manifest holds one descriptor per line in the canonical text form, e.g.\n"
     "  gemm a=bf16 b=bf16 out=bf16 tile=128x128x32 warps=2x2 stages=4 arch=sm_90a\n"
+    "  quant in=bf16 out=e4m3 scale=mx rule=rceil\n"
     "'#' starts a comment; blank lines are ignored.  Auto fields are resolved as\n"
     "qjit_get_gemm would resolve them on that architecture, or, when the line ends\n"
     "in sweep=NAME, to every configuration of that named sweep (default, small-m).\n"
@@ -84,7 +85,9 @@ static void fmt_desc(const qjit_gemm_desc *d, char *buf)
 /* ---------------------------------------------------------------- jobs */
 
 typedef struct job {
-    qjit_gemm_desc desc; /* resolved */
+    int quant;             /* 1: a quantization kernel (qdesc), else a GEMM (desc) */
+    qjit_gemm_desc desc;   /* resolved */
+    qjit_quant_desc qdesc; /* arch named */
     qjit_arch arch;
     char text[TEXT_CAP];
     char *where; /* "file:line" of the first line that asked for it */
@@ -243,6 +246,42 @@ static void add_job(run *R, const qjit_gemm_desc *d, qjit_arch arch, const char 
     memcpy(j->text, text, sizeof text);
 }
 
+/* Queue a quantization kernel for arch (its own arch when it names one), unless queued. */
+static void add_quant_job(run *R, const qjit_quant_desc *d, qjit_arch arch, const char *where)
+{
+    qjit_quant_desc r = *d;
+    if (r.arch == QJIT_ARCH_AUTO)
+        r.arch = arch;
+    char text[TEXT_CAP];
+    if (qjit_quant_desc_validate(&r) != QJIT_OK ||
+        qjit_quant_desc_format(&r, text, sizeof text, NULL) != QJIT_OK) {
+        char *err = xstrdup(qjit_last_error()), in[TEXT_CAP];
+        if (qjit_quant_desc_format(d, in, sizeof in, NULL) != QJIT_OK)
+            snprintf(in, sizeof in, "quant (unprintable)");
+        char what[TEXT_CAP + 32];
+        snprintf(what, sizeof what, "%s (for %s)", in, arch_name(arch));
+        if (set_add(R, what))
+            add_failure(R, where, what, err);
+        else
+            R->duplicates++;
+        free(err);
+        return;
+    }
+    if (!set_add(R, text)) {
+        R->duplicates++;
+        return;
+    }
+    if (R->njobs == R->jobs_cap)
+        R->jobs = grow(R->jobs, &R->jobs_cap, sizeof *R->jobs);
+    job *j = &R->jobs[R->njobs++];
+    memset(j, 0, sizeof *j);
+    j->quant = 1;
+    j->qdesc = r;
+    j->arch = r.arch;
+    j->where = xstrdup(where);
+    memcpy(j->text, text, sizeof text);
+}
+
 /* Queue one manifest line for one arch: its resolved kernel, or each point of a sweep. */
 static void add_line(run *R, const qjit_gemm_desc *d, qjit_arch arch, const char *sweep,
                      const char *where)
@@ -279,9 +318,8 @@ static void read_manifest(run *R, const char *path)
     for (long lineno = 1; (n = getline(&line, &cap, f)) >= 0; lineno++) {
         char where[1024];
         snprintf(where, sizeof where, "%s:%ld", path, lineno);
-        char sweep[64];
-        qjit_gemm_desc d;
-        qjit_status st = qjit_manifest_line(line, &d, sweep, sizeof sweep);
+        qjit_manifest_item it;
+        qjit_status st = qjit_manifest_line(line, &it);
         if (st == QJIT_ERROR_NOT_FOUND)
             continue;
         R->lines++;
@@ -290,11 +328,15 @@ static void read_manifest(run *R, const char *path)
             add_failure(R, where, line, qjit_last_error());
             continue;
         }
-        if (R->narchs > 0) {
-            for (int i = 0; i < R->narchs; i++)
-                add_line(R, &d, R->archs[i], sweep, where);
-        } else {
-            add_line(R, &d, d.arch != QJIT_ARCH_AUTO ? d.arch : QJIT_ARCH_SM90A, sweep, where);
+        qjit_arch own = it.kind == QJIT_MANIFEST_QUANT ? it.quant.arch : it.gemm.arch;
+        int narchs = R->narchs > 0 ? R->narchs : 1;
+        for (int i = 0; i < narchs; i++) {
+            qjit_arch a = R->narchs > 0 ? R->archs[i]
+                          : own != QJIT_ARCH_AUTO ? own : QJIT_ARCH_SM90A;
+            if (it.kind == QJIT_MANIFEST_QUANT)
+                add_quant_job(R, &it.quant, a, where);
+            else
+                add_line(R, &it.gemm, a, it.sweep, where);
         }
     }
     if (ferror(f)) {
@@ -399,7 +441,8 @@ static void *worker(void *arg)
         job *j = &R->jobs[i];
         double t0 = now_s();
         int cached = 0;
-        j->status = qjit_gemm_precompile(R->ctx, &j->desc, j->arch, &cached);
+        j->status = j->quant ? qjit_quant_precompile(R->ctx, &j->qdesc, j->arch, &cached)
+                             : qjit_gemm_precompile(R->ctx, &j->desc, j->arch, &cached);
         j->ms = (now_s() - t0) * 1e3;
         j->cached = cached;
         if (j->status != QJIT_OK)

@@ -226,12 +226,13 @@ int main(int argc, char **argv)
             FILE *f = fopen(v, "r");
             if (!f)
                 USAGE("--manifest: cannot open '%s': %s", v, strerror(errno));
-            char line[4096], sweep[64];
+            char line[4096];
             for (int no = 1; fgets(line, sizeof line, f); no++) {
-                qjit_gemm_desc d;
-                qjit_status st = qjit_manifest_line(line, &d, sweep, sizeof sweep);
-                if (st == QJIT_ERROR_NOT_FOUND)
-                    continue;
+                qjit_manifest_item it;
+                qjit_status st = qjit_manifest_line(line, &it);
+                if (st == QJIT_ERROR_NOT_FOUND || (st == QJIT_OK && it.kind != QJIT_MANIFEST_GEMM))
+                    continue; /* only GEMMs have configurations to tune */
+                qjit_gemm_desc d = it.gemm;
                 if (st != QJIT_OK) {
                     fclose(f);
                     USAGE("%s:%d: %s", v, no, qjit_last_error());

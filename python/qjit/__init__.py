@@ -16,7 +16,7 @@ import os
 from . import _lib
 from ._lib import lib
 
-__all__ = ["QjitError", "Desc", "Context", "default_context", "version", "resolve",
+__all__ = ["QjitError", "Desc", "QuantDesc", "get_quant", "Context", "default_context", "version", "resolve",
            "supports", "sweep", "variants", "precompile", "precompile_manifest",
            "read_manifest_line", "m_bucket", "m_bucket_max", "cache_default_path",
            "cache_stats", "cache_verify", "get_gemm", "tune_record", "tune"]
@@ -113,15 +113,63 @@ def _desc(d):
     return d if isinstance(d, Desc) else Desc(d)
 
 
+class QuantDesc:
+    """A quantization kernel descriptor (qjit.h "quantization kernels"):
+    QuantDesc("quant in=bf16 out=e4m3 scale=mx rule=rceil").  str() is its canonical text."""
+
+    __slots__ = ("_c",)
+
+    def __init__(self, text=None):
+        self._c = _lib.QuantDesc()
+        if isinstance(text, QuantDesc):
+            ctypes.pointer(self._c)[0] = text._c
+        elif text is None:
+            lib.qjit_quant_desc_init(self._c)
+        else:
+            _check(lib.qjit_quant_desc_parse(str(text).encode(), self._c))
+
+    @classmethod
+    def _of(cls, c):
+        d = cls.__new__(cls)
+        d._c = _lib.QuantDesc()
+        ctypes.pointer(d._c)[0] = c
+        return d
+
+    def __str__(self):
+        buf = ctypes.create_string_buffer(256)
+        _check(lib.qjit_quant_desc_format(self._c, buf, len(buf), None))
+        return buf.value.decode()
+
+    def __repr__(self):
+        return f"qjit.QuantDesc({str(self)!r})"
+
+    def __eq__(self, other):
+        return isinstance(other, QuantDesc) and str(self) == str(other)
+
+    def __hash__(self):
+        return hash(str(self))
+
+    def validate(self):
+        _check(lib.qjit_quant_desc_validate(self._c))
+        return self
+
+    in_ = property(lambda s: _lib.DTYPE_NAMES.get(s._c.in_))
+    out = property(lambda s: _lib.DTYPE_NAMES.get(s._c.out))
+    scale = property(lambda s: _lib.SCALE_NAMES.get(s._c.scale))
+    rule = property(lambda s: {0: "floor", 1: "rceil"}.get(s._c.rule))
+
+
 def read_manifest_line(line):
-    """One manifest line: (Desc, sweep name or "") or None for a blank/comment line."""
-    d = _lib.GemmDesc()
-    sweep = ctypes.create_string_buffer(64)
-    st = lib.qjit_manifest_line(line.encode(), d, sweep, len(sweep))
+    """One manifest line: (Desc, sweep name or "") for a gemm line, (QuantDesc, "") for a
+    quant line, or None for a blank/comment line."""
+    it = _lib.ManifestItem()
+    st = lib.qjit_manifest_line(line.encode(), it)
     if st == _lib.NOT_FOUND:
         return None
     _check(st)
-    return Desc._of(d), sweep.value.decode()
+    if it.kind == 2:
+        return QuantDesc._of(it.quant), ""
+    return Desc._of(it.gemm), it.sweep.decode()
 
 
 def m_bucket(m):
@@ -256,10 +304,16 @@ def variants(desc, arch=None, ctx=None):
 
 
 def precompile(desc, arch, ctx=None):
-    """Compile every kernel a get of desc loads on arch into the context's cache, with no
-    GPU.  Returns True when all of them were cached already."""
+    """Compile every kernel a get of desc (a GEMM descriptor, or a QuantDesc / "quant ..."
+    text) loads on arch into the context's cache, with no GPU.  Returns True when all of
+    them were cached already."""
     cached = ctypes.c_int(0)
-    _check(lib.qjit_gemm_precompile(_ctx(ctx), _desc(desc)._c, _arch(arch), ctypes.byref(cached)))
+    if isinstance(desc, QuantDesc) or (isinstance(desc, str) and desc.split()[:1] == ["quant"]):
+        q = desc if isinstance(desc, QuantDesc) else QuantDesc(desc)
+        _check(lib.qjit_quant_precompile(_ctx(ctx), q._c, _arch(arch), ctypes.byref(cached)))
+    else:
+        _check(lib.qjit_gemm_precompile(_ctx(ctx), _desc(desc)._c, _arch(arch),
+                                        ctypes.byref(cached)))
     return bool(cached.value)
 
 
@@ -276,6 +330,9 @@ def precompile_manifest(path, archs=("sm_90a",), ctx=None):
                     continue
                 d, sweep_name = got
                 for arch in archs:
+                    if isinstance(d, QuantDesc):
+                        res["cached" if precompile(d, arch, ctx) else "compiled"] += 1
+                        continue
                     for c in (sweep(d, arch, sweep_name, ctx) if sweep_name else [d]):
                         res["cached" if precompile(c, arch, ctx) else "compiled"] += 1
             except QjitError as e:
@@ -372,6 +429,13 @@ def get_gemm(desc, ctx=None):
     Needs torch; the kernels are got per device at the first call on it."""
     from . import ops
     return ops.Gemm(_desc(desc), ctx)
+
+
+def get_quant(desc, ctx=None):
+    """A callable activation quantizer of torch CUDA tensors: quant(x, clip=None) -> (q,
+    scale), on the current stream (see qjit.ops).  Needs torch."""
+    from . import ops
+    return ops.Quant(desc if isinstance(desc, QuantDesc) else QuantDesc(desc), ctx)
 
 
 from . import host  # noqa: E402  (the packing and quantization helpers)

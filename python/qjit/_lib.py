@@ -40,6 +40,23 @@ class GemmArgs(ctypes.Structure):
                [(n, c_int64) for n in ("m", "n", "k", "lda", "ldb", "ldd")]
 
 
+class QuantDesc(ctypes.Structure):
+    _fields_ = [(n, c_int) for n in ("in_", "out", "scale", "rule", "arch")]
+
+
+class QuantArgs(ctypes.Structure):
+    _fields_ = [("x", c_void_p), ("q", c_void_p), ("scale", c_void_p), ("workspace", c_void_p),
+                ("m", c_int64), ("k", c_int64), ("ldx", c_int64), ("ldq", c_int64),
+                ("clip", ctypes.c_float)]
+
+
+class ManifestItem(ctypes.Structure):
+    _fields_ = [("kind", c_int), ("gemm", GemmDesc), ("quant", QuantDesc),
+                ("sweep", ctypes.c_char * 64)]
+
+
+QUANT_WORKSPACE_BYTES = 4096
+
 LOG_FN = ctypes.CFUNCTYPE(None, c_void_p, c_int, c_char_p)
 
 
@@ -117,7 +134,8 @@ STRUCTS = {"qjit_gemm_desc": GemmDesc, "qjit_gemm_args": GemmArgs, "qjit_options
            "qjit_stats": Stats, "qjit_cache_info": CacheInfo, "qjit_gemm_info": GemmInfo,
            "qjit_gemm_variant": GemmVariant, "qjit_tune_measurement": TuneMeasurement,
            "qjit_tune_problem": TuneProblem, "qjit_tune_options": TuneOptions,
-           "qjit_tune_result": TuneResult,
+           "qjit_tune_result": TuneResult, "qjit_quant_desc": QuantDesc,
+           "qjit_quant_args": QuantArgs, "qjit_manifest_item": ManifestItem,
            "qjit_cache_stats": CacheStats, "qjit_cache_verify_report": VerifyReport}
 
 # name: (restype, argtypes)
@@ -133,7 +151,15 @@ SIGNATURES = {
     "qjit_gemm_desc_parse": (_S, [c_char_p, P(GemmDesc)]),
     "qjit_gemm_desc_format": (_S, [P(GemmDesc), c_char_p, c_size_t, P(c_size_t)]),
     "qjit_gemm_desc_validate": (_S, [P(GemmDesc)]),
-    "qjit_manifest_line": (_S, [c_char_p, P(GemmDesc), c_char_p, c_size_t]),
+    "qjit_manifest_line": (_S, [c_char_p, P(ManifestItem)]),
+    "qjit_quant_desc_init": (None, [P(QuantDesc)]),
+    "qjit_quant_desc_parse": (_S, [c_char_p, P(QuantDesc)]),
+    "qjit_quant_desc_format": (_S, [P(QuantDesc), c_char_p, c_size_t, P(c_size_t)]),
+    "qjit_quant_desc_validate": (_S, [P(QuantDesc)]),
+    "qjit_context_get_quant": (_S, [c_void_p, P(QuantDesc), c_void_p, P(c_void_p)]),
+    "qjit_quant_precompile": (_S, [c_void_p, P(QuantDesc), c_int, P(c_int)]),
+    "qjit_quant_launch": (_S, [c_void_p, P(QuantArgs), c_void_p]),
+    "qjit_quant_get_desc": (_S, [c_void_p, P(QuantDesc), c_char_p, c_size_t]),
     "qjit_f16_from_f32": (ctypes.c_uint16, [ctypes.c_float]),
     "qjit_f16_to_f32": (ctypes.c_float, [ctypes.c_uint16]),
     "qjit_bf16_from_f32": (ctypes.c_uint16, [ctypes.c_float]),

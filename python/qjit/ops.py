@@ -13,7 +13,7 @@ import threading
 
 import torch
 
-from . import Desc, QjitError, _check, _ctx, _desc, _lib, _variants_of
+from . import Desc, QjitError, QuantDesc, _check, _ctx, _desc, _lib, _variants_of
 from ._lib import lib
 
 _DT = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "s8": torch.int8}
@@ -206,9 +206,111 @@ class Gemm:
         return out.view(lead + (n,)) if len(lead) != 1 else out
 
 
+class Quant:
+    """An activation quantizer of one QuantDesc on torch tensors: quant(x, clip=None) ->
+    (q, scale) with q [..., K] (int8 for s8, float8_e4m3fn for e4m3, uint8 [..., K/2] for
+    the 4-bit types) and scale as the mode says (row f32 [M], tensor f32 [1], block f32
+    [M, ceil(K/128)], mx uint8 [M, K/32]): what a GEMM's sa reads."""
+
+    def __init__(self, desc, ctx=None):
+        self.desc = (desc if isinstance(desc, QuantDesc) else QuantDesc(desc)).validate()
+        self.ctx = ctx
+        self._handles = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self):
+        return f"qjit.Quant({str(self.desc)!r})"
+
+    def handle(self, device=None, stream=None):
+        dev = torch.device("cuda", torch.cuda.current_device()) if device is None else torch.device(device)
+        with self._lock:
+            h = self._handles.get(dev.index)
+        if h is not None:
+            return h
+        with torch.cuda.device(dev):
+            if stream is None:
+                stream = torch.cuda.current_stream(dev).cuda_stream
+            q = ctypes.c_void_p()
+            _check(lib.qjit_context_get_quant(_ctx(self.ctx), self.desc._c, stream, ctypes.byref(q)))
+        with self._lock:
+            self._handles.setdefault(dev.index, q)
+            return self._handles[dev.index]
+
+    def shapes(self, m, k):
+        """(q shape, q dtype, scale shape, scale dtype) for x of m rows of k values."""
+        d = self.desc
+        qshape, qdt = ((m, k // 2), torch.uint8) if d.out in _PACKED else \
+            ((m, k), torch.int8 if d.out == "s8" else _DT["e4m3"])
+        sshape, sdt = {"row": ((m,), torch.float32), "tensor": ((1,), torch.float32),
+                       "block": ((m, (k + 127) // 128), torch.float32),
+                       "mx": ((m, k // 32), torch.uint8)}[d.scale]
+        return qshape, qdt, sshape, sdt
+
+    def __call__(self, x, clip=None, out=None, scale=None):
+        d = self.desc
+        _tensor(x, "x", None)
+        dev = x.device
+        if x.dim() < 1:
+            raise _bad(f"argument 'x': shape {list(x.shape)}, expected [M, K] or [..., K]")
+        lead, k = tuple(x.shape[:-1]), x.shape[-1]
+        try:
+            x2 = x.view(-1, k)
+        except RuntimeError:
+            raise _bad(f"argument 'x': shape {list(x.shape)} with strides {list(x.stride())} "
+                       "does not flatten to [M, K] without a copy") from None
+        m = x2.shape[0]
+        ldx = _matrix(x2, "x", dev, d.in_, m, k)
+        qshape, qdt, sshape, sdt = self.shapes(m, k)
+        if d.out in _PACKED and k % 2:
+            raise _bad(f"argument 'x': K={k} is odd; {d.out} packs two values a byte")
+        if d.scale == "mx" and k % 32:
+            raise _bad(f"argument 'x': K={k} is not a multiple of 32, the MX block size")
+        if out is None:
+            out = torch.empty(qshape, dtype=qdt, device=dev)
+        elif tuple(out.shape) != qshape or out.dtype != qdt or not out.is_contiguous() or out.device != dev:
+            raise _bad(f"argument 'out': {list(out.shape)} {out.dtype} on {out.device}, expected "
+                       f"contiguous {list(qshape)} {qdt} on {dev}")
+        if scale is None:
+            scale = torch.empty(sshape, dtype=sdt, device=dev)
+        elif tuple(scale.shape) != sshape or scale.dtype != sdt or not scale.is_contiguous() or scale.device != dev:
+            raise _bad(f"argument 'scale': {list(scale.shape)} {scale.dtype} on {scale.device}, "
+                       f"expected contiguous {list(sshape)} {sdt} on {dev}")
+        ws = torch.empty(_lib.QUANT_WORKSPACE_BYTES // 4, dtype=torch.float32, device=dev) \
+            if d.scale == "tensor" else None
+        args = _lib.QuantArgs(_ptr(x2), _ptr(out), _ptr(scale), _ptr(ws), m, k, ldx, k,
+                              float(clip) if clip is not None else 0.0)
+        stream = torch.cuda.current_stream(dev).cuda_stream
+        h = self.handle(dev, stream)
+        with torch.cuda.device(dev):
+            _check(lib.qjit_quant_launch(h, args, stream))
+        qv = out.view(lead + (qshape[1],)) if len(lead) != 1 else out
+        return qv, scale
+
+
+def quant_linear(quant, gemm, x, b, bias=None, scale_b=None, zeros_b=None, clip=None):
+    """A quantized linear layer: x quantized by `quant` (a Quant, QuantDesc or text), then
+    `gemm` (a Gemm, Desc or text) with A and scale_a from the quantizer, on the current
+    stream: capturable as one graph.  The GEMM must read what the quantizer writes."""
+    q = quant if isinstance(quant, Quant) else _quant_of(str(quant))
+    g = gemm if isinstance(gemm, Gemm) else _gemm_of(str(gemm))
+    if g.desc.a != q.desc.out or g.desc.sa != q.desc.scale:
+        raise _bad(f"{q.desc} writes a={q.desc.out} sa={q.desc.scale}, but {g.desc} reads "
+                   f"a={g.desc.a} sa={g.desc.sa}")
+    xq, xs = q(x, clip=clip)
+    return g(xq, b, bias=bias, scale_a=xs, scale_b=scale_b, zeros_b=zeros_b)
+
+
 # ---------------------------------------------------------------- torch.library
 _by_text = {}
 _by_text_lock = threading.Lock()
+
+
+def _quant_of(text):
+    with _by_text_lock:
+        q = _by_text.get(text)
+        if q is None:
+            q = _by_text[text] = Quant(text)
+        return q
 
 
 def _gemm_of(text):
@@ -220,7 +322,7 @@ def _gemm_of(text):
 
 
 if hasattr(torch, "library") and hasattr(torch.library, "custom_op"):
-    from typing import Optional
+    from typing import Optional, Tuple
 
     @torch.library.custom_op("qjit::gemm", mutates_args=())
     def gemm_op(desc: str, a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor] = None,
@@ -228,6 +330,22 @@ if hasattr(torch, "library") and hasattr(torch.library, "custom_op"):
                 zeros_b: Optional[torch.Tensor] = None) -> torch.Tensor:
         """D = A·Bᵀ (+ bias) of descriptor `desc` (text form), on the current stream."""
         return _gemm_of(desc)(a, b, None, bias, scale_a, scale_b, zeros_b)
+
+    @torch.library.custom_op("qjit::quant", mutates_args=())
+    def quant_op(desc: str, x: torch.Tensor, clip: float = 1.0) -> Tuple[torch.Tensor, torch.Tensor]:
+        """(q, scale) of x by quantization descriptor `desc` (text form), current stream."""
+        return _quant_of(desc)(x, clip=clip)
+
+    @quant_op.register_fake
+    def _quant_fake(desc, x, clip=1.0):
+        q = _quant_of(desc)
+        k = x.shape[-1]
+        m = 1
+        for s_ in x.shape[:-1]:
+            m = m * s_
+        qshape, qdt, sshape, sdt = q.shapes(m, k)
+        return (x.new_empty(tuple(x.shape[:-1]) + (qshape[1],), dtype=qdt),
+                x.new_empty(sshape, dtype=sdt))
 
     @gemm_op.register_fake
     def _gemm_fake(desc, a, b, bias=None, scale_a=None, scale_b=None, zeros_b=None):

@@ -1,7 +1,8 @@
 /*
  * fuzz_desc.c — libFuzzer harness for the GEMM descriptor text form.
  *
- * Text input: whatever qjit_gemm_desc_parse accepts must format, parse back to the
+ * Text input (read as a GEMM descriptor and as a quantization descriptor): whatever
+ * qjit_gemm_desc_parse or qjit_quant_desc_parse accepts must format, parse back to the
  * same descriptor and format to the same text; validation of the two must agree; what
  * it rejects must leave *d untouched and say why.  Input starting with a zero byte:
  * the rest is taken as a raw qjit_gemm_desc (any bit pattern a caller could pass) and
@@ -50,6 +51,26 @@ static void raw_struct(const uint8_t *data, size_t size)
     }
 }
 
+/* The quantization descriptor's text: the same properties. */
+static void quant_text(const char *text)
+{
+    qjit_quant_desc d, e, untouched;
+    memset(&d, 0xa5, sizeof d);
+    untouched = d;
+    qjit_status s = qjit_quant_desc_parse(text, &d);
+    if (s != QJIT_OK) {
+        REQUIRE(s == QJIT_ERROR_INVALID_ARGUMENT && *qjit_last_error());
+        REQUIRE(memcmp(&d, &untouched, sizeof d) == 0);
+        return;
+    }
+    char one[256], two[256];
+    REQUIRE(qjit_quant_desc_format(&d, one, sizeof one, NULL) == QJIT_OK);
+    REQUIRE(qjit_quant_desc_parse(one, &e) == QJIT_OK && memcmp(&d, &e, sizeof d) == 0);
+    REQUIRE(qjit_quant_desc_format(&e, two, sizeof two, NULL) == QJIT_OK && !strcmp(one, two));
+    qjit_status v = qjit_quant_desc_validate(&d);
+    REQUIRE(v == QJIT_OK || (v == QJIT_ERROR_INVALID_ARGUMENT && *qjit_last_error()));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size > 0 && data[0] == 0) {
@@ -62,6 +83,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(text, data, size);
     text[size] = 0;
 
+    quant_text(text);
     qjit_gemm_desc d, untouched;
     memset(&d, 0xa5, sizeof d);
     untouched = d;

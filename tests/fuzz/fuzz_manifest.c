@@ -1,8 +1,9 @@
 /*
  * fuzz_manifest.c — libFuzzer harness for the manifest line reader (qjit_manifest_line).
  *
- * A line that reads gives a valid descriptor and a sweep name taken from the line; the
- * same descriptor and name written back as a line read to the same result.  A line
+ * A line that reads gives a valid GEMM descriptor with a sweep name taken from the line,
+ * or a valid quantization descriptor; either written back as a line reads to the same
+ * result.  A line
  * called blank has nothing but blanks before its first '#'.  A rejected line leaves the
  * outputs untouched and says why.  Any broken property aborts.
  */
@@ -29,27 +30,16 @@ static int blank_before_hash(const char *s)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    /* the first byte picks the sweep buffer size, so short buffers are exercised too */
-    size_t cap = size ? (size_t)(data[0] % 40) + 1 : 16;
-    if (size) {
-        data++;
-        size--;
-    }
     char *line = malloc(size + 1);
-    char *sweep = malloc(cap);
-    if (!line || !sweep) {
-        free(line);
-        free(sweep);
+    if (!line)
         return 0;
-    }
     memcpy(line, data, size);
     line[size] = 0;
-    memset(sweep, 'x', cap);
 
-    qjit_gemm_desc d, untouched;
-    memset(&d, 0x5a, sizeof d);
-    untouched = d;
-    qjit_status s = qjit_manifest_line(line, &d, sweep, cap);
+    qjit_manifest_item it, untouched;
+    memset(&it, 0x5a, sizeof it);
+    untouched = it;
+    qjit_status s = qjit_manifest_line(line, &it);
     if (s == QJIT_ERROR_NOT_FOUND) {
         REQUIRE(blank_before_hash(line));
     } else if (s != QJIT_OK) {
@@ -57,30 +47,38 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         REQUIRE(!blank_before_hash(line));
     }
     if (s != QJIT_OK) {
-        REQUIRE(memcmp(&d, &untouched, sizeof d) == 0 && sweep[0] == 'x');
+        REQUIRE(memcmp(&it, &untouched, sizeof it) == 0);
         free(line);
-        free(sweep);
         return 0;
     }
-    REQUIRE(memchr(sweep, 0, cap) != NULL && strlen(sweep) < cap);
-    REQUIRE(qjit_gemm_desc_validate(&d) == QJIT_OK);
-    if (*sweep) {
-        char token[64];
-        snprintf(token, sizeof token, "sweep=%s", sweep);
+    char text[1024], again[1200], text2[1024];
+    qjit_manifest_item back;
+    if (it.kind == QJIT_MANIFEST_QUANT) {
+        REQUIRE(qjit_quant_desc_validate(&it.quant) == QJIT_OK);
+        REQUIRE(qjit_quant_desc_format(&it.quant, text, sizeof text, NULL) == QJIT_OK);
+        snprintf(again, sizeof again, "%s # written back", text);
+        REQUIRE(qjit_manifest_line(again, &back) == QJIT_OK && back.kind == QJIT_MANIFEST_QUANT);
+        REQUIRE(qjit_quant_desc_format(&back.quant, text2, sizeof text2, NULL) == QJIT_OK);
+        REQUIRE(strcmp(text, text2) == 0);
+        free(line);
+        return 0;
+    }
+    REQUIRE(it.kind == QJIT_MANIFEST_GEMM);
+    REQUIRE(memchr(it.sweep, 0, sizeof it.sweep) != NULL);
+    REQUIRE(qjit_gemm_desc_validate(&it.gemm) == QJIT_OK);
+    if (*it.sweep) {
+        char token[80];
+        snprintf(token, sizeof token, "sweep=%s", it.sweep);
         REQUIRE(strstr(line, token) != NULL);
     }
-    char text[1024], again[1200];
-    REQUIRE(qjit_gemm_desc_format(&d, text, sizeof text, NULL) == QJIT_OK);
-    qjit_gemm_desc e;
-    char sweep2[64];
+    REQUIRE(qjit_gemm_desc_format(&it.gemm, text, sizeof text, NULL) == QJIT_OK);
     /* written back as "<canonical text> sweep=<name> # comment" */
-    snprintf(again, sizeof again, "%s%s%s # written back", text, *sweep ? " sweep=" : "", sweep);
-    REQUIRE(qjit_manifest_line(again, &e, sweep2, sizeof sweep2) == QJIT_OK);
-    REQUIRE(strcmp(sweep, sweep2) == 0);
-    char text2[1024];
-    REQUIRE(qjit_gemm_desc_format(&e, text2, sizeof text2, NULL) == QJIT_OK);
+    snprintf(again, sizeof again, "%s%s%s # written back", text, *it.sweep ? " sweep=" : "",
+             it.sweep);
+    REQUIRE(qjit_manifest_line(again, &back) == QJIT_OK && back.kind == QJIT_MANIFEST_GEMM);
+    REQUIRE(strcmp(it.sweep, back.sweep) == 0);
+    REQUIRE(qjit_gemm_desc_format(&back.gemm, text2, sizeof text2, NULL) == QJIT_OK);
     REQUIRE(strcmp(text, text2) == 0);
     free(line);
-    free(sweep);
     return 0;
 }

@@ -46,7 +46,7 @@ class TestLayout(unittest.TestCase):
         for name, cls in _lib.STRUCTS.items():
             self.assertEqual(int(c[name]), ctypes.sizeof(cls), f"sizeof({name})")
             for field, _ in cls._fields_:
-                self.assertEqual(int(c[f"{name}.{field}"]), getattr(cls, field).offset,
+                self.assertEqual(int(c[f"{name}.{field.rstrip('_')}"]), getattr(cls, field).offset,
                                  f"offsetof({name}, {field})")
                 checked += 1
         self.assertGreater(checked, 80)
@@ -95,6 +95,20 @@ class TestDescriptors(unittest.TestCase):
         self.assertEqual((d, sweep), (qjit.Desc("gemm a=bf16 b=bf16 out=bf16"), "small-m"))
         with self.assertRaises(qjit.QjitError):
             qjit.read_manifest_line("gemm a=bf16 sweep=a sweep=b")
+
+    def test_quant_descriptors(self):
+        q = qjit.QuantDesc("quant out=e4m3 scale=mx rule=rceil")
+        self.assertEqual(str(q), "quant in=bf16 out=e4m3 scale=mx rule=rceil arch=auto")
+        self.assertEqual((q.in_, q.out, q.scale, q.rule), ("bf16", "e4m3", "mx", "rceil"))
+        self.assertEqual(qjit.QuantDesc(str(q)), q)
+        with self.assertRaises(qjit.QjitError) as e:
+            qjit.QuantDesc("quant out=s8 scale=mx").validate()
+        self.assertIn("scale=mx", str(e.exception))
+        with self.assertRaises(qjit.QjitError) as e:
+            qjit.QuantDesc("quant in=s8")
+        self.assertIn("'in'", str(e.exception))
+        d, sweep = qjit.read_manifest_line("quant in=f16 out=s8 # per token")
+        self.assertEqual((d, sweep), (qjit.QuantDesc("quant in=f16 out=s8 scale=row"), ""))
 
     def test_buckets(self):
         self.assertEqual([qjit.m_bucket(m) for m in (1, 2, 4, 5, 16, 17, 64, 65, 256, 1024, 1025)],
@@ -160,20 +174,28 @@ class TestOffline(unittest.TestCase):
         self.assertIn("m=0", str(e.exception))
         self.assertEqual(qjit.tune("gemm a=bf16 b=bf16 out=bf16", [], ctx=self.ctx), [])
 
+    def test_precompile_quant(self):
+        self.assertFalse(qjit.precompile("quant in=bf16 out=e4m3 scale=block", "sm_90a", self.ctx))
+        self.assertTrue(qjit.precompile(qjit.QuantDesc("quant in=bf16 out=e4m3 scale=block"),
+                                        "sm_90a", self.ctx))
+        with self.assertRaises(qjit.QjitError) as e:
+            qjit.precompile("quant out=e4m3", "sm_80", self.ctx)
+        self.assertIn("sm_89", str(e.exception))
+
     def test_precompile_manifest(self):
         path = os.path.join(self.dir.name, "m.txt")
         with open(path, "w") as f:
-            f.write("# a manifest\n\n"
+            f.write("# a manifest\n\nquant in=bf16 out=s8 scale=row\n"
                     "gemm a=bf16 b=bf16 out=bf16 kernel=mma tile=64x64x32 warps=2x2 stages=2\n"
                     "gemm a=bf17 b=bf16 out=bf16\n"
                     "gemm a=f16 b=f16 out=f16 kernel=mma tile=64x64x32 warps=2x2 stages=2  # again\n")
         res = qjit.precompile_manifest(path, ["sm_80"], self.ctx)
-        self.assertEqual(res["compiled"], 2)
+        self.assertEqual(res["compiled"], 3)
         self.assertEqual(len(res["failed"]), 1)
-        self.assertEqual(res["failed"][0][0], 4)
+        self.assertEqual(res["failed"][0][0], 5)
         self.assertIn("bf17", res["failed"][0][2])
         again = qjit.precompile_manifest(path, ["sm_80"], self.ctx)
-        self.assertEqual((again["compiled"], again["cached"]), (0, 2))
+        self.assertEqual((again["compiled"], again["cached"]), (0, 3))
 
     def test_tuned_result_is_listed(self):
         w4 = "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16"
@@ -378,6 +400,88 @@ class TestTorchGPU(unittest.TestCase):
             self.assertTrue(v["tuned"])
             self.assertEqual(v["desc"], res[0]["best"])
             ctx.close()
+
+    def quant_ref(self, x, out, scale, clip=1.0):
+        """The rules of qjit.h in torch float32 on the CPU (each op rounds to nearest even)."""
+        x = x.float().cpu()
+        qmax = {"s8": 127.0, "s4": 7.0, "e4m3": 448.0}[out]
+        if scale == "row":
+            groups = x.reshape(x.shape[0], 1, -1)
+        elif scale == "tensor":
+            groups = x.reshape(1, 1, -1)
+        else:  # block: 1x128 (K a multiple of 128 here)
+            groups = x.reshape(x.shape[0], -1, 128)
+        amax = groups.abs().amax(dim=-1, keepdim=True)
+        bad = ~torch.isfinite(groups).all(dim=-1, keepdim=True)
+        s = (amax * torch.tensor(clip, dtype=torch.float32)) / torch.tensor(qmax)
+        s = torch.where(bad, torch.full_like(s, float("nan")), s)
+        t = groups / s
+        if out == "e4m3":
+            q = t.clamp(-448, 448).to(torch.float8_e4m3fn).view(torch.uint8)
+        else:
+            q = torch.round(t).clamp(-qmax - 1, qmax).to(torch.int32)
+        q = torch.where((s > 0) & ~bad, q, torch.zeros_like(q))
+        return q.reshape(x.shape), s.reshape(-1)
+
+    def test_quant_modes_bit_exact(self):
+        torch.manual_seed(5)
+        for m, k in ((1, 256), (3, 1024), (77, 2048)):
+            x = torch.randn(m, k, device=self.dev, dtype=torch.bfloat16) * 3
+            x[0, 5] = 0  # an exact zero
+            if m > 2:
+                x[1] = 0  # a row of zeros: scale 0, q 0
+                x[2, 7] = float("inf")  # a non-finite row: scale NaN, q 0
+            for out, scale, clip in (("s8", "row", 1.0), ("s8", "row", 0.8), ("s4", "row", 1.0),
+                                     ("e4m3", "row", 1.0), ("e4m3", "block", 1.0),
+                                     ("s8", "tensor", 1.0), ("e4m3", "tensor", 0.9)):
+                if scale == "tensor" and m > 2:
+                    continue  # one inf would make the whole tensor NaN; checked below
+                q = qjit.get_quant(f"quant in=bf16 out={out} scale={scale}")
+                got_q, got_s = q(x, clip=clip)
+                ref_q, ref_s = self.quant_ref(x, out, scale, clip)
+                gs = got_s.float().cpu().reshape(-1)
+                same_s = torch.equal(torch.nan_to_num(gs, nan=-1.0), torch.nan_to_num(ref_s, nan=-1.0))
+                self.assertTrue(same_s, (m, k, out, scale, clip))
+                if out == "s4":
+                    got = qjit.unpack4(got_q.cpu(), "s4").to(torch.int32)
+                elif out == "s8":
+                    got = got_q.cpu().to(torch.int32)
+                else:
+                    got = got_q.cpu().view(torch.uint8)
+                self.assertTrue(torch.equal(got, ref_q), (m, k, out, scale, clip))
+        # MX against the host helper, bit for bit, both rules and both element types
+        x = (torch.randn(65, 512) * 10).float()
+        x[3, 40] = float("nan")
+        for elem in ("e4m3", "e2m1"):
+            for rule in ("floor", "rceil"):
+                q = qjit.get_quant(f"quant in=f32 out={elem} scale=mx rule={rule}")
+                got_q, got_s = q(x.to(self.dev))
+                ref_q, ref_s = qjit.quant_mx(x, elem, rule)
+                self.assertTrue(torch.equal(got_s.cpu(), ref_s), (elem, rule))
+                self.assertTrue(torch.equal(got_q.cpu().view(torch.uint8), ref_q.view(torch.uint8)),
+                                (elem, rule))
+
+    def test_quant_linear_graph(self):
+        n, k = 1024, 2048
+        w = torch.randint(-127, 128, (n, k), dtype=torch.int8, device=self.dev)
+        ws = torch.rand(n, device=self.dev) * 1e-2 + 1e-3
+        quant = "quant in=bf16 out=s8 scale=row"
+        gemm = "gemm a=s8 b=s8 sa=row sb=col out=bf16"
+        for m in (1, 2, 3, 4, 64):
+            x = torch.randn(m, k, device=self.dev, dtype=torch.bfloat16)
+            y0 = qjit.ops.quant_linear(quant, gemm, x, w, scale_b=ws)  # loads both kernels
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                y = qjit.ops.quant_linear(quant, gemm, x, w, scale_b=ws)
+            for _ in range(100):
+                x.copy_(torch.randn(m, k, device=self.dev, dtype=torch.bfloat16))
+                graph.replay()
+                eager = qjit.ops.quant_linear(quant, gemm, x, w, scale_b=ws)
+                torch.cuda.synchronize()
+                self.assertTrue(torch.equal(y, eager), m)
+            ref = x.double() @ w.double().t() * ws.double()
+            self.assertLess(self.nerr(y, ref), 2e-2, m)
+            del y0
 
     def test_torch_compile(self):
         desc = "gemm a=bf16 b=bf16 out=bf16"

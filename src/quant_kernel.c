@@ -1,0 +1,362 @@
+/*
+ * quant_kernel.c — quantization kernel handles: a descriptor resolved for an arch, its
+ * template (templates/quant.cu) expanded and built through the GEMMs' path (build.c:
+ * key, cache, NVRTC), loaded once per CUDA context; launch (checks, then one or two
+ * cuLaunchKernel); precompile; and the quantize-then-GEMM helper of a linear layer.
+ */
+#define _GNU_SOURCE
+#include "driver.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define QUANT_TEMPLATE "quant.cu"
+#define THREADS 256
+#define MAX_PARTS 1024 /* tensor scale: partial maxima, one float each in the workspace */
+_Static_assert(MAX_PARTS * 4 <= QJIT_QUANT_WORKSPACE_BYTES, "the tensor workspace");
+
+struct qjit_quant {
+    qjit_quant_desc desc; /* resolved */
+    char text[128];
+    uint8_t key[16];
+    const qjit_cu_api *cu;
+    CUcontext cuctx;
+    CUdevice dev;
+    CUmodule module;
+    CUfunction fn, amax; /* amax: scale=tensor's first kernel */
+};
+
+/* The context's map keys objects by a GEMM descriptor's bytes; a quant descriptor's bytes,
+ * zero-padded, under their own kind. */
+_Static_assert(sizeof(qjit_quant_desc) <= sizeof(qjit_gemm_desc), "map key");
+static qjit_gemm_desc map_key(const qjit_quant_desc *d)
+{
+    qjit_gemm_desc k;
+    memset(&k, 0, sizeof k);
+    memcpy(&k, d, sizeof *d);
+    k.split_k = -1; /* no GEMM descriptor has this: in-flight builds never match a GEMM's */
+    return k;
+}
+enum { OBJ_QUANT = 3 };
+
+static int in_bytes(qjit_dtype t) { return qjit_desc_dtype_bits(t) / 8; }
+
+/* ------------------------------------------------------------ resolve and build */
+/* d with its arch named (the given one, else the context's override, else the device's),
+ * validated for that arch. */
+static qjit_status resolve(qjit_context *ctx, const qjit_quant_desc *d, qjit_arch arch,
+                           int major, int minor, qjit_quant_desc *r)
+{
+    qjit_status st = qjit_quant_desc_validate(d);
+    if (st != QJIT_OK)
+        return st;
+    *r = *d;
+    if (r->arch == QJIT_ARCH_AUTO)
+        r->arch = arch != QJIT_ARCH_AUTO ? arch : ctx->opt.arch;
+    if (r->arch == QJIT_ARCH_AUTO && major > 0)
+        r->arch = qjit_arch_for_device(major, minor);
+    if (r->arch == QJIT_ARCH_AUTO)
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
+                            "quant descriptor: arch=auto with no device to take it from; name "
+                            "one (%s)",
+                            qjit_arch_list());
+    return qjit_quant_desc_validate(r);
+}
+
+static qjit_status build(qjit_context *ctx, const qjit_quant_desc *r, bool must_store,
+                         uint8_t key[16], void **cubin, size_t *n, int *cached)
+{
+    char text[128];
+    qjit_quant_text(r, text, sizeof text);
+    static const char *const rules[] = {"floor", "rceil"};
+    const char *scale = r->scale == QJIT_SCALE_ROW      ? "row"
+                        : r->scale == QJIT_SCALE_TENSOR ? "tensor"
+                        : r->scale == QJIT_SCALE_BLOCK  ? "block"
+                                                        : "mx";
+    const qjit_tparam p[] = {
+        {"IN", QJIT_TP_STR, 0, qjit_desc_dtype_name(r->in)},
+        {"OUT", QJIT_TP_STR, 0, qjit_desc_dtype_name(r->out)},
+        {"SCALE", QJIT_TP_STR, 0, scale},
+        {"RULE", QJIT_TP_STR, 0, rules[r->rule]},
+        {"ARCH", QJIT_TP_INT, (long long)r->arch, NULL},
+        {"QPARAMS_BYTES", QJIT_TP_INT, (long long)sizeof(qjit_quant_kernel_params), NULL},
+    };
+    qjit_expansion e;
+    qjit_status st = qjit_sandbox_expand(ctx->opt.template_dir, QUANT_TEMPLATE, p,
+                                         (int)(sizeof p / sizeof p[0]), NULL, &e);
+    if (st != QJIT_OK)
+        return qjit_err_prefix(st, "%s", text);
+    return qjit_build_expanded(ctx, text, r->arch, &e, must_store, key, cubin, n, cached);
+}
+
+qjit_status qjit_quant_precompile(qjit_context *ctx, const qjit_quant_desc *d, qjit_arch arch,
+                                  int *was_cached)
+{
+    if (!d)
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "qjit_quant_precompile: NULL argument");
+    qjit_status st = ctx ? QJIT_OK : qjit_default_context(&ctx);
+    qjit_quant_desc r;
+    if (st == QJIT_OK)
+        st = resolve(ctx, d, arch, 0, 0, &r);
+    if (st != QJIT_OK)
+        return st;
+    void *cubin = NULL;
+    size_t n = 0;
+    uint8_t key[16];
+    int cached = 0;
+    st = build(ctx, &r, true, key, &cubin, &n, &cached);
+    free(cubin);
+    if (st == QJIT_OK && was_cached)
+        *was_cached = cached;
+    return st;
+}
+
+/* ------------------------------------------------------------ handles */
+static void quant_destroy(void *p)
+{
+    qjit_quant *q = p;
+    if (q->module && q->cu->CtxPushCurrent(q->cuctx) == CUDA_SUCCESS) {
+        q->cu->ModuleUnload(q->module);
+        CUcontext popped;
+        q->cu->CtxPopCurrent(&popped);
+    }
+    free(q);
+}
+
+static qjit_status quant_make(qjit_context *ctx, const qjit_cu_api *cu, CUcontext cuctx,
+                              CUdevice dev, const qjit_quant_desc *r, qjit_quant **out)
+{
+    qjit_quant *q = calloc(1, sizeof *q);
+    if (!q)
+        return qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "a quant handle");
+    q->desc = *r;
+    qjit_quant_text(r, q->text, sizeof q->text);
+    q->cu = cu;
+    q->cuctx = cuctx;
+    q->dev = dev;
+    void *cubin = NULL;
+    size_t n = 0;
+    int cached = 0;
+    qjit_status st = build(ctx, r, false, q->key, &cubin, &n, &cached);
+    CUresult cr = CUDA_SUCCESS;
+    if (st == QJIT_OK && (cr = cu->ModuleLoadData(&q->module, cubin)) != CUDA_SUCCESS)
+        st = qjit_err_prefix(qjit_drv_fail(cu, cr, "cuModuleLoadData"), "%s", q->text);
+    if (st == QJIT_OK &&
+        (cr = cu->ModuleGetFunction(&q->fn, q->module, "qjit_quant_kernel")) != CUDA_SUCCESS)
+        st = qjit_err_prefix(qjit_drv_fail(cu, cr, "cuModuleGetFunction(qjit_quant_kernel)"),
+                             "%s", q->text);
+    if (st == QJIT_OK && r->scale == QJIT_SCALE_TENSOR &&
+        (cr = cu->ModuleGetFunction(&q->amax, q->module, "qjit_quant_amax")) != CUDA_SUCCESS)
+        st = qjit_err_prefix(qjit_drv_fail(cu, cr, "cuModuleGetFunction(qjit_quant_amax)"),
+                             "%s", q->text);
+    free(cubin);
+    if (st != QJIT_OK) {
+        quant_destroy(q);
+        return st;
+    }
+    pthread_mutex_lock(&ctx->mu);
+    if (cached)
+        ctx->stats.disk_hits++;
+    pthread_mutex_unlock(&ctx->mu);
+    *out = q;
+    return QJIT_OK;
+}
+
+qjit_status qjit_context_get_quant(qjit_context *ctx, const qjit_quant_desc *d,
+                                   struct CUstream_st *capture_stream, qjit_quant **out)
+{
+    if (!d || !out)
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "qjit_get_quant: NULL argument");
+    qjit_status st = ctx ? QJIT_OK : qjit_default_context(&ctx);
+    const qjit_cu_api *cu;
+    CUcontext cuctx;
+    CUdevice dev;
+    int major, minor;
+    if (st == QJIT_OK)
+        st = qjit_drv_current(&cu, &cuctx, &dev, &major, &minor);
+    qjit_quant_desc r;
+    if (st == QJIT_OK)
+        st = resolve(ctx, d, QJIT_ARCH_AUTO, major, minor, &r);
+    if (st != QJIT_OK)
+        return st;
+    char text[128];
+    qjit_quant_text(&r, text, sizeof text);
+    if (!qjit_arch_runs_on(r.arch, major, minor))
+        return qjit_err_set(QJIT_ERROR_UNSUPPORTED,
+                            "%s: a cubin for %s does not run on the current device (sm_%d%d)",
+                            text, qjit_arch_name(r.arch), major, minor);
+    const qjit_gemm_desc key = map_key(&r);
+    qjit_quant *q;
+    pthread_mutex_lock(&ctx->mu);
+    ctx->stats.gets++;
+    for (;;) {
+        q = qjit_ctx_find(ctx, OBJ_QUANT, &key, cuctx);
+        if (q || !qjit_ctx_building(ctx, &key, cuctx))
+            break;
+        pthread_cond_wait(&ctx->cv, &ctx->mu);
+    }
+    if (q) {
+        ctx->stats.memory_hits++;
+        pthread_mutex_unlock(&ctx->mu);
+        *out = q;
+        return QJIT_OK;
+    }
+    if (capture_stream) {
+        CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+        CUresult cr = cu->StreamIsCapturing((CUstream)capture_stream, &cs);
+        if (cr != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE) {
+            pthread_mutex_unlock(&ctx->mu);
+            return qjit_err_set(QJIT_ERROR_CAPTURING,
+                                "%s is not loaded yet and the stream is capturing: loading a "
+                                "module now would break the capture; get it before "
+                                "cuStreamBeginCapture",
+                                text);
+        }
+    }
+    qjit_inflight me = {key, cuctx, NULL};
+    qjit_ctx_build_begin(ctx, &me);
+    pthread_mutex_unlock(&ctx->mu);
+
+    st = quant_make(ctx, cu, cuctx, dev, &r, &q);
+
+    pthread_mutex_lock(&ctx->mu);
+    if (st == QJIT_OK && !qjit_ctx_adopt(ctx, q, quant_destroy)) {
+        quant_destroy(q);
+        st = qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "%s: the context's list of handles", text);
+    }
+    if (st == QJIT_OK)
+        qjit_ctx_insert(ctx, OBJ_QUANT, &key, cuctx, q);
+    qjit_ctx_build_end(ctx, &me);
+    pthread_mutex_unlock(&ctx->mu);
+    if (st == QJIT_OK)
+        *out = q;
+    return st;
+}
+
+qjit_status qjit_quant_get_desc(const qjit_quant *q, qjit_quant_desc *out, char *text,
+                                size_t cap)
+{
+    if (!q)
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "qjit_quant_get_desc: NULL handle");
+    if (out)
+        *out = q->desc;
+    if (text && cap)
+        snprintf(text, cap, "%s", q->text);
+    return QJIT_OK;
+}
+
+/* ------------------------------------------------------------ launch */
+static qjit_status check_args(const qjit_quant *q, const qjit_quant_args *a, float *clip)
+{
+    const qjit_quant_desc *d = &q->desc;
+    const char *t = q->text;
+#define BAD(...) return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, __VA_ARGS__)
+    if (a->m < 0 || a->k < 1)
+        BAD("%s: m=%lld k=%lld (m >= 0, k >= 1)", t, (long long)a->m, (long long)a->k);
+    *clip = a->clip == 0.0f ? 1.0f : a->clip;
+    if (!(*clip > 0.0f && *clip <= 1.0f))
+        BAD("%s: clip=%g must be in (0, 1] (0 means 1)", t, (double)a->clip);
+    if (d->scale == QJIT_SCALE_MX && *clip != 1.0f)
+        BAD("%s: clip=%g: the MX scale rules take no clip ratio", t, (double)a->clip);
+    if (a->m == 0)
+        return QJIT_OK;
+    if (!a->x || !a->q || !a->scale)
+        BAD("%s: argument '%s' is NULL", t, !a->x ? "x" : !a->q ? "q" : "scale");
+    if (d->scale == QJIT_SCALE_TENSOR && !a->workspace)
+        BAD("%s: argument 'workspace' is NULL; scale=tensor needs %d bytes of device memory",
+            t, QJIT_QUANT_WORKSPACE_BYTES);
+    const bool packed = qjit_desc_dtype_bits(d->out) == 4;
+    if ((uintptr_t)a->x % (uintptr_t)in_bytes(d->in))
+        BAD("%s: argument 'x' = %p is not %d-byte aligned", t, a->x, in_bytes(d->in));
+    if (d->scale != QJIT_SCALE_MX && (uintptr_t)a->scale % 4)
+        BAD("%s: argument 'scale' = %p is not 4-byte aligned", t, a->scale);
+    if (d->scale == QJIT_SCALE_TENSOR && (uintptr_t)a->workspace % 4)
+        BAD("%s: argument 'workspace' = %p is not 4-byte aligned", t, a->workspace);
+    if (a->ldx < a->k)
+        BAD("%s: ldx=%lld must be >= k=%lld", t, (long long)a->ldx, (long long)a->k);
+    if (a->ldq < a->k)
+        BAD("%s: ldq=%lld must be >= k=%lld", t, (long long)a->ldq, (long long)a->k);
+    if (packed && (a->k % 2 || a->ldq % 2))
+        BAD("%s: k=%lld and ldq=%lld must be even: 4-bit values pack two a byte", t,
+            (long long)a->k, (long long)a->ldq);
+    if (d->scale == QJIT_SCALE_MX && a->k % 32)
+        BAD("%s: k=%lld is not a multiple of 32, the MX block size", t, (long long)a->k);
+    const int64_t groups = d->scale == QJIT_SCALE_BLOCK ? a->m * ((a->k + 127) / 128)
+                           : d->scale == QJIT_SCALE_MX  ? a->m * (a->k / 32)
+                                                        : a->m;
+    const int64_t per_cta = d->scale == QJIT_SCALE_BLOCK ? 8 : d->scale == QJIT_SCALE_MX ? 32 : 1;
+    if ((groups + per_cta - 1) / per_cta > 0x7fffffff)
+        BAD("%s: m=%lld k=%lld is too large for one launch", t, (long long)a->m,
+            (long long)a->k);
+#undef BAD
+    return QJIT_OK;
+}
+
+qjit_status qjit_quant_launch(const qjit_quant *q, const qjit_quant_args *a,
+                              struct CUstream_st *stream)
+{
+    if (!q || !a)
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "qjit_quant_launch: NULL argument");
+    float clip = 1.0f;
+    qjit_status st = check_args(q, a, &clip);
+    if (st == QJIT_OK)
+        st = qjit_drv_check_context(q->cu, q->cuctx, q->dev, (CUstream)stream, q->text);
+    if (st != QJIT_OK || a->m == 0)
+        return st;
+    const int parts = (int)(a->m < MAX_PARTS ? a->m : MAX_PARTS);
+    qjit_quant_kernel_params p = {a->x,   a->q,   a->scale, a->workspace, a->m,
+                                  a->k,   a->ldx, a->ldq,   clip,         parts};
+    void *params[] = {&p};
+    int64_t grid;
+    switch (q->desc.scale) {
+    case QJIT_SCALE_BLOCK: grid = (a->m * ((a->k + 127) / 128) + 7) / 8; break;
+    case QJIT_SCALE_MX: grid = (a->m * (a->k / 32) + 31) / 32; break;
+    default: grid = a->m; break;
+    }
+    CUresult r = CUDA_SUCCESS;
+    if (q->desc.scale == QJIT_SCALE_TENSOR)
+        r = q->cu->LaunchKernel(q->amax, (unsigned)parts, 1, 1, THREADS, 1, 1, 0,
+                                (CUstream)stream, params, NULL);
+    if (r == CUDA_SUCCESS)
+        r = q->cu->LaunchKernel(q->fn, (unsigned)grid, 1, 1, THREADS, 1, 1, 0, (CUstream)stream,
+                                params, NULL);
+    if (r != CUDA_SUCCESS)
+        return qjit_err_prefix(qjit_drv_fail(q->cu, r, "cuLaunchKernel"), "%s", q->text);
+    return QJIT_OK;
+}
+
+/* ------------------------------------------------------------ a linear layer */
+qjit_status qjit_linear_launch(const qjit_quant *q, const qjit_gemm *g,
+                               const qjit_linear_args *a, struct CUstream_st *stream)
+{
+    if (!q || !g || !a)
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "qjit_linear_launch: NULL argument");
+    qjit_gemm_info info;
+    qjit_status st = qjit_gemm_get_info(g, &info);
+    if (st != QJIT_OK)
+        return st;
+    if (info.desc.a != q->desc.out || info.desc.sa != q->desc.scale)
+        return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
+                            "qjit_linear_launch: %s writes a=%s sa=%s, but %s reads a=%s sa=%s",
+                            q->text, qjit_desc_dtype_name(q->desc.out),
+                            qjit_desc_scale_name(q->desc.scale), info.text,
+                            qjit_desc_dtype_name(info.desc.a),
+                            qjit_desc_scale_name(info.desc.sa));
+    qjit_quant_args qa = {a->x, a->xq, a->xs, a->workspace, a->gemm.m, a->gemm.k, a->ldx,
+                          a->gemm.k, a->clip};
+    qjit_gemm_args ga = a->gemm;
+    ga.a = a->xq;
+    ga.scale_a = a->xs;
+    ga.lda = a->gemm.k;
+    /* both checked before either runs */
+    float clip;
+    if ((st = check_args(q, &qa, &clip)) != QJIT_OK)
+        return st;
+    qjit_launch_config cfg;
+    if (ga.m > 0 && ga.n > 0 && (st = qjit_gemm_launch_config(g, &ga, &cfg)) != QJIT_OK)
+        return st;
+    if ((st = qjit_quant_launch(q, &qa, stream)) != QJIT_OK)
+        return st;
+    return qjit_gemm_launch(g, &ga, stream);
+}

@@ -1,0 +1,306 @@
+// quant.cu — activation quantization: x [M][K] (f16, bf16 or f32, K contiguous, row
+// stride ldx) into q [M][K] (s8, s4, e4m3 or e2m1; 4-bit packed two a byte along K) and the
+// scales the GEMMs read (DESIGN §2): row f32[M], tensor f32[1], block f32[M][ceil(K/128)],
+// mx e8m0[M][K/32].  The rules are those of qjit.h ("quantization kernels"), bit for bit:
+//   a group G (a row, the tensor, 128 values of a row, 32 values of a row) with a NaN or an
+//   infinity gets scale NaN (mx: 0xFF) and every q of G = 0; else amax = max|x| over G,
+//   s = (amax · clip) / QMAX in f32 (each step rounded to nearest even), and
+//   s8/s4: q = clamp(rne(x / s), -QMAX-1, QMAX); e4m3: q = e4m3(x / s), saturating;
+//   s = 0 gives q = 0.  mx: c = the e8m0 code of amax by RULE (qjit_e8m0_from_amax),
+//   q = elem(x · 2^(127-c)), the scaling exact, the conversion saturating.
+// Every scale is reduced and applied inside the CTA (row, tensor) or warp (block, mx) that
+// owns its group, so nothing depends on timing.  The tensor scale takes two kernels in one
+// launch: qjit_quant_amax writes one partial max per CTA into the caller's workspace (a
+// fixed partition of the rows), and every CTA of qjit_quant_kernel reduces all partials in
+// the same order before it quantizes; max is exact, so the order could not matter anyway.
+//
+// Parameters: IN, OUT, SCALE, RULE ("floor"/"rceil", mx only), ARCH (80, 86, 89, 90),
+// QPARAMS_BYTES (the library's qjit_quant_kernel_params).
+% local QMAX = ({s8 = 127, s4 = 7, e4m3 = 448, e2m1 = 6})[OUT]
+% local PACKED = OUT == "s4" or OUT == "e2m1"
+% local INT = OUT == "s8" or OUT == "s4"
+% if (OUT == "e4m3") and ARCH < 89 then unsupported("e4m3 output needs sm_89 or later (cvt to fp8)") end
+% if SCALE == "mx" and OUT ~= "e4m3" and OUT ~= "e2m1" then unsupported("scale=mx needs out=e4m3 or e2m1") end
+% if SCALE ~= "mx" and OUT == "e2m1" then unsupported("out=e2m1 needs scale=mx") end
+% if SCALE == "block" and OUT ~= "e4m3" then unsupported("scale=block (1x128) needs out=e4m3") end
+struct qjit_quant_params {
+    const void *x;
+    void *q, *scale, *workspace;
+    long long m, k, ldx, ldq;
+    float clip;
+    int parts;
+};
+static_assert(sizeof(qjit_quant_params) == $(QPARAMS_BYTES), "qjit_quant_params: the library's qjit_quant_kernel_params");
+
+namespace qq {
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+
+__device__ __forceinline__ float load_x(const void *x, long long i)
+{
+% if IN == "bf16" then
+    return __uint_as_float((u32)((const u16 *)x)[i] << 16);
+% elseif IN == "f16" then
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(((const u16 *)x)[i]));
+    return f;
+% else
+    return ((const float *)x)[i];
+% end
+}
+
+__device__ __forceinline__ int nonfinite(float v)
+{
+    return (__float_as_uint(v) & 0x7f800000u) == 0x7f800000u;
+}
+
+// a = max(a, |v|) and bad |= v is NaN or infinite, over the lanes of a group of `width`.
+__device__ __forceinline__ void group_reduce(float &a, int &bad, int width)
+{
+    for (int o = width / 2; o > 0; o /= 2) {
+        a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
+        bad |= __shfl_xor_sync(0xffffffffu, bad, o);
+    }
+}
+
+// The same over a CTA of 256 threads; every thread gets the result.
+__device__ __forceinline__ void cta_reduce(float &a, int &bad)
+{
+    __shared__ float sa[8];
+    __shared__ int sb[8];
+    group_reduce(a, bad, 32);
+    const int w = threadIdx.x / 32;
+    if (threadIdx.x % 32 == 0) {
+        sa[w] = a;
+        sb[w] = bad;
+    }
+    __syncthreads();
+    a = sa[0];
+    bad = sb[0];
+    for (int i = 1; i < 8; i++) {
+        a = fmaxf(a, sa[i]);
+        bad |= sb[i];
+    }
+    __syncthreads(); // the arrays may be reused
+}
+
+__device__ __forceinline__ float nan_f() { return __uint_as_float(0x7fc00000u); }
+
+% if SCALE ~= "mx" then
+// The scale of a group from its amax: NaN for a non-finite group, else (amax·clip)/QMAX.
+__device__ __forceinline__ float scale_of(float amax, int bad, float clip)
+{
+    return bad ? nan_f() : __fdiv_rn(__fmul_rn(amax, clip), $(QMAX).0f);
+}
+
+// The code of v under scale s (s NaN or 0: 0).
+__device__ __forceinline__ u32 encode(float v, float s)
+{
+    if (!(s > 0.0f))
+        return 0;
+    const float t = __fdiv_rn(v, s);
+%   if INT then
+    int q = __float2int_rn(t);
+    q = q < -$(QMAX + 1) ? -$(QMAX + 1) : q > $(QMAX) ? $(QMAX) : q;
+    return (u32)q & $(OUT == "s4" and "0xfu" or "0xffu");
+%   else
+    unsigned short r;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(t));
+    return r & 0xffu;
+%   end
+}
+% else
+// 2^e as a float, exactly, for e in [-149, 127].
+__device__ __forceinline__ float pow2(int e)
+{
+    return e >= -126 ? __uint_as_float((u32)(e + 127) << 23) : __uint_as_float(1u << (e + 149));
+}
+
+// a · 2^e, exact while the result is a normal number (the steps keep it so).
+__device__ __forceinline__ float scale_pow2(float a, int e)
+{
+    while (e > 100) { a *= pow2(100); e -= 100; }
+    while (e < -100) { a *= pow2(-100); e += 100; }
+    return a * pow2(e);
+}
+
+// The e8m0 code of a block's amax (finite, >= 0) by RULE, as qjit_e8m0_from_amax.
+__device__ __forceinline__ u32 e8m0_of(float a)
+{
+%   local EMAX = ({e4m3 = 8, e2m1 = 2})[OUT]
+    if (a == 0.0f)
+        return 0;
+    const u32 bits = __float_as_uint(a);
+    const int ex = (int)((bits >> 23) & 0xffu);
+    const int fl = ex ? ex - 127 : (31 - __clz(bits & 0x7fffffu)) - 149; // floor(log2 a)
+%   if RULE == "floor" then
+    int e = fl - $(EMAX);
+%   else
+    // the least e with a <= max_elem · 2^e: fl - emax or one more
+    int e = fl - $(EMAX) - 1;
+    while (scale_pow2(a, -e) > $(QMAX).0f)
+        e++;
+%   end
+    e += 127;
+    return (u32)(e < 0 ? 0 : e > 254 ? 254 : e);
+}
+
+// The code of v scaled by 2^(127 - c), converted as qjit_<OUT>_from_f32 does.
+__device__ __forceinline__ u32 encode_mx(float v, u32 c)
+{
+    const float t = v * pow2(127 - (int)c);
+%   if OUT == "e4m3" then
+    unsigned short r;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(t));
+    return r & 0xffu;
+%   else
+    // e2m1 {0, .5, 1, 1.5, 2, 3, 4, 6}: round to nearest, ties to the even code, saturate
+    const float a = fabsf(t);
+    const u32 m = a <= 0.25f ? 0 : a < 0.75f ? 1 : a <= 1.25f ? 2 : a < 1.75f ? 3
+                : a <= 2.5f ? 4 : a < 3.5f ? 5 : a <= 5.0f ? 6 : 7;
+    return m | ((__float_as_uint(t) >> 28) & 8u);
+%   end
+}
+% end
+} // namespace qq
+
+% if SCALE == "row" or SCALE == "tensor" then
+// One CTA per row: its amax (row) or the tensor's from the partials (tensor), then the row.
+extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_quant_params p)
+{
+    using namespace qq;
+    const long long r = blockIdx.x;
+    const long long xrow = r * p.ldx;
+    float a = 0.0f;
+    int bad = 0;
+%   if SCALE == "row" then
+    for (long long i = threadIdx.x; i < p.k; i += 256) {
+        const float v = load_x(p.x, xrow + i);
+        bad |= nonfinite(v);
+        a = fmaxf(a, fabsf(v));
+    }
+%   else
+    for (int i = threadIdx.x; i < p.parts; i += 256) {
+        const float v = ((const float *)p.workspace)[i];
+        bad |= nonfinite(v);
+        a = fmaxf(a, v);
+    }
+%   end
+    cta_reduce(a, bad);
+    const float s = scale_of(a, bad, p.clip);
+%   if SCALE == "row" then
+    if (threadIdx.x == 0)
+        ((float *)p.scale)[r] = s;
+%   else
+    if (threadIdx.x == 0 && r == 0)
+        ((float *)p.scale)[0] = s;
+%   end
+%   if PACKED then
+    u8 *qrow = (u8 *)p.q + r * (p.ldq / 2);
+    for (long long j = threadIdx.x; j < p.k / 2; j += 256) {
+        const u32 lo = encode(load_x(p.x, xrow + 2 * j), s);
+        const u32 hi = encode(load_x(p.x, xrow + 2 * j + 1), s);
+        qrow[j] = (u8)(lo | (hi << 4));
+    }
+%   else
+    u8 *qrow = (u8 *)p.q + r * p.ldq;
+    for (long long i = threadIdx.x; i < p.k; i += 256)
+        qrow[i] = (u8)encode(load_x(p.x, xrow + i), s);
+%   end
+}
+% end
+
+% if SCALE == "tensor" then
+// Partial max of |x| over rows blockIdx.x, blockIdx.x + gridDim.x, ... into
+// workspace[blockIdx.x] (NaN when one of them holds a NaN or an infinity).
+extern "C" __global__ void __launch_bounds__(256) qjit_quant_amax(const qjit_quant_params p)
+{
+    using namespace qq;
+    float a = 0.0f;
+    int bad = 0;
+    for (long long r = blockIdx.x; r < p.m; r += gridDim.x)
+        for (long long i = threadIdx.x; i < p.k; i += 256) {
+            const float v = load_x(p.x, r * p.ldx + i);
+            bad |= nonfinite(v);
+            a = fmaxf(a, fabsf(v));
+        }
+    cta_reduce(a, bad);
+    if (threadIdx.x == 0)
+        ((float *)p.workspace)[blockIdx.x] = bad ? nan_f() : a;
+}
+% end
+
+% if SCALE == "block" then
+// One warp per 1x128 block of a row: 4 values a lane.  No lane leaves early, so that the
+// shuffles see the whole warp.
+extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_quant_params p)
+{
+    using namespace qq;
+    const long long nb = (p.k + 127) / 128;
+    const long long w = (long long)blockIdx.x * 8 + threadIdx.x / 32;
+    const bool live = w < p.m * nb;
+    const long long r = live ? w / nb : 0, b = live ? w % nb : 0;
+    const int lane = threadIdx.x % 32;
+    float v[4];
+    float a = 0.0f;
+    int bad = 0;
+    for (int t = 0; t < 4; t++) {
+        const long long i = b * 128 + lane * 4 + t;
+        v[t] = live && i < p.k ? load_x(p.x, r * p.ldx + i) : 0.0f;
+        bad |= nonfinite(v[t]);
+        a = fmaxf(a, fabsf(v[t]));
+    }
+    group_reduce(a, bad, 32);
+    if (!live)
+        return;
+    const float s = scale_of(a, bad, p.clip);
+    if (lane == 0)
+        ((float *)p.scale)[r * nb + b] = s;
+    u8 *qrow = (u8 *)p.q + r * p.ldq;
+    for (int t = 0; t < 4; t++) {
+        const long long i = b * 128 + lane * 4 + t;
+        if (i < p.k)
+            qrow[i] = (u8)encode(v[t], s);
+    }
+}
+% end
+
+% if SCALE == "mx" then
+// Eight lanes per 32-value block, 4 values a lane; K is a multiple of 32.
+extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_quant_params p)
+{
+    using namespace qq;
+    const long long nb = p.k / 32;
+    const long long g = ((long long)blockIdx.x * 256 + threadIdx.x) / 8;
+    const bool live = g < p.m * nb;
+    const long long r = live ? g / nb : 0, b = live ? g % nb : 0;
+    const int sub = threadIdx.x % 8;
+    float v[4];
+    float a = 0.0f;
+    int bad = 0;
+    for (int t = 0; t < 4; t++) {
+        v[t] = live ? load_x(p.x, r * p.ldx + b * 32 + sub * 4 + t) : 0.0f;
+        bad |= nonfinite(v[t]);
+        a = fmaxf(a, fabsf(v[t]));
+    }
+    group_reduce(a, bad, 8);
+    if (!live)
+        return;
+    const u32 c = bad ? 0xffu : e8m0_of(a);
+    if (sub == 0)
+        ((u8 *)p.scale)[r * nb + b] = (u8)c;
+    u32 code[4];
+    for (int t = 0; t < 4; t++)
+        code[t] = c == 0xffu ? 0u : encode_mx(v[t], c);
+%   if OUT == "e2m1" then
+    u8 *qrow = (u8 *)p.q + r * (p.ldq / 2) + b * 16 + sub * 2;
+    qrow[0] = (u8)(code[0] | (code[1] << 4));
+    qrow[1] = (u8)(code[2] | (code[3] << 4));
+%   else
+    u8 *qrow = (u8 *)p.q + r * p.ldq + b * 32 + sub * 4;
+    for (int t = 0; t < 4; t++)
+        qrow[t] = (u8)code[t];
+%   end
+}
+% end

@@ -1,0 +1,376 @@
+/*
+ * test_gpu_quant_kernels.c — the activation quantization kernels against ref_quant
+ * (tests/reference.c), bit for bit: every (in, out, scale, rule) at M ∈ {1, 3, 16, 17,
+ * 64, 333} with K off the 128 block where the mode allows and padded row strides, on
+ * random data holding exact zeros, a zero row, a row with an infinity and one with a
+ * NaN, with clip ratios; outputs poisoned and checked fully written and nothing past K;
+ * graph replays with new inputs bit-identical to eager launches at several M; bad
+ * arguments refused with nothing written; a W8A8 linear layer (qjit_linear_launch) equal
+ * to its two launches and right against the GEMM reference.  Skips with no GPU.
+ */
+#include "qjit.h"
+#include "testlib.h"
+
+#include "gpu_check.c" /* the reference and the device helpers */
+
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <string.h>
+
+static const char *const combos[] = {
+    "out=s8 scale=row",    "out=s4 scale=row",    "out=e4m3 scale=row",
+    "out=s8 scale=tensor", "out=s4 scale=tensor", "out=e4m3 scale=tensor",
+    "out=e4m3 scale=block", "out=e4m3 scale=mx rule=floor", "out=e4m3 scale=mx rule=rceil",
+    "out=e2m1 scale=mx rule=floor", "out=e2m1 scale=mx rule=rceil",
+};
+#define NCOMBOS (int)(sizeof combos / sizeof combos[0])
+static const char *const ins[] = {"f16", "bf16", "f32"};
+
+/* x as its input type, and the f32 values those codes hold (what the kernel reads). */
+static void make_x(qjit_dtype in, int64_t m, int64_t k, int64_t ldx, int special, void *host,
+                   float *vals)
+{
+    for (int64_t r = 0; r < m; r++)
+        for (int64_t i = 0; i < ldx; i++) {
+            float v = i < k ? uni(-4, 4) * (float)(1 + r % 3) : 1e30f; /* padding: huge */
+            if (i < k && next_u64() % 17 == 0)
+                v = 0.0f;
+            if (special && m > 3 && r == 1 && i < k)
+                v = 0.0f; /* a zero row */
+            if (special && m > 3 && r == 2 && i == k / 2)
+                v = INFINITY;
+            if (special && m > 3 && r == 3 && i == k - 1)
+                v = NAN;
+            size_t at = (size_t)(r * ldx + i);
+            if (in == QJIT_DTYPE_F16) {
+                ((uint16_t *)host)[at] = qjit_f16_from_f32(v);
+                v = qjit_f16_to_f32(((uint16_t *)host)[at]);
+            } else if (in == QJIT_DTYPE_BF16) {
+                ((uint16_t *)host)[at] = qjit_bf16_from_f32(v);
+                v = qjit_bf16_to_f32(((uint16_t *)host)[at]);
+            } else {
+                ((float *)host)[at] = v;
+            }
+            vals[at] = v;
+        }
+}
+
+static size_t scale_elems(const qjit_quant_desc *d, int64_t m, int64_t k)
+{
+    switch (d->scale) {
+    case QJIT_SCALE_TENSOR: return 1;
+    case QJIT_SCALE_BLOCK: return (size_t)(m * ((k + 127) / 128));
+    case QJIT_SCALE_MX: return (size_t)(m * (k / 32));
+    default: return (size_t)m;
+    }
+}
+
+/* The code of q value (r, i) as ref_quant states it. */
+static int32_t code_at(const qjit_quant_desc *d, const uint8_t *q, int64_t ldq, int64_t r,
+                       int64_t i)
+{
+    if (bits_of(d->out) == 4) {
+        uint8_t byte = q[r * (ldq / 2) + i / 2];
+        uint32_t nib = i % 2 ? byte >> 4 : byte & 15u;
+        return d->out == QJIT_DTYPE_S4 ? (int32_t)(nib ^ 8u) - 8 : (int32_t)nib;
+    }
+    return d->out == QJIT_DTYPE_S8 ? (int32_t)(int8_t)q[r * ldq + i] : (int32_t)q[r * ldq + i];
+}
+
+/* One run of d at m x k with clip: kernel vs ref_quant.  false on any difference. */
+static bool check_one(qjit_quant *qh, const qjit_quant_desc *d, int64_t m, int64_t k, float clip,
+                      int special)
+{
+    const int in_bytes = bits_of(d->in) / 8;
+    const bool packed = bits_of(d->out) == 4;
+    const int64_t ldx = k + 8, ldq = k + 4;
+    const size_t qbytes = (size_t)(packed ? m * ldq / 2 : m * ldq);
+    const size_t ns = scale_elems(d, m, k), sbytes = ns * (d->scale == QJIT_SCALE_MX ? 1 : 4);
+    buf X, Q, S, W;
+    buf_make(&X, (size_t)(m * ldx) * (size_t)in_bytes);
+    buf_make(&Q, qbytes);
+    buf_make(&S, sbytes);
+    buf_make(&W, QJIT_QUANT_WORKSPACE_BYTES);
+    float *vals = malloc((size_t)(m * ldx) * sizeof *vals);
+    int32_t *rq = malloc((size_t)(m * k) * sizeof *rq);
+    float *rs = malloc(ns * sizeof *rs);
+    make_x(d->in, m, k, ldx, special, X.h, vals);
+    buf_up(&X);
+    CK(cudaMemset(Q.d, 0xa5, qbytes)); /* poison */
+    CK(cudaMemset(S.d, 0xa5, sbytes));
+    qjit_quant_args a = {X.d, Q.d, S.d, W.d, m, k, ldx, ldq, clip};
+    bool ok = true;
+    qjit_status st = qjit_quant_launch(qh, &a, NULL);
+    if (st != QJIT_OK) {
+        fprintf(stderr, "  launch m=%lld k=%lld: %s\n", (long long)m, (long long)k, qjit_last_error());
+        ok = false;
+    }
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(Q.h, Q.d, qbytes, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(S.h, S.d, sbytes, cudaMemcpyDeviceToHost));
+    if (ok && ref_quant(d, vals, m, k, ldx, clip, rq, rs) != 0) {
+        fprintf(stderr, "  reference: %s\n", ref_error());
+        ok = false;
+    }
+    long bad_q = 0, bad_s = 0, stray = 0;
+    for (size_t i = 0; ok && i < ns; i++) {
+        float got = d->scale == QJIT_SCALE_MX ? (float)((uint8_t *)S.h)[i] : ((float *)S.h)[i];
+        bool same = got == rs[i] || (isnan(got) && isnan(rs[i]));
+        if (!same && bad_s++ < 3)
+            fprintf(stderr, "  scale %zu: got %.9g want %.9g\n", i, (double)got, (double)rs[i]);
+    }
+    for (int64_t r = 0; ok && r < m; r++) {
+        for (int64_t i = 0; i < k; i++) {
+            int32_t got = code_at(d, Q.h, ldq, r, i), want = rq[r * k + i];
+            if (got != want && bad_q++ < 3)
+                fprintf(stderr, "  q[%lld][%lld]: got %d want %d (x %.9g)\n", (long long)r,
+                        (long long)i, got, want, (double)vals[r * ldx + i]);
+        }
+        /* nothing written past K in the row's padding */
+        const uint8_t *row = (const uint8_t *)Q.h + r * (packed ? ldq / 2 : ldq);
+        for (int64_t j = packed ? k / 2 : k; j < (packed ? ldq / 2 : ldq); j++)
+            stray += row[j] != 0xa5;
+    }
+    if (bad_q || bad_s || stray) {
+        char text[128];
+        qjit_quant_get_desc(qh, NULL, text, sizeof text);
+        fprintf(stderr, "  %s m=%lld k=%lld clip=%g: %ld q, %ld scales differ, %ld bytes past K\n",
+                text, (long long)m, (long long)k, (double)clip, bad_q, bad_s, stray);
+        ok = false;
+    }
+    free(vals);
+    free(rq);
+    free(rs);
+    buf_free(&X);
+    buf_free(&Q);
+    buf_free(&S);
+    buf_free(&W);
+    return ok;
+}
+
+static void test_modes(qjit_context *ctx)
+{
+    static const int64_t ms[] = {1, 3, 16, 17, 64, 333};
+    for (int i = 0; i < 3; i++)
+        for (int c = 0; c < NCOMBOS; c++) {
+            char text[128];
+            snprintf(text, sizeof text, "quant in=%s %s", ins[i], combos[c]);
+            qjit_quant_desc d;
+            qjit_quant *qh;
+            CHECK_OK(qjit_quant_desc_parse(text, &d));
+            if (qjit_context_get_quant(ctx, &d, NULL, &qh) != QJIT_OK) {
+                CHECK(0, "%s: %s", text, qjit_last_error());
+                continue;
+            }
+            const bool mx = d.scale == QJIT_SCALE_MX;
+            for (size_t j = 0; j < sizeof ms / sizeof ms[0]; j++)
+                for (int v = 0; v < 3; v++) {
+                    /* K off the 128 block (mx: a multiple of 32), and clip for some */
+                    const int64_t k = mx ? 32 * (9 + v * 17) : 200 + 130 * v + (v == 2 ? 2 : 0);
+                    const float clip = mx || v == 0 ? 0.0f : v == 1 ? 0.9f : 0.5f;
+                    CHECK(check_one(qh, &d, ms[j], k, clip, d.scale != QJIT_SCALE_TENSOR || v == 2),
+                          "%s m=%lld k=%lld clip=%g", text, (long long)ms[j], (long long)k,
+                          (double)clip);
+                }
+        }
+}
+
+/* ------------------------------------------------------------ graphs */
+static void test_graphs(qjit_context *ctx)
+{
+    const char *texts[] = {"quant in=bf16 out=s8 scale=row", "quant in=bf16 out=e4m3 scale=tensor",
+                           "quant in=bf16 out=e4m3 scale=mx rule=rceil"};
+    const int64_t k = 4096;
+    for (int t = 0; t < 3; t++) {
+        qjit_quant_desc d;
+        qjit_quant *qh;
+        CHECK_OK(qjit_quant_desc_parse(texts[t], &d));
+        CHECK_OK(qjit_context_get_quant(ctx, &d, NULL, &qh));
+        for (int64_t m = 1; m <= 256; m *= 4) {
+            size_t xb = (size_t)(m * k) * 2, qb = (size_t)(m * k), sb = scale_elems(&d, m, k) * 4;
+            buf X, Q1, Q2, S1, S2, W;
+            buf_make(&X, xb);
+            buf_make(&Q1, qb);
+            buf_make(&Q2, qb);
+            buf_make(&S1, sb);
+            buf_make(&S2, sb);
+            buf_make(&W, QJIT_QUANT_WORKSPACE_BYTES);
+            cudaStream_t s;
+            CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+            qjit_quant_args eager = {X.d, Q1.d, S1.d, W.d, m, k, k, k, 0.0f};
+            qjit_quant_args graphed = {X.d, Q2.d, S2.d, W.d, m, k, k, k, 0.0f};
+            cudaGraph_t graph;
+            cudaGraphExec_t exec;
+            CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+            qjit_status st = qjit_quant_launch(qh, &graphed, (struct CUstream_st *)s);
+            CK(cudaStreamEndCapture(s, &graph));
+            CHECK(st == QJIT_OK, "%s m=%lld capture: %s", texts[t], (long long)m, qjit_last_error());
+            CK(cudaGraphInstantiate(&exec, graph, 0));
+            bool same = true;
+            for (int round = 0; round < 20; round++) {
+                for (size_t i = 0; i < xb / 2; i++)
+                    ((uint16_t *)X.h)[i] = qjit_bf16_from_f32(uni(-8, 8));
+                buf_up(&X);
+                CK(cudaMemsetAsync(Q1.d, 0xa5, qb, s));
+                CK(cudaMemsetAsync(Q2.d, 0x5a, qb, s));
+                CHECK_OK(qjit_quant_launch(qh, &eager, (struct CUstream_st *)s));
+                CK(cudaStreamSynchronize(s)); /* the workspace is not shared by concurrent launches */
+                CK(cudaGraphLaunch(exec, s));
+                CK(cudaStreamSynchronize(s));
+                CK(cudaMemcpy(Q1.h, Q1.d, qb, cudaMemcpyDeviceToHost));
+                CK(cudaMemcpy(Q2.h, Q2.d, qb, cudaMemcpyDeviceToHost));
+                CK(cudaMemcpy(S1.h, S1.d, sb, cudaMemcpyDeviceToHost));
+                CK(cudaMemcpy(S2.h, S2.d, sb, cudaMemcpyDeviceToHost));
+                same &= !memcmp(Q1.h, Q2.h, qb) && !memcmp(S1.h, S2.h, d.scale == QJIT_SCALE_MX ? sb / 4 : sb);
+            }
+            CHECK(same, "%s m=%lld: graph replays differ from eager launches", texts[t], (long long)m);
+            CK(cudaGraphExecDestroy(exec));
+            CK(cudaGraphDestroy(graph));
+            CK(cudaStreamDestroy(s));
+            buf *all[] = {&X, &Q1, &Q2, &S1, &S2, &W};
+            for (int i = 0; i < 6; i++)
+                buf_free(all[i]);
+        }
+    }
+}
+
+/* ------------------------------------------------------------ bad arguments */
+static void test_bad(qjit_context *ctx)
+{
+    qjit_quant_desc d;
+    qjit_quant *qh;
+    CHECK_OK(qjit_quant_desc_parse("quant in=bf16 out=e4m3 scale=mx", &d));
+    CHECK_OK(qjit_context_get_quant(ctx, &d, NULL, &qh));
+    buf X, Q, S;
+    buf_make(&X, 1 << 16);
+    buf_make(&Q, 1 << 16);
+    buf_make(&S, 1 << 12);
+    CK(cudaMemset(Q.d, 0xa5, 1 << 16));
+    struct { qjit_quant_args a; const char *need; } cases[] = {
+        {{X.d, Q.d, S.d, NULL, 4, 100, 100, 100, 0}, "multiple of 32"},
+        {{X.d, Q.d, S.d, NULL, 4, 64, 32, 64, 0}, "ldx"},
+        {{X.d, NULL, S.d, NULL, 4, 64, 64, 64, 0}, "'q'"},
+        {{(char *)X.d + 1, Q.d, S.d, NULL, 4, 64, 64, 64, 0}, "aligned"},
+        {{X.d, Q.d, S.d, NULL, 4, 64, 64, 64, 0.5f}, "clip"},
+        {{X.d, Q.d, S.d, NULL, -1, 64, 64, 64, 0}, "m=-1"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        qjit_status st = qjit_quant_launch(qh, &cases[i].a, NULL);
+        CHECK(st == QJIT_ERROR_INVALID_ARGUMENT && strstr(qjit_last_error(), cases[i].need),
+              "case %zu: %s: %s", i, qjit_status_string(st), qjit_last_error());
+    }
+    CHECK_OK(qjit_quant_desc_parse("quant in=bf16 out=s8 scale=tensor", &d));
+    CHECK_OK(qjit_context_get_quant(ctx, &d, NULL, &qh));
+    qjit_quant_args a = {X.d, Q.d, S.d, NULL, 4, 64, 64, 64, 0};
+    qjit_status st = qjit_quant_launch(qh, &a, NULL);
+    CHECK(st == QJIT_ERROR_INVALID_ARGUMENT && strstr(qjit_last_error(), "workspace"),
+          "tensor without workspace: %s", qjit_last_error());
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(Q.h, Q.d, 1 << 16, cudaMemcpyDeviceToHost));
+    long touched = 0;
+    for (int i = 0; i < 1 << 16; i++)
+        touched += ((uint8_t *)Q.h)[i] != 0xa5;
+    CHECK(touched == 0, "refused launches wrote %ld bytes", touched);
+    buf_free(&X);
+    buf_free(&Q);
+    buf_free(&S);
+}
+
+/* ------------------------------------------------------------ a linear layer */
+static void test_linear(qjit_context *ctx)
+{
+    qjit_quant_desc qd;
+    qjit_gemm_desc gd;
+    qjit_quant *qh;
+    qjit_gemm *g;
+    CHECK_OK(qjit_quant_desc_parse("quant in=bf16 out=s8 scale=row", &qd));
+    CHECK_OK(qjit_gemm_desc_parse("gemm a=s8 b=s8 sa=row sb=col out=bf16", &gd));
+    CHECK_OK(qjit_context_get_quant(ctx, &qd, NULL, &qh));
+    CHECK_OK(qjit_context_get_gemm(ctx, &gd, NULL, &g));
+    const int64_t n = 1024 + 136, k = 2048;
+    buf B, SB, X, XQ, XS, D1, D2;
+    buf_make(&B, (size_t)(n * k));
+    buf_make(&SB, (size_t)n * 4);
+    fill_elems(QJIT_DTYPE_S8, B.h, (size_t)(n * k));
+    fill_scales(QJIT_DTYPE_F32, SB.h, (size_t)n, 0.5e-2f, 1.5e-2f);
+    buf_up(&B);
+    buf_up(&SB);
+    for (int64_t m = 1; m <= 64; m *= 4) {
+        buf_make(&X, (size_t)(m * k) * 2);
+        buf_make(&XQ, (size_t)(m * k));
+        buf_make(&XS, (size_t)m * 4);
+        buf_make(&D1, (size_t)(m * n) * 2);
+        buf_make(&D2, (size_t)(m * n) * 2);
+        for (int64_t i = 0; i < m * k; i++)
+            ((uint16_t *)X.h)[i] = qjit_bf16_from_f32(uni(-2, 2));
+        buf_up(&X);
+        qjit_linear_args la = {X.d, k, XQ.d, XS.d, NULL, 0.0f,
+                               {NULL, B.d, D1.d, NULL, NULL, SB.d, NULL, m, n, k, 0, k, n}};
+        CHECK_OK(qjit_linear_launch(qh, g, &la, NULL));
+        /* the same two launches by hand */
+        qjit_quant_args qa = {X.d, XQ.d, XS.d, NULL, m, k, k, k, 0.0f};
+        CHECK_OK(qjit_quant_launch(qh, &qa, NULL));
+        qjit_gemm_args ga = {XQ.d, B.d, D2.d, NULL, XS.d, SB.d, NULL, m, n, k, k, k, n};
+        CHECK_OK(qjit_gemm_launch(g, &ga, NULL));
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(D1.h, D1.d, D1.n, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(D2.h, D2.d, D2.n, cudaMemcpyDeviceToHost));
+        CHECK(!memcmp(D1.h, D2.h, D1.n), "m=%lld: the linear launch differs from its two launches",
+              (long long)m);
+        /* and the layer approximates x·Wᵀ·sb within int8 activation error */
+        double num = 0, den = 0;
+        for (int64_t r = 0; r < m; r++)
+            for (int64_t c = 0; c < n; c += 7) {
+                double ref = 0;
+                for (int64_t i = 0; i < k; i++)
+                    ref += (double)qjit_bf16_to_f32(((uint16_t *)X.h)[r * k + i]) *
+                           (double)((int8_t *)B.h)[c * k + i];
+                ref *= ((float *)SB.h)[c];
+                double got = qjit_bf16_to_f32(((uint16_t *)D1.h)[r * n + c]);
+                num += (got - ref) * (got - ref);
+                den += ref * ref;
+            }
+        CHECK(sqrt(num / den) < 2e-2, "m=%lld: layer error %.3g", (long long)m, sqrt(num / den));
+        buf *all[] = {&X, &XQ, &XS, &D1, &D2};
+        for (int i = 0; i < 5; i++)
+            buf_free(all[i]);
+    }
+    /* a GEMM that does not read what the quantizer writes is refused */
+    CHECK_OK(qjit_gemm_desc_parse("gemm a=e4m3 b=e4m3 sa=row sb=col out=bf16", &gd));
+    CHECK_OK(qjit_context_get_gemm(ctx, &gd, NULL, &g));
+    qjit_linear_args bad = {B.d, k, B.d, SB.d, NULL, 0.0f,
+                            {NULL, B.d, B.d, NULL, NULL, SB.d, NULL, 1, n, k, 0, k, n}};
+    qjit_status st = qjit_linear_launch(qh, g, &bad, NULL);
+    CHECK(st == QJIT_ERROR_INVALID_ARGUMENT && strstr(qjit_last_error(), "reads a=e4m3"),
+          "mismatched pair: %s", qjit_last_error());
+    buf_free(&B);
+    buf_free(&SB);
+}
+
+int main(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+        printf("test_gpu_quant_kernels: no GPU, skipped\n");
+        return TL_SKIP;
+    }
+    CK(cudaSetDevice(0));
+    CK(cudaFree(0));
+    int major = 0;
+    CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+    if (major < 9) {
+        printf("test_gpu_quant_kernels: written for sm_90 (device is sm_%d0), skipped\n", major);
+        return TL_SKIP;
+    }
+    qjit_options o;
+    qjit_options_init(&o);
+    o.cache_dir = tl_tmpdir("gpu-quant-kernels");
+    qjit_context *ctx;
+    CHECK_OK(qjit_context_create(&o, &ctx));
+    test_modes(ctx);
+    test_graphs(ctx);
+    test_bad(ctx);
+    test_linear(ctx);
+    qjit_context_destroy(ctx);
+    return tl_finish("test_gpu_quant_kernels");
+}
