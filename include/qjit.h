@@ -582,6 +582,7 @@ QJIT_API qjit_status qjit_gemm_variants(qjit_context *ctx, const qjit_gemm_desc 
  *          mx     e8m0 u8[M][K/32], K a multiple of 32        out e4m3 (MXFP8), e2m1 (MXFP4)
  *   rule   floor | rceil: how mx picks a block's exponent (qjit_mx_rule); only with mx
  *   arch   as for GEMMs (e4m3 needs sm_89 or later); auto
+ *   layout=cols (mx only; printed only when set): column-wise, see qjit_quant_desc.cols
  * The rules, bit for bit, for each group G of x that shares a scale (a row, the tensor,
  * 128 values of a row, 32 values of a row):
  *   - a G holding a NaN or an infinity gets scale NaN (mx: 0xFF) and every q of G is 0;
@@ -601,6 +602,14 @@ typedef struct qjit_quant_desc {
     qjit_scale_mode scale;  /* ROW, TENSOR, BLOCK or MX */
     qjit_mx_rule rule;      /* mx only (FLOOR otherwise) */
     qjit_arch arch;
+    int cols;               /* 0: rows (the groups run along K, the layout above).
+                               1 ("layout=cols", mx only): column-wise, for a weight used
+                               transposed (a MoE backward pass): x is [M][K] per batch and
+                               the 32-value blocks run along M; q is written transposed,
+                               [K][M] (row stride ldq >= M), with scales e8m0 [K][M/32]
+                               (contiguous per batch): exactly the B operand [N=K][K'=M]
+                               of an MX GEMM whose reduction runs over M.  M a multiple of
+                               32; K any. */
 } qjit_quant_desc;
 /* Defaults: in=bf16 out=s8 scale=row, arch auto. */
 QJIT_API void qjit_quant_desc_init(qjit_quant_desc *d);
@@ -634,6 +643,11 @@ typedef struct qjit_quant_args {
                                4-byte aligned, not shared by concurrent launches */
     int64_t m, k, ldx, ldq;
     float clip;             /* clip ratio in (0, 1]; 0 means 1.  Not with mx */
+    /* A batch of equal matrices (MoE experts: one launch, one descriptor for all E):
+     * batch 0 or 1 is one.  Matrix e starts at x + e·x_batch_stride and q + e·
+     * q_batch_stride (elements; 4-bit q: even), and its scales right after matrix e-1's
+     * (the scale tensor is [batch][...] contiguous).  Not with scale=tensor. */
+    int64_t batch, x_batch_stride, q_batch_stride;
 } qjit_quant_args;
 /* Launch on `stream`: checks every argument first (NULL or misaligned pointers, sizes,
  * leading dimensions, K a multiple of 32 for mx and even for 4-bit, clip, the CUDA

@@ -214,8 +214,9 @@ typedef struct qjit_quant_kernel_params {
     long long m, k, ldx, ldq;
     float clip;
     int parts;
+    long long x_batch, q_batch;
 } qjit_quant_kernel_params;
-_Static_assert(sizeof(qjit_quant_kernel_params) == 72, "templates/quant.cu's qjit_quant_params");
+_Static_assert(sizeof(qjit_quant_kernel_params) == 88, "templates/quant.cu's qjit_quant_params");
 /* Canonical text, or "quant (field 'x' out of range)"; always NUL-terminated. */
 QJIT_HIDDEN void qjit_quant_text(const qjit_quant_desc *d, char *buf, size_t cap);
 

@@ -78,8 +78,8 @@ qjit_status qjit_quant_desc_parse(const char *text, qjit_quant_desc *d)
         return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
                             "quant descriptor: must start with 'quant', got '%.*s'", (int)n, p);
     p += n;
-    bool seen[5] = {false};
-    static const char *const fields[5] = {"in", "out", "scale", "rule", "arch"};
+    bool seen[6] = {false};
+    static const char *const fields[6] = {"in", "out", "scale", "rule", "arch", "layout"};
     for (;;) {
         while (is_sep(*p))
             p++;
@@ -93,13 +93,13 @@ qjit_status qjit_quant_desc_parse(const char *text, qjit_quant_desc *d)
         size_t kn = (size_t)(eq - p), vn = n - kn - 1;
         const char *v = eq + 1;
         int f = -1;
-        for (int i = 0; i < 5; i++)
+        for (int i = 0; i < 6; i++)
             if (word_is(p, kn, fields[i]))
                 f = i;
         if (f < 0)
             return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
                                 "quant descriptor: unknown field '%.*s' (fields: in out scale "
-                                "rule arch)",
+                                "rule arch layout)",
                                 (int)kn, p);
         if (seen[f])
             return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
@@ -126,9 +126,14 @@ qjit_status qjit_quant_desc_parse(const char *text, qjit_quant_desc *d)
                     ok = true;
                 }
             break;
-        default:
+        case 4:
             ok = qjit_arch_parse(v, vn, &t.arch);
             expect = qjit_arch_list();
+            break;
+        default:
+            expect = "rows cols";
+            ok = word_is(v, vn, "rows") || word_is(v, vn, "cols");
+            t.cols = word_is(v, vn, "cols");
             break;
         }
         if (!ok)
@@ -158,7 +163,10 @@ static const char *quant_write(const qjit_quant_desc *d, char *buf, size_t cap, 
     if (bad)
         n = snprintf(buf, cap, "quant (field '%s' out of range)", bad);
     else if (d->scale == QJIT_SCALE_MX)
-        n = snprintf(buf, cap, "quant in=%s out=%s scale=%s rule=%s arch=%s", in, out, sc, ru, ar);
+        n = snprintf(buf, cap, "quant in=%s out=%s scale=%s rule=%s arch=%s%s", in, out, sc, ru,
+                     ar, d->cols ? " layout=cols" : "");
+    else if (d->cols)
+        n = snprintf(buf, cap, "quant in=%s out=%s scale=%s arch=%s layout=cols", in, out, sc, ar);
     else
         n = snprintf(buf, cap, "quant in=%s out=%s scale=%s arch=%s", in, out, sc, ar);
     *len = n > 0 ? (size_t)n : 0;
@@ -230,6 +238,10 @@ qjit_status qjit_quant_desc_validate(const qjit_quant_desc *d)
         BAD("field 'out' has value 'e2m1', which needs scale=mx (scale=%s)", sc);
     if (d->scale == QJIT_SCALE_BLOCK && d->out != QJIT_DTYPE_E4M3)
         BAD("field 'out' has value '%s'; scale=block (1x128) writes e4m3", out);
+    if (d->cols != 0 && d->cols != 1)
+        BAD("field 'layout' is %d (0 rows, 1 cols)", d->cols);
+    if (d->cols && d->scale != QJIT_SCALE_MX)
+        BAD("field 'layout' has value 'cols', which needs scale=mx (scale=%s)", sc);
     if (d->out == QJIT_DTYPE_E4M3 && d->arch != QJIT_ARCH_AUTO &&
         !qjit_arch_at_least(d->arch, QJIT_ARCH_SM89))
         BAD("field 'arch' has value '%s'; out=e4m3 needs sm_89 or later",

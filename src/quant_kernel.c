@@ -79,6 +79,7 @@ static qjit_status build(qjit_context *ctx, const qjit_quant_desc *r, bool must_
         {"OUT", QJIT_TP_STR, 0, qjit_desc_dtype_name(r->out)},
         {"SCALE", QJIT_TP_STR, 0, scale},
         {"RULE", QJIT_TP_STR, 0, rules[r->rule]},
+        {"COLS", QJIT_TP_BOOL, r->cols, NULL},
         {"ARCH", QJIT_TP_INT, (long long)r->arch, NULL},
         {"QPARAMS_BYTES", QJIT_TP_INT, (long long)sizeof(qjit_quant_kernel_params), NULL},
     };
@@ -259,6 +260,13 @@ static qjit_status check_args(const qjit_quant *q, const qjit_quant_args *a, flo
         BAD("%s: clip=%g must be in (0, 1] (0 means 1)", t, (double)a->clip);
     if (d->scale == QJIT_SCALE_MX && *clip != 1.0f)
         BAD("%s: clip=%g: the MX scale rules take no clip ratio", t, (double)a->clip);
+    const int64_t batch = a->batch > 0 ? a->batch : 1;
+    if (a->batch < 0)
+        BAD("%s: batch=%lld is negative", t, (long long)a->batch);
+    if (batch > 1 && d->scale == QJIT_SCALE_TENSOR)
+        BAD("%s: batch=%lld: scale=tensor takes one matrix a launch", t, (long long)batch);
+    if (batch > 65535)
+        BAD("%s: batch=%lld is more than 65535 matrices", t, (long long)batch);
     if (a->m == 0)
         return QJIT_OK;
     if (!a->x || !a->q || !a->scale)
@@ -275,18 +283,31 @@ static qjit_status check_args(const qjit_quant *q, const qjit_quant_args *a, flo
         BAD("%s: argument 'workspace' = %p is not 4-byte aligned", t, a->workspace);
     if (a->ldx < a->k)
         BAD("%s: ldx=%lld must be >= k=%lld", t, (long long)a->ldx, (long long)a->k);
-    if (a->ldq < a->k)
-        BAD("%s: ldq=%lld must be >= k=%lld", t, (long long)a->ldq, (long long)a->k);
-    if (packed && (a->k % 2 || a->ldq % 2))
-        BAD("%s: k=%lld and ldq=%lld must be even: 4-bit values pack two a byte", t,
-            (long long)a->k, (long long)a->ldq);
-    if (d->scale == QJIT_SCALE_MX && a->k % 32)
-        BAD("%s: k=%lld is not a multiple of 32, the MX block size", t, (long long)a->k);
+    /* q is [M][K], or [K][M] for layout=cols; the blocks run along its rows either way */
+    const int64_t q_rows = d->cols ? a->k : a->m, q_len = d->cols ? a->m : a->k;
+    if (a->ldq < q_len)
+        BAD("%s: ldq=%lld must be >= %s=%lld", t, (long long)a->ldq, d->cols ? "m" : "k",
+            (long long)q_len);
+    if (packed && (q_len % 2 || a->ldq % 2))
+        BAD("%s: %s=%lld and ldq=%lld must be even: 4-bit values pack two a byte", t,
+            d->cols ? "m" : "k", (long long)q_len, (long long)a->ldq);
+    if (d->scale == QJIT_SCALE_MX && q_len % 32)
+        BAD("%s: %s=%lld is not a multiple of 32, the MX block size", t, d->cols ? "m" : "k",
+            (long long)q_len);
+    if (batch > 1 && (a->x_batch_stride < a->m * a->ldx || a->q_batch_stride < q_rows * a->ldq))
+        BAD("%s: x_batch_stride=%lld and q_batch_stride=%lld must hold a matrix each (%lld, "
+            "%lld elements)",
+            t, (long long)a->x_batch_stride, (long long)a->q_batch_stride,
+            (long long)(a->m * a->ldx), (long long)(q_rows * a->ldq));
+    if (batch > 1 && packed && a->q_batch_stride % 2)
+        BAD("%s: q_batch_stride=%lld must be even for 4-bit q", t, (long long)a->q_batch_stride);
     const int64_t groups = d->scale == QJIT_SCALE_BLOCK ? a->m * ((a->k + 127) / 128)
+                           : d->cols                    ? (a->k + 255) / 256
                            : d->scale == QJIT_SCALE_MX  ? a->m * (a->k / 32)
                                                         : a->m;
-    const int64_t per_cta = d->scale == QJIT_SCALE_BLOCK ? 8 : d->scale == QJIT_SCALE_MX ? 32 : 1;
-    if ((groups + per_cta - 1) / per_cta > 0x7fffffff)
+    const int64_t per_cta = d->scale == QJIT_SCALE_BLOCK ? 8
+                            : d->scale == QJIT_SCALE_MX && !d->cols ? 32 : 1;
+    if ((groups + per_cta - 1) / per_cta > 0x7fffffff || (d->cols && a->m / 32 > 65535))
         BAD("%s: m=%lld k=%lld is too large for one launch", t, (long long)a->m,
             (long long)a->k);
 #undef BAD
@@ -305,22 +326,31 @@ qjit_status qjit_quant_launch(const qjit_quant *q, const qjit_quant_args *a,
     if (st != QJIT_OK || a->m == 0)
         return st;
     const int parts = (int)(a->m < MAX_PARTS ? a->m : MAX_PARTS);
+    const unsigned batch = a->batch > 1 ? (unsigned)a->batch : 1;
     qjit_quant_kernel_params p = {a->x,   a->q,   a->scale, a->workspace, a->m,
-                                  a->k,   a->ldx, a->ldq,   clip,         parts};
+                                  a->k,   a->ldx, a->ldq,   clip,         parts,
+                                  batch > 1 ? a->x_batch_stride : 0,
+                                  batch > 1 ? a->q_batch_stride : 0};
     void *params[] = {&p};
-    int64_t grid;
-    switch (q->desc.scale) {
-    case QJIT_SCALE_BLOCK: grid = (a->m * ((a->k + 127) / 128) + 7) / 8; break;
-    case QJIT_SCALE_MX: grid = (a->m * (a->k / 32) + 31) / 32; break;
-    default: grid = a->m; break;
+    unsigned grid[3] = {1, batch, 1};
+    if (q->desc.cols) {
+        grid[0] = (unsigned)((a->k + 255) / 256);
+        grid[1] = (unsigned)(a->m / 32);
+        grid[2] = batch;
+    } else if (q->desc.scale == QJIT_SCALE_BLOCK) {
+        grid[0] = (unsigned)((a->m * ((a->k + 127) / 128) + 7) / 8);
+    } else if (q->desc.scale == QJIT_SCALE_MX) {
+        grid[0] = (unsigned)((a->m * (a->k / 32) + 31) / 32);
+    } else {
+        grid[0] = (unsigned)a->m;
     }
     CUresult r = CUDA_SUCCESS;
     if (q->desc.scale == QJIT_SCALE_TENSOR)
         r = q->cu->LaunchKernel(q->amax, (unsigned)parts, 1, 1, THREADS, 1, 1, 0,
                                 (CUstream)stream, params, NULL);
     if (r == CUDA_SUCCESS)
-        r = q->cu->LaunchKernel(q->fn, (unsigned)grid, 1, 1, THREADS, 1, 1, 0, (CUstream)stream,
-                                params, NULL);
+        r = q->cu->LaunchKernel(q->fn, grid[0], grid[1], grid[2], THREADS, 1, 1, 0,
+                                (CUstream)stream, params, NULL);
     if (r != CUDA_SUCCESS)
         return qjit_err_prefix(qjit_drv_fail(q->cu, r, "cuLaunchKernel"), "%s", q->text);
     return QJIT_OK;
@@ -344,7 +374,7 @@ qjit_status qjit_linear_launch(const qjit_quant *q, const qjit_gemm *g,
                             qjit_desc_dtype_name(info.desc.a),
                             qjit_desc_scale_name(info.desc.sa));
     qjit_quant_args qa = {a->x, a->xq, a->xs, a->workspace, a->gemm.m, a->gemm.k, a->ldx,
-                          a->gemm.k, a->clip};
+                          a->gemm.k, a->clip, 1, 0, 0};
     qjit_gemm_args ga = a->gemm;
     ga.a = a->xq;
     ga.scale_a = a->xs;

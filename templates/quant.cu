@@ -14,8 +14,13 @@
 // fixed partition of the rows), and every CTA of qjit_quant_kernel reduces all partials in
 // the same order before it quantizes; max is exact, so the order could not matter anyway.
 //
-// Parameters: IN, OUT, SCALE, RULE ("floor"/"rceil", mx only), ARCH (80, 86, 89, 90),
-// QPARAMS_BYTES (the library's qjit_quant_kernel_params).
+// A batch of matrices (MoE experts) is one launch: grid y (cols: z) is the matrix, whose x,
+// q and scales start x_batch and q_batch elements and one matrix's scales further on.
+// layout=cols (mx only) quantizes along M instead: 32 rows of x a block, q written
+// transposed, [K][M], with scales [K][M/32] (the B operand of a GEMM reducing over M).
+//
+// Parameters: IN, OUT, SCALE, RULE ("floor"/"rceil", mx only), COLS (bool), ARCH (80, 86,
+// 89, 90), QPARAMS_BYTES (the library's qjit_quant_kernel_params).
 % local QMAX = ({s8 = 127, s4 = 7, e4m3 = 448, e2m1 = 6})[OUT]
 % local PACKED = OUT == "s4" or OUT == "e2m1"
 % local INT = OUT == "s8" or OUT == "s4"
@@ -23,12 +28,14 @@
 % if SCALE == "mx" and OUT ~= "e4m3" and OUT ~= "e2m1" then unsupported("scale=mx needs out=e4m3 or e2m1") end
 % if SCALE ~= "mx" and OUT == "e2m1" then unsupported("out=e2m1 needs scale=mx") end
 % if SCALE == "block" and OUT ~= "e4m3" then unsupported("scale=block (1x128) needs out=e4m3") end
+% if COLS and SCALE ~= "mx" then unsupported("layout=cols needs scale=mx") end
 struct qjit_quant_params {
     const void *x;
     void *q, *scale, *workspace;
     long long m, k, ldx, ldq;
     float clip;
     int parts;
+    long long x_batch, q_batch; // matrix blockIdx.y (cols: blockIdx.z) starts this far on
 };
 static_assert(sizeof(qjit_quant_params) == $(QPARAMS_BYTES), "qjit_quant_params: the library's qjit_quant_kernel_params");
 
@@ -171,7 +178,7 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_q
 {
     using namespace qq;
     const long long r = blockIdx.x;
-    const long long xrow = r * p.ldx;
+    const long long xrow = r * p.ldx + blockIdx.y * p.x_batch;
     float a = 0.0f;
     int bad = 0;
 %   if SCALE == "row" then
@@ -191,20 +198,20 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_q
     const float s = scale_of(a, bad, p.clip);
 %   if SCALE == "row" then
     if (threadIdx.x == 0)
-        ((float *)p.scale)[r] = s;
+        ((float *)p.scale)[blockIdx.y * p.m + r] = s;
 %   else
     if (threadIdx.x == 0 && r == 0)
         ((float *)p.scale)[0] = s;
 %   end
 %   if PACKED then
-    u8 *qrow = (u8 *)p.q + r * (p.ldq / 2);
+    u8 *qrow = (u8 *)p.q + (blockIdx.y * p.q_batch + r * p.ldq) / 2;
     for (long long j = threadIdx.x; j < p.k / 2; j += 256) {
         const u32 lo = encode(load_x(p.x, xrow + 2 * j), s);
         const u32 hi = encode(load_x(p.x, xrow + 2 * j + 1), s);
         qrow[j] = (u8)(lo | (hi << 4));
     }
 %   else
-    u8 *qrow = (u8 *)p.q + r * p.ldq;
+    u8 *qrow = (u8 *)p.q + blockIdx.y * p.q_batch + r * p.ldq;
     for (long long i = threadIdx.x; i < p.k; i += 256)
         qrow[i] = (u8)encode(load_x(p.x, xrow + i), s);
 %   end
@@ -247,7 +254,7 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_q
     int bad = 0;
     for (int t = 0; t < 4; t++) {
         const long long i = b * 128 + lane * 4 + t;
-        v[t] = live && i < p.k ? load_x(p.x, r * p.ldx + i) : 0.0f;
+        v[t] = live && i < p.k ? load_x(p.x, blockIdx.y * p.x_batch + r * p.ldx + i) : 0.0f;
         bad |= nonfinite(v[t]);
         a = fmaxf(a, fabsf(v[t]));
     }
@@ -256,8 +263,8 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_q
         return;
     const float s = scale_of(a, bad, p.clip);
     if (lane == 0)
-        ((float *)p.scale)[r * nb + b] = s;
-    u8 *qrow = (u8 *)p.q + r * p.ldq;
+        ((float *)p.scale)[(blockIdx.y * p.m + r) * nb + b] = s;
+    u8 *qrow = (u8 *)p.q + blockIdx.y * p.q_batch + r * p.ldq;
     for (int t = 0; t < 4; t++) {
         const long long i = b * 128 + lane * 4 + t;
         if (i < p.k)
@@ -266,7 +273,7 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_q
 }
 % end
 
-% if SCALE == "mx" then
+% if SCALE == "mx" and not COLS then
 // Eight lanes per 32-value block, 4 values a lane; K is a multiple of 32.
 extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_quant_params p)
 {
@@ -280,7 +287,7 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_q
     float a = 0.0f;
     int bad = 0;
     for (int t = 0; t < 4; t++) {
-        v[t] = live ? load_x(p.x, r * p.ldx + b * 32 + sub * 4 + t) : 0.0f;
+        v[t] = live ? load_x(p.x, blockIdx.y * p.x_batch + r * p.ldx + b * 32 + sub * 4 + t) : 0.0f;
         bad |= nonfinite(v[t]);
         a = fmaxf(a, fabsf(v[t]));
     }
@@ -289,18 +296,60 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_q
         return;
     const u32 c = bad ? 0xffu : e8m0_of(a);
     if (sub == 0)
-        ((u8 *)p.scale)[r * nb + b] = (u8)c;
+        ((u8 *)p.scale)[(blockIdx.y * p.m + r) * nb + b] = (u8)c;
     u32 code[4];
     for (int t = 0; t < 4; t++)
         code[t] = c == 0xffu ? 0u : encode_mx(v[t], c);
 %   if OUT == "e2m1" then
-    u8 *qrow = (u8 *)p.q + r * (p.ldq / 2) + b * 16 + sub * 2;
+    u8 *qrow = (u8 *)p.q + (blockIdx.y * p.q_batch + r * p.ldq) / 2 + b * 16 + sub * 2;
     qrow[0] = (u8)(code[0] | (code[1] << 4));
     qrow[1] = (u8)(code[2] | (code[3] << 4));
 %   else
-    u8 *qrow = (u8 *)p.q + r * p.ldq + b * 32 + sub * 4;
+    u8 *qrow = (u8 *)p.q + blockIdx.y * p.q_batch + r * p.ldq + b * 32 + sub * 4;
     for (int t = 0; t < 4; t++)
         qrow[t] = (u8)code[t];
+%   end
+}
+% end
+
+% if COLS then
+// Column-wise MX: a CTA takes 32 rows (one block along M) by 256 columns of matrix
+// blockIdx.z through shared memory (coalesced reads along K), then thread j quantizes
+// column k0 + j's 32 values and writes them as q[k][m0 .. m0+31] (32 bytes, or 16 packed)
+// with the scale [k][m0/32].  M is a multiple of 32.
+extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_quant_params p)
+{
+    using namespace qq;
+    __shared__ float tile[32][257];
+    const long long m0 = (long long)blockIdx.y * 32, k0 = (long long)blockIdx.x * 256;
+    const long long xb = blockIdx.z * p.x_batch;
+    for (int idx = threadIdx.x; idx < 32 * 256; idx += 256) {
+        const int r = idx / 256, c = idx % 256;
+        tile[r][c] = k0 + c < p.k ? load_x(p.x, xb + (m0 + r) * p.ldx + k0 + c) : 0.0f;
+    }
+    __syncthreads();
+    const long long k = k0 + threadIdx.x;
+    if (k >= p.k)
+        return;
+    float a = 0.0f;
+    int bad = 0;
+    for (int r = 0; r < 32; r++) {
+        bad |= nonfinite(tile[r][threadIdx.x]);
+        a = fmaxf(a, fabsf(tile[r][threadIdx.x]));
+    }
+    const u32 c = bad ? 0xffu : e8m0_of(a);
+    ((u8 *)p.scale)[(blockIdx.z * p.k + k) * (p.m / 32) + m0 / 32] = (u8)c;
+%   if OUT == "e2m1" then
+    u8 *qrow = (u8 *)p.q + (blockIdx.z * p.q_batch + k * p.ldq + m0) / 2;
+    for (int r = 0; r < 32; r += 2) {
+        const u32 lo = c == 0xffu ? 0u : encode_mx(tile[r][threadIdx.x], c);
+        const u32 hi = c == 0xffu ? 0u : encode_mx(tile[r + 1][threadIdx.x], c);
+        qrow[r / 2] = (u8)(lo | (hi << 4));
+    }
+%   else
+    u8 *qrow = (u8 *)p.q + blockIdx.z * p.q_batch + k * p.ldq + m0;
+    for (int r = 0; r < 32; r++)
+        qrow[r] = (u8)(c == 0xffu ? 0u : encode_mx(tile[r][threadIdx.x], c));
 %   end
 }
 % end

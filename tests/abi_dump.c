@@ -129,6 +129,7 @@ int main(void)
     FIELD(qjit_quant_desc, scale);
     FIELD(qjit_quant_desc, rule);
     FIELD(qjit_quant_desc, arch);
+    FIELD(qjit_quant_desc, cols);
     SIZE(qjit_quant_args);
     FIELD(qjit_quant_args, x);
     FIELD(qjit_quant_args, q);
@@ -139,6 +140,9 @@ int main(void)
     FIELD(qjit_quant_args, ldx);
     FIELD(qjit_quant_args, ldq);
     FIELD(qjit_quant_args, clip);
+    FIELD(qjit_quant_args, batch);
+    FIELD(qjit_quant_args, x_batch_stride);
+    FIELD(qjit_quant_args, q_batch_stride);
     SIZE(qjit_manifest_item);
     FIELD(qjit_manifest_item, kind);
     FIELD(qjit_manifest_item, gemm);

@@ -3,7 +3,8 @@
  * (tests/reference.c), bit for bit: every (in, out, scale, rule) at M ∈ {1, 3, 16, 17,
  * 64, 333} with K off the 128 block where the mode allows and padded row strides, on
  * random data holding exact zeros, a zero row, a row with an infinity and one with a
- * NaN, with clip ratios; outputs poisoned and checked fully written and nothing past K;
+ * NaN, with clip ratios; batches of matrices in one launch, and the column-wise MX layout
+ * of MoE expert weights against the reference of their transposes; outputs poisoned and checked fully written and nothing past K;
  * graph replays with new inputs bit-identical to eager launches at several M; bad
  * arguments refused with nothing written; a W8A8 linear layer (qjit_linear_launch) equal
  * to its two launches and right against the GEMM reference.  Skips with no GPU.
@@ -173,6 +174,97 @@ static void test_modes(qjit_context *ctx)
                           (double)clip);
                 }
         }
+}
+
+/* ------------------------------------------------------------ batches, columns */
+/* A batch of E matrices [M][K] in one launch, row-wise (the descriptor's groups along K)
+ * or column-wise (layout=cols: blocks along M, q [K][M]); each matrix against ref_quant of
+ * that matrix (column-wise: of its transpose, row-wise). */
+static void check_batch(qjit_context *ctx, const char *text, int64_t E, int64_t m, int64_t k)
+{
+    qjit_quant_desc d;
+    qjit_quant *qh;
+    CHECK_OK(qjit_quant_desc_parse(text, &d));
+    if (qjit_context_get_quant(ctx, &d, NULL, &qh) != QJIT_OK) {
+        CHECK(0, "%s: %s", text, qjit_last_error());
+        return;
+    }
+    const bool packed = bits_of(d.out) == 4;
+    const int64_t qrows = d.cols ? k : m, qlen = d.cols ? m : k;
+    const int64_t ldx = k + 8, ldq = qlen + 4, xbs = m * ldx + 16, qbs = qrows * ldq + 8;
+    const size_t ns1 = d.cols ? (size_t)(k * (m / 32)) : scale_elems(&d, m, k);
+    const size_t sb1 = ns1 * (d.scale == QJIT_SCALE_MX ? 1 : 4);
+    buf X, Q, S;
+    buf_make(&X, (size_t)(E * xbs) * 2);
+    buf_make(&Q, (size_t)(packed ? E * qbs / 2 : E * qbs));
+    buf_make(&S, sb1 * (size_t)E);
+    float *vals = malloc((size_t)(E * xbs) * sizeof *vals);
+    for (int64_t e = 0; e < E; e++)
+        make_x(QJIT_DTYPE_BF16, m, k, ldx, e == 1, (uint16_t *)X.h + e * xbs, vals + e * xbs);
+    buf_up(&X);
+    CK(cudaMemset(Q.d, 0xa5, Q.n));
+    CK(cudaMemset(S.d, 0xa5, S.n));
+    qjit_quant_args a = {X.d, Q.d, S.d, NULL, m, k, ldx, ldq, 0.0f, E, xbs, qbs};
+    CHECK_OK(qjit_quant_launch(qh, &a, NULL));
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(Q.h, Q.d, Q.n, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(S.h, S.d, S.n, cudaMemcpyDeviceToHost));
+    qjit_quant_desc rows = d;
+    rows.cols = 0;
+    float *t = malloc((size_t)(m * k) * sizeof *t);
+    int32_t *rq = malloc((size_t)(m * k) * sizeof *rq);
+    float *rs = malloc(ns1 * sizeof *rs);
+    long bad = 0;
+    for (int64_t e = 0; e < E; e++) {
+        const float *xe = vals + e * xbs;
+        int rc;
+        if (d.cols) { /* the transpose [K][M], quantized along its rows */
+            for (int64_t r = 0; r < m; r++)
+                for (int64_t c = 0; c < k; c++)
+                    t[c * m + r] = xe[r * ldx + c];
+            rc = ref_quant(&rows, t, k, m, m, 0.0f, rq, rs);
+        } else {
+            rc = ref_quant(&rows, xe, m, k, ldx, 0.0f, rq, rs);
+        }
+        CHECK(rc == 0, "reference: %s", ref_error());
+        const uint8_t *qe = (const uint8_t *)Q.h + (packed ? e * qbs / 2 : e * qbs);
+        for (int64_t r = 0; r < qrows; r++)
+            for (int64_t i = 0; i < qlen; i++)
+                bad += code_at(&d, qe, ldq, r, i) != rq[r * qlen + i];
+        for (size_t i = 0; i < ns1; i++) {
+            float got = d.scale == QJIT_SCALE_MX ? (float)((uint8_t *)S.h)[e * (int64_t)ns1 + (int64_t)i]
+                                                 : ((float *)S.h)[e * (int64_t)ns1 + (int64_t)i];
+            bad += !(got == rs[i] || (isnan(got) && isnan(rs[i])));
+        }
+    }
+    CHECK(bad == 0, "%s E=%lld m=%lld k=%lld: %ld values or scales differ", text, (long long)E,
+          (long long)m, (long long)k, bad);
+    free(t);
+    free(rq);
+    free(rs);
+    free(vals);
+    buf_free(&X);
+    buf_free(&Q);
+    buf_free(&S);
+}
+
+static void test_batches(qjit_context *ctx)
+{
+    static const char *const cols[] = {
+        "quant in=bf16 out=e4m3 scale=mx rule=floor layout=cols",
+        "quant in=bf16 out=e4m3 scale=mx rule=rceil layout=cols",
+        "quant in=bf16 out=e2m1 scale=mx rule=floor layout=cols",
+        "quant in=bf16 out=e2m1 scale=mx rule=rceil layout=cols",
+    };
+    for (int i = 0; i < 4; i++)
+        for (int64_t E = 1; E <= 3; E += 2) {
+            check_batch(ctx, cols[i], E, 64, 300);
+            check_batch(ctx, cols[i], E, 96, 512);
+        }
+    check_batch(ctx, "quant in=bf16 out=s8 scale=row", 3, 17, 200);
+    check_batch(ctx, "quant in=bf16 out=s4 scale=row", 3, 5, 64);
+    check_batch(ctx, "quant in=bf16 out=e4m3 scale=block", 3, 9, 300);
+    check_batch(ctx, "quant in=bf16 out=e4m3 scale=mx rule=rceil", 3, 33, 256);
 }
 
 /* ------------------------------------------------------------ graphs */
@@ -368,6 +460,7 @@ int main(void)
     qjit_context *ctx;
     CHECK_OK(qjit_context_create(&o, &ctx));
     test_modes(ctx);
+    test_batches(ctx);
     test_graphs(ctx);
     test_bad(ctx);
     test_linear(ctx);

@@ -28,6 +28,8 @@ static void test_text(void)
         {"quant out=e4m3 scale=mx rule=rceil", "quant in=bf16 out=e4m3 scale=mx rule=rceil arch=auto"},
         {"quant out=e2m1 scale=mx", "quant in=bf16 out=e2m1 scale=mx rule=floor arch=auto"},
         {"quant out=s4 arch=sm_80", "quant in=bf16 out=s4 scale=row arch=sm_80"},
+        {"quant layout=cols out=e4m3 scale=mx", "quant in=bf16 out=e4m3 scale=mx rule=floor arch=auto layout=cols"},
+        {"quant out=e2m1 scale=mx layout=rows", "quant in=bf16 out=e2m1 scale=mx rule=floor arch=auto"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         CHECK_OK(qjit_quant_desc_parse(cases[i].in, &d));
@@ -39,7 +41,7 @@ static void test_text(void)
     }
     size_t len = 0;
     CHECK(qjit_quant_desc_format(&d, buf, 10, &len) == QJIT_ERROR_INVALID_ARGUMENT &&
-              len == strlen(cases[5].canon) && buf[0] == 0,
+              len == strlen(cases[7].canon) && buf[0] == 0,
           "short buffer: len %zu", len);
 
     struct { const char *text, *need; } bad[] = {
@@ -54,6 +56,7 @@ static void test_text(void)
         {"quant colour=red", "colour"},
         {"quant out", "field=value"},
         {"quant rule=rceil", "scale=mx only"},
+        {"quant layout=diagonal", "'layout'"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         memset(&d, 0x5a, sizeof d);
@@ -69,6 +72,7 @@ static void test_text(void)
         {"quant out=s8 scale=block", "1x128"},
         {"quant out=e4m3 arch=sm_80", "sm_89"},
         {"quant out=e4m3 scale=mx arch=sm_86", "sm_89"},
+        {"quant out=s8 scale=row layout=cols", "needs scale=mx"},
     };
     for (size_t i = 0; i < sizeof invalid / sizeof invalid[0]; i++) {
         CHECK_OK(qjit_quant_desc_parse(invalid[i].text, &d));
@@ -108,6 +112,8 @@ static void test_compile(void)
         "out=s8 scale=tensor", "out=s4 scale=tensor", "out=e4m3 scale=tensor",
         "out=e4m3 scale=block", "out=e4m3 scale=mx rule=floor", "out=e4m3 scale=mx rule=rceil",
         "out=e2m1 scale=mx rule=floor", "out=e2m1 scale=mx rule=rceil",
+        "out=e4m3 scale=mx rule=floor layout=cols", "out=e4m3 scale=mx rule=rceil layout=cols",
+        "out=e2m1 scale=mx rule=floor layout=cols", "out=e2m1 scale=mx rule=rceil layout=cols",
     };
     const int ncombos = (int)(sizeof combos / sizeof combos[0]);
     int compiled = 0;

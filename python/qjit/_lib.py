@@ -41,13 +41,14 @@ class GemmArgs(ctypes.Structure):
 
 
 class QuantDesc(ctypes.Structure):
-    _fields_ = [(n, c_int) for n in ("in_", "out", "scale", "rule", "arch")]
+    _fields_ = [(n, c_int) for n in ("in_", "out", "scale", "rule", "arch", "cols")]
 
 
 class QuantArgs(ctypes.Structure):
     _fields_ = [("x", c_void_p), ("q", c_void_p), ("scale", c_void_p), ("workspace", c_void_p),
                 ("m", c_int64), ("k", c_int64), ("ldx", c_int64), ("ldq", c_int64),
-                ("clip", ctypes.c_float)]
+                ("clip", ctypes.c_float), ("batch", c_int64), ("x_batch_stride", c_int64),
+                ("q_batch_stride", c_int64)]
 
 
 class ManifestItem(ctypes.Structure):

@@ -246,10 +246,41 @@ class Quant:
                        "mx": ((m, k // 32), torch.uint8)}[d.scale]
         return qshape, qdt, sshape, sdt
 
+    def _cols(self, x):
+        """layout=cols: x [E, M, K] or [M, K] -> q [E, K, M] ([.., M/2] packed), scales
+        [E, K, M/32], one launch for all E."""
+        d = self.desc
+        dev = x.device
+        squeeze = x.dim() == 2
+        x3 = x.unsqueeze(0) if squeeze else x
+        if x3.dim() != 3:
+            raise _bad(f"argument 'x': shape {list(x.shape)}, expected [E, M, K] or [M, K]")
+        e, m, k = x3.shape
+        if m % 32:
+            raise _bad(f"argument 'x': M={m} is not a multiple of 32 (layout=cols blocks run along M)")
+        ldx = _matrix(x3[0], "x", dev, d.in_, m, k)
+        if e > 1 and x3.stride(0) < m * ldx:
+            raise _bad(f"argument 'x': its matrices overlap (strides {list(x3.stride())})")
+        per = 2 if d.out in _PACKED else 1
+        qdt = torch.uint8 if per == 2 else _DT["e4m3"]
+        q = torch.empty((e, k, m // per), dtype=qdt, device=dev)
+        sc = torch.empty((e, k, m // 32), dtype=torch.uint8, device=dev)
+        args = _lib.QuantArgs(_ptr(x3), _ptr(q), _ptr(sc), None, m, k, ldx, m, 0.0, e,
+                              x3.stride(0) if e > 1 else 0, k * m)
+        stream = torch.cuda.current_stream(dev).cuda_stream
+        h = self.handle(dev, stream)
+        with torch.cuda.device(dev):
+            _check(lib.qjit_quant_launch(h, args, stream))
+        return (q[0], sc[0]) if squeeze else (q, sc)
+
     def __call__(self, x, clip=None, out=None, scale=None):
         d = self.desc
         _tensor(x, "x", None)
         dev = x.device
+        if d._c.cols:
+            if clip not in (None, 1.0) or out is not None or scale is not None:
+                raise _bad("layout=cols takes no clip, out or scale arguments")
+            return self._cols(x)
         if x.dim() < 1:
             raise _bad(f"argument 'x': shape {list(x.shape)}, expected [M, K] or [..., K]")
         lead, k = tuple(x.shape[:-1]), x.shape[-1]
@@ -339,6 +370,13 @@ if hasattr(torch, "library") and hasattr(torch.library, "custom_op"):
     @quant_op.register_fake
     def _quant_fake(desc, x, clip=1.0):
         q = _quant_of(desc)
+        if q.desc._c.cols:
+            m, k = x.shape[-2], x.shape[-1]
+            per = 2 if q.desc.out in _PACKED else 1
+            qdt = torch.uint8 if per == 2 else _DT["e4m3"]
+            lead = tuple(x.shape[:-2])
+            return (x.new_empty(lead + (k, m // per), dtype=qdt),
+                    x.new_empty(lead + (k, m // 32), dtype=torch.uint8))
         k = x.shape[-1]
         m = 1
         for s_ in x.shape[:-1]:

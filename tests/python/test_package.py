@@ -461,6 +461,19 @@ class TestTorchGPU(unittest.TestCase):
                 self.assertTrue(torch.equal(got_q.cpu().view(torch.uint8), ref_q.view(torch.uint8)),
                                 (elem, rule))
 
+    def test_quant_cols_experts(self):
+        torch.manual_seed(9)
+        x = torch.randn(4, 64, 300, device=self.dev, dtype=torch.bfloat16) * 5
+        for elem in ("e4m3", "e2m1"):
+            q = qjit.get_quant(f"quant in=bf16 out={elem} scale=mx rule=rceil layout=cols")
+            got_q, got_s = q(x)
+            self.assertEqual(tuple(got_s.shape), (4, 300, 2))
+            for e in range(4):
+                ref_q, ref_s = qjit.quant_mx(x[e].float().t().contiguous().cpu(), elem, "rceil")
+                self.assertTrue(torch.equal(got_s[e].cpu(), ref_s), (elem, e))
+                self.assertTrue(torch.equal(got_q[e].cpu().view(torch.uint8),
+                                            ref_q.view(torch.uint8)), (elem, e))
+
     def test_quant_linear_graph(self):
         n, k = 1024, 2048
         w = torch.randint(-127, 128, (n, k), dtype=torch.int8, device=self.dev)
