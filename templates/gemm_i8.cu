@@ -190,14 +190,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int warp_m = warp / WN, warp_n = warp % WN;
 
-    // Rasterize in bands of GROUP_M tile rows, walking down a band before across it, so
-    // that the CTAs resident at one time share their A rows and B columns in L2.
-    const int tiles_n = gridDim.x, tiles_m = gridDim.y;
-    const int pid = blockIdx.y * tiles_n + blockIdx.x;
-    const int band = pid / (GROUP_M * tiles_n), in_band = pid % (GROUP_M * tiles_n);
-    const int band_rows = tiles_m - band * GROUP_M < GROUP_M ? tiles_m - band * GROUP_M : GROUP_M;
-    const int m0 = (band * GROUP_M + in_band % band_rows) * BM;
-    const int n0 = (in_band / band_rows) * BN;
+% include("gemm_tile_walk.cuh")
 
     // Loads: thread t copies chunk t % CPR of rows t / CPR + i * (THREADS / CPR). A chunk
     // is 16 bytes: 16 values of A or s8 B, 32 of s4 B; K is a multiple of that.

@@ -335,14 +335,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
     const int warp_m = warp / WN, warp_n = warp % WN;
     const int g = lane >> 2, t = lane & 3;
 
-    // Rasterize in bands of GROUP_M tile rows, walking down a band before across it, so
-    // that the CTAs resident at one time share their A rows and B columns in L2.
-    const int tiles_n = gridDim.x, tiles_m = gridDim.y;
-    const int pid = blockIdx.y * tiles_n + blockIdx.x;
-    const int band = pid / (GROUP_M * tiles_n), in_band = pid % (GROUP_M * tiles_n);
-    const int band_rows = tiles_m - band * GROUP_M < GROUP_M ? tiles_m - band * GROUP_M : GROUP_M;
-    const int m0 = (band * GROUP_M + in_band % band_rows) * BM;
-    const int n0 = (in_band / band_rows) * BN;
+% include("gemm_tile_walk.cuh")
 
     // Loads: each thread copies chunk ld_c of rows ld_r + i*LD_ROWS of each tile; a chunk
     // past K is zero-filled, one that straddles it is copied in part.
