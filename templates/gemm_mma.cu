@@ -9,7 +9,10 @@
 %   serves = function() return one_of(A, "f16", "bf16") and B == A and SA == "none" and SB == "none" end,
 %   -- 128x256x32, 2x4 warps of 64x64: 0.58x cuBLAS at bf16 8192^3 on H100, the sm_80-class
 %   -- path (wgmma is preferred there); the 99 KB targets take 3 stages.
+%   -- Up to M = 64: 64x128x32 w2x2 s4, twice the CTAs of the large tile along N and a
+%   -- quarter of its rows (0.65x cuBLAS at 16x8192x8192 on H100, the best of the sweep).
 %   default = function(m)
+%     if m ~= 0 and m <= 64 then return choose(64, 128, 32, 2, 2, 4) end
 %     local c = choose(128, 256, 32, 2, 4, SMEM_LIMIT < 160 * 1024 and 3 or 4)
 %     while c.stages > 2 and c.stages * (c.bm + c.bn) * c.bk * 2 > SMEM_LIMIT do c.stages = c.stages - 1 end
 %     return c

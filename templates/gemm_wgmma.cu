@@ -25,8 +25,11 @@
 %   serves = function() return one_of(A, "f16", "bf16") and B == A and SA == "none" and SB == "none" end,
 %   -- 128x256x64, two consumer warpgroups, 3 stages (room for the staged epilogue beside the
 %   -- ring): 1.000x cuBLAS at bf16 8192^3 on H100.  A named tile gets two consumer
-%   -- warpgroups along M where it allows.
+%   -- warpgroups along M where it allows.  Up to M = 64 (with no tile named) it leaves
+%   -- the problem to `mma`: the 128x256 tile is 0.54x cuBLAS at 16x8192x8192, mma's
+%   -- 64x128x32 0.65x in the same sweep (docs/NOTES.md).
 %   default = function(m)
+%     if m ~= 0 and m <= 64 and BM == 0 then return nil end
 %     local c = choose(128, 256, 64, 2, 1, 3)
 %     if BM ~= 0 and WM == 0 then c.wm, c.wn = BM >= 128 and 2 or 1, 1 end
 %     return c

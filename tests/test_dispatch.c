@@ -87,13 +87,21 @@ static size_t variants(qjit_context *ctx, const char *text, qjit_arch arch,
 static void test_heuristics(qjit_context *ctx)
 {
     qjit_gemm_variant v[32];
-    /* f16/bf16: one prefill kernel for every M (wgmma on sm_90a, mma elsewhere) */
+    /* f16/bf16: mma 64x128x32 up to M = 64 (wgmma leaves those sizes to it), then the
+     * prefill kernel (wgmma on sm_90a, mma elsewhere) */
     size_t n = variants(ctx, "gemm a=bf16 b=bf16 out=bf16", QJIT_ARCH_SM90A, v, 32);
-    CHECK(n == 1 && v[0].m_min == 1 && v[0].m_max == INT64_MAX &&
-              v[0].desc.kernel == QJIT_KERNEL_WGMMA && !v[0].tuned,
-          "bf16 sm_90a: %zu variants, %s", n, v[0].text);
+    CHECK(n == 2 && v[0].m_min == 1 && v[0].m_max == 64 && v[0].desc.kernel == QJIT_KERNEL_MMA &&
+              v[0].desc.bm == 64 && v[1].m_min == 65 && v[1].m_max == INT64_MAX &&
+              v[1].desc.kernel == QJIT_KERNEL_WGMMA && !v[0].tuned && !v[1].tuned,
+          "bf16 sm_90a: %zu variants, %s | %s", n, v[0].text, n > 1 ? v[1].text : "");
     n = variants(ctx, "gemm a=f16 b=f16 out=f32", QJIT_ARCH_SM80, v, 32);
-    CHECK(n == 1 && v[0].desc.kernel == QJIT_KERNEL_MMA, "f16 sm_80: %zu, %s", n, v[0].text);
+    CHECK(n == 2 && v[0].desc.kernel == QJIT_KERNEL_MMA && v[0].desc.bm == 64 &&
+              v[1].desc.kernel == QJIT_KERNEL_MMA && v[1].desc.bm == 128,
+          "f16 sm_80: %zu, %s", n, v[0].text);
+    /* kernel=wgmma named: wgmma for every M, its general choice */
+    n = variants(ctx, "gemm a=bf16 b=bf16 out=bf16 kernel=wgmma", QJIT_ARCH_SM90A, v, 32);
+    CHECK(n == 1 && v[0].desc.kernel == QJIT_KERNEL_WGMMA && v[0].desc.bm == 128,
+          "kernel=wgmma: %zu, %s", n, v[0].text);
     /* weight-only and W4A8: decode tiles up to M = 64, tiles of more rows above */
     static const char *const split[] = {
         "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16", "gemm a=f16 b=u4 sb=group:64 gs=f16 zeros=1 out=f16",
