@@ -462,6 +462,35 @@ static void test_killed(const char *dir)
     result_free(&r);
 }
 
+/* Quantization kernels in a manifest: compiled per arch, the fp8 ones refused for sm_80
+ * with the reason, a bad quant line reported with its line number, all cached the
+ * second time. */
+static void test_quant_lines(const char *dir)
+{
+    char manifest[1200], cache[1200], log[1200];
+    snprintf(manifest, sizeof manifest, "%s/quant.txt", dir);
+    snprintf(cache, sizeof cache, "%s/cache-quant", dir);
+    snprintf(log, sizeof log, "%s/quant1.log", dir);
+    CHECK(write_file(manifest, "# activation quantizers\n"
+                               "quant in=bf16 out=s8 scale=row\n"
+                               "quant in=bf16 out=e4m3 scale=mx rule=rceil   # MXFP8\n"
+                               "quant in=bf16 out=s8 scale=mx\n"),
+          "write %s", manifest);
+    const char *args[] = {"--arch", "sm_80,sm_90a", "--cache-dir", cache, manifest, NULL};
+    result r = run_tool(args, log);
+    /* s8 row on both archs, e4m3 mx on sm_90a only; line 4 is refused outright */
+    CHECK(r.rc == 1 && r.compiled == 3 && r.failed == 2,
+          "quant run: exit %d compiled %ld failed %ld:\n%s", r.rc, r.compiled, r.failed, r.out);
+    CHECK(strstr(r.out, "quant.txt:4") && strstr(r.out, "scale=mx") && strstr(r.out, "sm_89"),
+          "the refusals are not named:\n%s", r.out);
+    result_free(&r);
+    snprintf(log, sizeof log, "%s/quant2.log", dir);
+    r = run_tool(args, log);
+    CHECK(r.compiled == 0 && r.cached == 3, "quant rerun: compiled %ld cached %ld:\n%s",
+          r.compiled, r.cached, r.out);
+    result_free(&r);
+}
+
 int main(void)
 {
     if (access(TOOL, X_OK) != 0) {
@@ -479,6 +508,7 @@ int main(void)
     test_unusable_cache(dir);
     test_usage(dir);
     test_sweep(dir);
+    test_quant_lines(dir);
     test_killed(dir);
     return tl_finish("test_precompile");
 }
