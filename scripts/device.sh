@@ -40,6 +40,9 @@ if [ "${QJIT_SKIP_BENCH:-0}" != 1 ]; then
     echo "== bench_quant.py (qjit vs torch peers, same run)"
     PYTHONUNBUFFERED=1 python3 "$root/tools/bench_quant.py" --lib "$build/libqjit.so" 2>&1 |
       tee "$out/bench_quant.log" | tail -n 80
+    echo "== bench_quantize.py (activation quantizers vs copy bandwidth and torch.compile)"
+    PYTHONUNBUFFERED=1 PYTHONPATH="$root/python" QJIT_LIBRARY="$build/libqjit.so" \
+      python3 "$root/tools/bench_quantize.py" 2>&1 | tee "$out/bench_quantize.log" | tail -n 60
   fi
 fi
 exit $rc
