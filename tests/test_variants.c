@@ -1,6 +1,7 @@
 /*
- * test_variants.c — every descriptor of the shipped default manifest resolves,
- * is supported, and compiles under NVRTC for sm_80 and sm_90a (no GPU needed); the
+ * test_variants.c — every descriptor of the shipped default manifest (GEMMs and
+ * quantizers) resolves, is supported, and compiles under NVRTC for sm_80 and sm_90a (no
+ * GPU needed); the
  * cubin is found again under the same key; unsupported descriptors say why.
  */
 #include "qjit.h"
@@ -28,12 +29,15 @@ static void *worker(void *unused)
         pthread_mutex_unlock(&mu);
         if (j >= nlines * 2)
             return NULL;
-        qjit_gemm_desc d;
+        qjit_manifest_item it;
         qjit_arch arch = archs[j % 2];
-        qjit_status st = qjit_gemm_desc_parse(lines[j / 2], &d);
-        bool hopper_only = st == QJIT_OK && d.kernel == QJIT_KERNEL_WGMMA;
+        qjit_status st = qjit_manifest_line(lines[j / 2], &it);
+        const qjit_gemm_desc d = it.gemm;
+        bool hopper_only = st == QJIT_OK && it.kind == QJIT_MANIFEST_GEMM &&
+                           d.kernel == QJIT_KERNEL_WGMMA;
         if (st == QJIT_OK)
-            st = qjit_gemm_precompile(ctx, &d, arch, NULL);
+            st = it.kind == QJIT_MANIFEST_QUANT ? qjit_quant_precompile(ctx, &it.quant, arch, NULL)
+                                                : qjit_gemm_precompile(ctx, &d, arch, NULL);
         if (hopper_only && arch != QJIT_ARCH_SM90A) {
             /* refused up front with the supports message, never compiled */
             if (st != QJIT_ERROR_UNSUPPORTED || !strstr(qjit_last_error(), "sm_90a")) {
@@ -97,10 +101,13 @@ int main(void)
     /* a second precompile of each is a cache hit: same key, no compile */
     int cached_all = 1;
     for (int i = 0; i < nlines; i++) {
-        qjit_gemm_desc d;
+        qjit_manifest_item it;
         int was = 0;
-        if (qjit_gemm_desc_parse(lines[i], &d) != QJIT_OK ||
-            qjit_gemm_precompile(ctx, &d, QJIT_ARCH_SM90A, &was) != QJIT_OK || !was)
+        if (qjit_manifest_line(lines[i], &it) != QJIT_OK ||
+            (it.kind == QJIT_MANIFEST_QUANT
+                 ? qjit_quant_precompile(ctx, &it.quant, QJIT_ARCH_SM90A, &was)
+                 : qjit_gemm_precompile(ctx, &it.gemm, QJIT_ARCH_SM90A, &was)) != QJIT_OK ||
+            !was)
             cached_all = 0;
     }
     qjit_stats s2;
