@@ -174,7 +174,9 @@ class Gemm:
         k = a.shape[1] * (2 if d.a in _PACKED else 1)
         lda = _matrix(a, "a", dev, d.a, m, k)
         _tensor(b, "b", dev)
-        n = b.shape[0] if b.dim() == 2 else -1
+        if b.dim() != 2:
+            raise _bad(f"argument 'b': shape {list(b.shape)}, expected [N, K] (a Linear weight)")
+        n = b.shape[0]
         ldb = _matrix(b, "b", dev, d.b, n, k)
         if out is None:
             out = torch.empty((m, n), dtype=_DT[d.out], device=dev)
