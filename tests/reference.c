@@ -362,16 +362,27 @@ int ref_gemm_int_f32(const qjit_gemm_desc *d, const qjit_gemm_args *a, ref_epilo
  * negatives that round to 0 keep it).  By search over the codes' values (ref_value). */
 static int32_t nearest_code(qjit_dtype t, double v)
 {
-    const int sign_bit = t == QJIT_DTYPE_E4M3 ? 0x80 : 0x8;
-    const int top = t == QJIT_DTYPE_E4M3 ? 0x7e : 0x7; /* the largest finite magnitude */
+    static double e4m3[0x7f], e2m1[0x8]; /* the values of the non-negative finite codes */
+    static bool filled;
+    if (!filled) {
+        for (int c = 0; c < 0x7f; c++)
+            e4m3[c] = ref_value(QJIT_DTYPE_E4M3, (uint32_t)c);
+        for (int c = 0; c < 0x8; c++)
+            e2m1[c] = ref_value(QJIT_DTYPE_E2M1, (uint32_t)c);
+        filled = true;
+    }
+    const bool f8 = t == QJIT_DTYPE_E4M3;
+    const double *val = f8 ? e4m3 : e2m1;
+    const int sign_bit = f8 ? 0x80 : 0x8;
+    const int top = f8 ? 0x7e : 0x7; /* the largest finite magnitude */
     double a = fabs(v);
     int best = 0;
     for (int c = 1; c <= top; c++) {
-        double dc = fabs(ref_value(t, (uint32_t)c) - a), db = fabs(ref_value(t, (uint32_t)best) - a);
+        double dc = fabs(val[c] - a), db = fabs(val[best] - a);
         if (dc < db || (dc == db && c % 2 == 0))
             best = c;
     }
-    if (a > ref_value(t, (uint32_t)top))
+    if (a > val[top])
         best = top;
     return best | (signbit(v) ? sign_bit : 0);
 }
