@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The Python package as a user gets it: `pip install .` into a fresh virtual environment
 # (the C library built by scikit-build-core and bundled), then tests/python against the
-# installed copy, with no build-tree variables.  Torch tests run where torch is installed.
+# installed copy, with no build-tree variables.  torch is installed too (PyPI's wheel; no
+# GPU here), so that argument checks on tensors, the torch.library ops and their fakes
+# under torch.compile are tested; the GPU tests skip.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/scripts/setup.sh" >/dev/null     # the Debian packages the build needs
 work="${QJIT_PY_DIR:-$root/build-py}"
 rm -rf "$work"
 python3 -m venv "$work/venv"
-"$work/venv/bin/pip" install -q "$root" numpy
+"$work/venv/bin/pip" install -q "$root" numpy torch
 cd "$work"
 env -u PYTHONPATH -u QJIT_LIBRARY QJIT_CACHE_DIR="$work/cache" \
   "$work/venv/bin/python" -m unittest discover -v -s "$root/tests/python" 2>&1 | tail -30

@@ -317,6 +317,40 @@ class TestTorchCPU(unittest.TestCase):
         self.assertTrue(hasattr(torch.ops.qjit, "gemm"))
 
 
+    def test_fakes_give_torch_compile_the_shapes(self):
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        with FakeTensorMode():
+            a = torch.empty(3, 16, 512, dtype=torch.bfloat16)
+            b = torch.empty(256, 512, dtype=torch.bfloat16)
+            y = torch.ops.qjit.gemm("gemm a=bf16 b=bf16 out=f32", a, b)
+            self.assertEqual((tuple(y.shape), y.dtype), ((3, 16, 256), torch.float32))
+            q, s = torch.ops.qjit.quant("quant in=bf16 out=e4m3 scale=block", a)
+            self.assertEqual((tuple(q.shape), q.dtype, tuple(s.shape), s.dtype),
+                             ((3, 16, 512), torch.float8_e4m3fn, (48, 4), torch.float32))
+            q, s = torch.ops.qjit.quant("quant in=bf16 out=s4 scale=row", a)
+            self.assertEqual((tuple(q.shape), q.dtype, tuple(s.shape)), ((3, 16, 256), torch.uint8, (48,)))
+            w = torch.empty(4, 64, 300, dtype=torch.bfloat16)
+            q, s = torch.ops.qjit.quant("quant in=bf16 out=e2m1 scale=mx rule=rceil layout=cols", w)
+            self.assertEqual((tuple(q.shape), tuple(s.shape)), ((4, 300, 32), (4, 300, 2)))
+
+        def f(x, w):
+            return torch.ops.qjit.gemm("gemm a=bf16 b=bf16 out=bf16", x, w).relu()
+
+        # traced whole (no graph break), then the real op refuses CPU tensors by name
+        g = torch.compile(f, fullgraph=True, backend="aot_eager")
+        with self.assertRaises(qjit.QjitError) as e:
+            g(torch.randn(4, 64, dtype=torch.bfloat16), torch.randn(32, 64, dtype=torch.bfloat16))
+        self.assertIn("argument 'a'", str(e.exception))
+
+    def test_quant_checks_before_anything_runs(self):
+        q = qjit.get_quant("quant in=bf16 out=e4m3 scale=mx")
+        with self.assertRaises(qjit.QjitError) as e:
+            q(torch.zeros(4, 64, dtype=torch.bfloat16))
+        self.assertIn("cuda", str(e.exception).lower())
+        with self.assertRaises(qjit.QjitError):
+            qjit.get_quant("quant out=e2m1 scale=row")  # validated at construction
+
+
 @unittest.skipUnless(HAVE_GPU, "needs torch with a CUDA GPU")
 class TestTorchGPU(unittest.TestCase):
     def setUp(self):
