@@ -173,19 +173,60 @@ __device__ __forceinline__ u32 encode_mx(float v, u32 c)
 } // namespace qq
 
 % if SCALE == "row" or SCALE == "tensor" then
+% local VEC = IN == "f32" and 4 or 8 -- values per 16-byte load
+% local QB = PACKED and VEC // 2 or VEC -- bytes of q per VEC values
+namespace qq {
+// VEC values of x from one 16-byte load at element i (16-byte aligned).
+__device__ __forceinline__ void load_vec(const void *x, long long i, float (&v)[$(VEC)])
+{
+    const uint4 w = *(const uint4 *)((const char *)x + i * $(IN == "f32" and 4 or 2));
+    const u32 u[4] = {w.x, w.y, w.z, w.w};
+%   if IN == "f32" then
+    for (int j = 0; j < 4; j++)
+        v[j] = __uint_as_float(u[j]);
+%   elseif IN == "bf16" then
+    for (int j = 0; j < 4; j++) {
+        v[2 * j] = __uint_as_float(u[j] << 16);
+        v[2 * j + 1] = __uint_as_float(u[j] & 0xffff0000u);
+    }
+%   else
+    for (int j = 0; j < 4; j++) {
+        asm("cvt.f32.f16 %0, %1;" : "=f"(v[2 * j]) : "h"((unsigned short)(u[j] & 0xffffu)));
+        asm("cvt.f32.f16 %0, %1;" : "=f"(v[2 * j + 1]) : "h"((unsigned short)(u[j] >> 16)));
+    }
+%   end
+}
+} // namespace qq
+
 // One CTA per row: its amax (row) or the tensor's from the partials (tensor), then the row.
+// Rows read in 16-byte loads and written $(QB) bytes at a time when every address allows
+// (the same for all rows of a launch), else value by value; the math is the same.
 extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_quant_params p)
 {
     using namespace qq;
     const long long r = blockIdx.x;
     const long long xrow = r * p.ldx + blockIdx.y * p.x_batch;
+    const bool vec = (unsigned long long)p.x % 16 == 0 && (unsigned long long)p.q % $(QB) == 0 &&
+                     p.k % $(VEC) == 0 && p.ldx % $(VEC) == 0 && p.x_batch % $(VEC) == 0 &&
+                     p.ldq % $(VEC) == 0 && p.q_batch % $(VEC) == 0;
     float a = 0.0f;
     int bad = 0;
 %   if SCALE == "row" then
-    for (long long i = threadIdx.x; i < p.k; i += 256) {
-        const float v = load_x(p.x, xrow + i);
-        bad |= nonfinite(v);
-        a = fmaxf(a, fabsf(v));
+    if (vec) {
+        for (long long i = threadIdx.x * $(VEC); i < p.k; i += 256 * $(VEC)) {
+            float v[$(VEC)];
+            load_vec(p.x, xrow + i, v);
+            for (int j = 0; j < $(VEC); j++) {
+                bad |= nonfinite(v[j]);
+                a = fmaxf(a, fabsf(v[j]));
+            }
+        }
+    } else {
+        for (long long i = threadIdx.x; i < p.k; i += 256) {
+            const float v = load_x(p.x, xrow + i);
+            bad |= nonfinite(v);
+            a = fmaxf(a, fabsf(v));
+        }
     }
 %   else
     for (int i = threadIdx.x; i < p.parts; i += 256) {
@@ -205,13 +246,45 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_q
 %   end
 %   if PACKED then
     u8 *qrow = (u8 *)p.q + (blockIdx.y * p.q_batch + r * p.ldq) / 2;
+%   else
+    u8 *qrow = (u8 *)p.q + blockIdx.y * p.q_batch + r * p.ldq;
+%   end
+    if (vec) {
+        for (long long i = threadIdx.x * $(VEC); i < p.k; i += 256 * $(VEC)) {
+            float v[$(VEC)];
+            load_vec(p.x, xrow + i, v);
+            u32 c[$(VEC)];
+            for (int j = 0; j < $(VEC); j++)
+                c[j] = encode(v[j], s);
+%   if PACKED then
+%     if VEC == 8 then
+            u32 w = 0;
+            for (int j = 0; j < 8; j++)
+                w |= c[j] << (4 * j);
+            *(u32 *)(qrow + i / 2) = w;
+%     else
+            *(unsigned short *)(qrow + i / 2) = (unsigned short)(c[0] | c[1] << 4 | c[2] << 8 | c[3] << 12);
+%     end
+%   else
+%     if VEC == 8 then
+            uint2 w;
+            w.x = c[0] | c[1] << 8 | c[2] << 16 | c[3] << 24;
+            w.y = c[4] | c[5] << 8 | c[6] << 16 | c[7] << 24;
+            *(uint2 *)(qrow + i) = w;
+%     else
+            *(u32 *)(qrow + i) = c[0] | c[1] << 8 | c[2] << 16 | c[3] << 24;
+%     end
+%   end
+        }
+        return;
+    }
+%   if PACKED then
     for (long long j = threadIdx.x; j < p.k / 2; j += 256) {
         const u32 lo = encode(load_x(p.x, xrow + 2 * j), s);
         const u32 hi = encode(load_x(p.x, xrow + 2 * j + 1), s);
         qrow[j] = (u8)(lo | (hi << 4));
     }
 %   else
-    u8 *qrow = (u8 *)p.q + blockIdx.y * p.q_batch + r * p.ldq;
     for (long long i = threadIdx.x; i < p.k; i += 256)
         qrow[i] = (u8)encode(load_x(p.x, xrow + i), s);
 %   end
