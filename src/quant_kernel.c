@@ -169,7 +169,9 @@ qjit_status qjit_context_get_quant(qjit_context *ctx, const qjit_quant_desc *d,
 {
     if (!d || !out)
         return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "qjit_get_quant: NULL argument");
-    qjit_status st = ctx ? QJIT_OK : qjit_default_context(&ctx);
+    qjit_status st = qjit_quant_desc_validate(d); /* bad input first, whatever the device */
+    if (st == QJIT_OK && !ctx)
+        st = qjit_default_context(&ctx);
     const qjit_cu_api *cu;
     CUcontext cuctx;
     CUdevice dev;

@@ -167,9 +167,39 @@ static void test_compile(void)
     qjit_context_destroy(ctx);
 }
 
+/* Without a GPU: gets are refused with a clear status, launches of nothing too. */
+static void test_no_gpu(void)
+{
+    qjit_quant_desc d;
+    qjit_quant *q = NULL;
+    CHECK_OK(qjit_quant_desc_parse("quant in=bf16 out=s8", &d));
+    qjit_status st = qjit_context_get_quant(NULL, &d, NULL, &q);
+    if (st == QJIT_OK) {
+        printf("test_quant_desc: a GPU is visible; its part is test_gpu_quant_kernels'\n");
+    } else {
+        CHECK(st == QJIT_ERROR_NO_DEVICE && q == NULL && *qjit_last_error(),
+              "get without a GPU: %s: %s", qjit_status_string(st), qjit_last_error());
+    }
+    qjit_quant_args a;
+    memset(&a, 0, sizeof a);
+    CHECK(qjit_quant_launch(NULL, &a, NULL) == QJIT_ERROR_INVALID_ARGUMENT, "NULL handle launched");
+    CHECK(qjit_context_get_quant(NULL, NULL, NULL, &q) == QJIT_ERROR_INVALID_ARGUMENT,
+          "NULL descriptor accepted");
+    qjit_linear_args la;
+    memset(&la, 0, sizeof la);
+    CHECK(qjit_linear_launch(NULL, NULL, &la, NULL) == QJIT_ERROR_INVALID_ARGUMENT,
+          "NULL linear accepted");
+    CHECK(qjit_quant_get_desc(NULL, &d, NULL, 0) == QJIT_ERROR_INVALID_ARGUMENT, "NULL get_desc");
+    d.in = QJIT_DTYPE_S4; /* invalid: refused before any device work */
+    st = qjit_context_get_quant(NULL, &d, NULL, &q);
+    CHECK(st == QJIT_ERROR_INVALID_ARGUMENT && strstr(qjit_last_error(), "'in'"),
+          "bad descriptor: %s: %s", qjit_status_string(st), qjit_last_error());
+}
+
 int main(void)
 {
     test_text();
     test_compile();
+    test_no_gpu();
     return tl_finish("test_quant_desc");
 }
