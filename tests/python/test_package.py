@@ -197,6 +197,34 @@ class TestOffline(unittest.TestCase):
         again = qjit.precompile_manifest(path, ["sm_80"], self.ctx)
         self.assertEqual((again["compiled"], again["cached"]), (0, 3))
 
+    def test_command_line(self):
+        import contextlib
+        import io
+        from qjit.__main__ import main
+        path = os.path.join(self.dir.name, "cli.txt")
+        with open(path, "w") as f:
+            f.write("quant in=bf16 out=s8\ngemm a=bf17\n")
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = main(["precompile", path, "--arch", "sm_80", "--cache-dir", self.dir.name])
+        self.assertEqual(rc, 1)
+        self.assertIn("1 compiled, 0 already cached, 1 failed", out.getvalue())
+        self.assertIn("cli.txt:2", err.getvalue())
+        db = os.path.join(self.dir.name, "qjit.db")
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            self.assertEqual(main(["stats", "--db", db]), 0)
+            self.assertEqual(main(["verify", "--db", db]), 0)
+            self.assertEqual(main(["variants", "gemm a=bf16 b=bf16 out=bf16"]), 0)
+        text = out.getvalue()
+        self.assertIn("kernels 1", text)
+        self.assertIn("integrity ok", text)
+        self.assertIn("M 65..max", text)
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            self.assertEqual(main(["stats", "--db", os.path.join(self.dir.name, "none.db")]), 1)
+        self.assertIn("qjit:", err.getvalue())
+
     def test_tuned_result_is_listed(self):
         w4 = "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16"
         cfg = qjit.sweep(w4, "sm_90a", "small-m", self.ctx)[-1]
