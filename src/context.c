@@ -5,7 +5,7 @@
  * as pointers with a destructor, so it calls into no module that makes them.
  */
 #define _GNU_SOURCE
-#include "qjit_internal.h"
+#include "driver.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -196,21 +196,16 @@ bool qjit_ctx_adopt(qjit_context *ctx, void *obj, void (*fn)(void *obj))
 }
 
 /* ------------------------------------------------------------ builds under way */
-bool qjit_ctx_building(qjit_context *ctx, const qjit_gemm_desc *d, void *cuctx)
+/* Caller holds ctx->mu. */
+static bool building(qjit_context *ctx, int kind, const qjit_gemm_desc *d, void *cuctx)
 {
     for (qjit_inflight *p = ctx->inflight; p; p = p->next)
-        if (p->cuctx == cuctx && memcmp(&p->desc, d, sizeof *d) == 0)
+        if (p->kind == kind && p->cuctx == cuctx && memcmp(&p->desc, d, sizeof *d) == 0)
             return true;
     return false;
 }
 
-void qjit_ctx_build_begin(qjit_context *ctx, qjit_inflight *me)
-{
-    me->next = ctx->inflight;
-    ctx->inflight = me;
-}
-
-void qjit_ctx_build_end(qjit_context *ctx, qjit_inflight *me)
+static void build_end(qjit_context *ctx, qjit_inflight *me)
 {
     for (qjit_inflight **p = &ctx->inflight; *p; p = &(*p)->next)
         if (*p == me) {
@@ -218,6 +213,64 @@ void qjit_ctx_build_end(qjit_context *ctx, qjit_inflight *me)
             break;
         }
     pthread_cond_broadcast(&ctx->cv);
+}
+
+/* Whether the stream is capturing (or cannot say): no module may load then. */
+static bool capturing(struct CUstream_st *stream)
+{
+    const qjit_cu_api *cu;
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    return qjit_drv_load(&cu) != QJIT_OK ||
+           cu->StreamIsCapturing((CUstream)stream, &cs) != CUDA_SUCCESS ||
+           cs != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+qjit_status qjit_ctx_obtain(qjit_context *ctx, int kind, const qjit_gemm_desc *key, void *cuctx,
+                            struct CUstream_st *capture_stream, const char *text,
+                            qjit_make_fn make, void (*destroy)(void *obj), void *arg,
+                            void **out, bool *hit)
+{
+    void *obj;
+    pthread_mutex_lock(&ctx->mu);
+    for (;;) {
+        obj = qjit_ctx_find(ctx, kind, key, cuctx);
+        if (obj || !building(ctx, kind, key, cuctx))
+            break;
+        pthread_cond_wait(&ctx->cv, &ctx->mu); /* another thread is making it */
+    }
+    if (hit)
+        *hit = obj != NULL;
+    if (obj) {
+        pthread_mutex_unlock(&ctx->mu);
+        *out = obj;
+        return QJIT_OK;
+    }
+    if (capture_stream && capturing(capture_stream)) {
+        pthread_mutex_unlock(&ctx->mu);
+        return qjit_err_set(QJIT_ERROR_CAPTURING,
+                            "%s is not loaded yet and the stream is capturing: loading a "
+                            "module now would break the capture; get it before "
+                            "cuStreamBeginCapture",
+                            text);
+    }
+    qjit_inflight me = {kind, *key, cuctx, ctx->inflight};
+    ctx->inflight = &me;
+    pthread_mutex_unlock(&ctx->mu);
+
+    qjit_status st = make(arg, &obj);
+
+    pthread_mutex_lock(&ctx->mu);
+    if (st == QJIT_OK && !qjit_ctx_adopt(ctx, obj, destroy)) {
+        destroy(obj);
+        st = qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "%s: the context's list of objects", text);
+    }
+    if (st == QJIT_OK) /* best effort: one not in the map is only found again by a rebuild */
+        qjit_ctx_insert(ctx, kind, key, cuctx, obj);
+    build_end(ctx, &me);
+    pthread_mutex_unlock(&ctx->mu);
+    if (st == QJIT_OK)
+        *out = obj;
+    return st;
 }
 
 /* ------------------------------------------------------------ the default context */

@@ -71,13 +71,8 @@ typedef struct span {
     size_t n;
 } span;
 
-static bool span_is(span s, const char *word)
-{
-    size_t n = strlen(word);
-    return s.n == n && memcmp(s.p, word, n) == 0;
-}
+static bool span_is(span s, const char *word) { return qjit_word_is(s.p, s.n, word); }
 
-static bool is_sep(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
 /* Decimal integer in [1, 1000000]: larger is never meaningful and stays far from
  * int overflow. */
@@ -291,10 +286,10 @@ qjit_status qjit_gemm_desc_parse(const char *text, qjit_gemm_desc *d)
     int group_sa = 0, group_sb = 0;
 
     const char *p = text;
-    while (is_sep(*p))
+    while (qjit_is_blank(*p))
         p++;
     span head = {p, 0};
-    while (p[head.n] && !is_sep(p[head.n]))
+    while (p[head.n] && !qjit_is_blank(p[head.n]))
         head.n++;
     if (!span_is(head, "gemm"))
         return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
@@ -303,12 +298,12 @@ qjit_status qjit_gemm_desc_parse(const char *text, qjit_gemm_desc *d)
     p += head.n;
 
     for (;;) {
-        while (is_sep(*p))
+        while (qjit_is_blank(*p))
             p++;
         if (!*p)
             break;
         span s = {p, 0};
-        while (p[s.n] && !is_sep(p[s.n]))
+        while (p[s.n] && !qjit_is_blank(p[s.n]))
             s.n++;
         p += s.n;
 

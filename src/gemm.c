@@ -121,60 +121,38 @@ fail:
     return st;
 }
 
-/* The loaded kernel of resolved descriptor r: from the map, else built once however many
- * threads ask (the others wait).  A kernel not loaded yet while capture_stream captures
- * is QJIT_ERROR_CAPTURING: loading a module would break the capture. */
+/* What kernel_get's make needs. */
+typedef struct kernel_order {
+    qjit_context *ctx;
+    const qjit_cu_api *cu;
+    CUcontext cuctx;
+    CUdevice dev;
+    const qjit_gemm_desc *r;
+    const char *text;
+} kernel_order;
+
+static qjit_status kernel_order_make(void *arg, void **obj)
+{
+    const kernel_order *o = arg;
+    char why[512];
+    qjit_plan plan;
+    qjit_status st = qjit_select_check(o->ctx, o->r, &plan, why, sizeof why);
+    if (st != QJIT_OK)
+        return qjit_err_set(st, "%s: %s", o->text, why);
+    return kernel_make(o->ctx, o->cu, o->cuctx, o->dev, o->r, &plan, (kernel **)obj);
+}
+
+/* The loaded kernel of resolved descriptor r in cuctx, made once (qjit_ctx_obtain). */
 static qjit_status kernel_get(qjit_context *ctx, const qjit_cu_api *cu, CUcontext cuctx,
                               CUdevice dev, const qjit_gemm_desc *r,
                               struct CUstream_st *capture_stream, const kernel **out)
 {
-    char text[256], why[512];
+    char text[256];
     qjit_desc_text(r, text, sizeof text);
-    kernel *k;
-    pthread_mutex_lock(&ctx->mu);
-    for (;;) {
-        k = qjit_ctx_find(ctx, QJIT_OBJ_KERNEL, r, cuctx);
-        if (k || !qjit_ctx_building(ctx, r, cuctx))
-            break;
-        pthread_cond_wait(&ctx->cv, &ctx->mu); /* another thread is building this kernel */
-    }
-    if (k) {
-        pthread_mutex_unlock(&ctx->mu);
-        *out = k;
-        return QJIT_OK;
-    }
-    if (capture_stream) {
-        CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-        CUresult cr = cu->StreamIsCapturing((CUstream)capture_stream, &cs);
-        if (cr != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE) {
-            pthread_mutex_unlock(&ctx->mu);
-            return qjit_err_set(QJIT_ERROR_CAPTURING,
-                                "%s is not loaded yet and the stream is capturing: loading a "
-                                "module now would break the capture; get the kernel before "
-                                "cuStreamBeginCapture",
-                                text);
-        }
-    }
-    qjit_inflight me = {*r, cuctx, NULL};
-    qjit_ctx_build_begin(ctx, &me);
-    pthread_mutex_unlock(&ctx->mu);
-
-    qjit_plan plan;
-    qjit_status st = qjit_select_check(ctx, r, &plan, why, sizeof why);
-    if (st != QJIT_OK)
-        qjit_err_set(st, "%s: %s", text, why);
-    else
-        st = kernel_make(ctx, cu, cuctx, dev, r, &plan, &k);
-
-    pthread_mutex_lock(&ctx->mu);
-    if (st == QJIT_OK && !qjit_ctx_adopt(ctx, k, kernel_destroy)) {
-        kernel_destroy(k);
-        st = qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "%s: the context's list of kernels", text);
-    }
-    if (st == QJIT_OK) /* best effort: a kernel not in the map is only found again by a rebuild */
-        qjit_ctx_insert(ctx, QJIT_OBJ_KERNEL, r, cuctx, k);
-    qjit_ctx_build_end(ctx, &me);
-    pthread_mutex_unlock(&ctx->mu);
+    kernel_order o = {ctx, cu, cuctx, dev, r, text};
+    void *k = NULL;
+    qjit_status st = qjit_ctx_obtain(ctx, QJIT_OBJ_KERNEL, r, cuctx, capture_stream, text,
+                                     kernel_order_make, kernel_destroy, &o, &k, NULL);
     if (st == QJIT_OK)
         *out = k;
     return st;

@@ -9,18 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool is_sep(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
+/* A slice of the line. */
 typedef struct span {
     const char *p;
     size_t n;
 } span;
-
-static bool span_is(span s, const char *word)
-{
-    size_t n = strlen(word);
-    return s.n == n && memcmp(s.p, word, n) == 0;
-}
 
 qjit_status qjit_manifest_line(const char *line, qjit_manifest_item *out)
 {
@@ -38,12 +32,12 @@ qjit_status qjit_manifest_line(const char *line, qjit_manifest_item *out)
     span name = {NULL, 0}, head = {NULL, 0};
     qjit_status s = QJIT_OK;
     for (char *p = text; *p && s == QJIT_OK;) {
-        while (is_sep(*p))
+        while (qjit_is_blank(*p))
             p++;
         if (!*p)
             break;
         size_t len = 0;
-        while (p[len] && !is_sep(p[len]))
+        while (p[len] && !qjit_is_blank(p[len]))
             len++;
         if (!head.p)
             head = (span){p, len};
@@ -66,7 +60,7 @@ qjit_status qjit_manifest_line(const char *line, qjit_manifest_item *out)
         s = qjit_err_set(QJIT_ERROR_NOT_FOUND, "manifest line: blank");
     qjit_manifest_item t;
     memset(&t, 0, sizeof t);
-    if (s == QJIT_OK && span_is(head, "quant")) {
+    if (s == QJIT_OK && qjit_word_is(head.p, head.n, "quant")) {
         t.kind = QJIT_MANIFEST_QUANT;
         if (name.p)
             s = qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define QJIT_HIDDEN __attribute__((visibility("hidden")))
 
@@ -205,6 +206,14 @@ QJIT_HIDDEN qjit_status qjit_build_expanded(qjit_context *ctx, const char *text,
                                             struct qjit_expansion *e, bool must_store,
                                             uint8_t key[16], void **cubin, size_t *cubin_len,
                                             int *was_cached);
+
+/* ---------------------------------------------------------------- text (desc.c, quant_desc.c,
+ * manifest.c): the blanks between tokens, and a token of n bytes at p equal to word. */
+static inline bool qjit_is_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+static inline bool qjit_word_is(const char *p, size_t n, const char *word)
+{
+    return strlen(word) == n && memcmp(p, word, n) == 0;
+}
 
 /* ---------------------------------------------------------------- quant (quant_*.c) */
 /* The by-value kernel parameter of templates/quant.cu (its struct qjit_quant_params). */
@@ -402,6 +411,7 @@ typedef struct qjit_owned qjit_owned;
 
 /* A build under way, for compile-once: lives in the builder's frame. */
 typedef struct qjit_inflight {
+    int kind;
     qjit_gemm_desc desc;
     void *cuctx;
     struct qjit_inflight *next;
@@ -423,19 +433,27 @@ struct qjit_context {
     qjit_stats stats;
 };
 
-/* The in-process map: (kind, descriptor, CUDA context) -> object.  Kinds keep a handle
- * and a loaded kernel of one descriptor apart.  Caller holds ctx->mu. */
-enum { QJIT_OBJ_HANDLE = 1, QJIT_OBJ_KERNEL = 2 };
+/* The in-process map: (kind, descriptor, CUDA context) -> object.  Kinds keep a handle,
+ * a loaded kernel and a quantizer apart (a quantizer's descriptor goes in as its bytes,
+ * zero-padded).  Caller holds ctx->mu. */
+enum { QJIT_OBJ_HANDLE = 1, QJIT_OBJ_KERNEL = 2, QJIT_OBJ_QUANT = 3 };
 QJIT_HIDDEN void *qjit_ctx_find(qjit_context *ctx, int kind, const qjit_gemm_desc *d,
                                 void *cuctx);
 QJIT_HIDDEN bool qjit_ctx_insert(qjit_context *ctx, int kind, const qjit_gemm_desc *d,
                                  void *cuctx, void *obj);
 /* The context destroys obj with fn when it is destroyed.  Caller holds ctx->mu. */
 QJIT_HIDDEN bool qjit_ctx_adopt(qjit_context *ctx, void *obj, void (*fn)(void *obj));
-/* Builds under way (caller holds ctx->mu): whether one is, start one (links *me), end
- * it (unlinks *me and wakes the waiters). */
-QJIT_HIDDEN bool qjit_ctx_building(qjit_context *ctx, const qjit_gemm_desc *d, void *cuctx);
-QJIT_HIDDEN void qjit_ctx_build_begin(qjit_context *ctx, qjit_inflight *me);
-QJIT_HIDDEN void qjit_ctx_build_end(qjit_context *ctx, qjit_inflight *me);
+/* The object of (kind, key) in CUDA context cuctx: from the map, else made once by
+ * make(arg, &obj) however many threads ask (the others wait for it), then owned by the
+ * context (destroy frees it) and in the map.  One not made yet while capture_stream
+ * captures is QJIT_ERROR_CAPTURING (`text` names it): making it would load a module,
+ * which breaks the capture.  *hit (may be NULL) says it came from the map.  Takes
+ * ctx->mu itself. */
+typedef qjit_status (*qjit_make_fn)(void *arg, void **obj);
+QJIT_HIDDEN qjit_status qjit_ctx_obtain(qjit_context *ctx, int kind, const qjit_gemm_desc *key,
+                                        void *cuctx, struct CUstream_st *capture_stream,
+                                        const char *text, qjit_make_fn make,
+                                        void (*destroy)(void *obj), void *arg, void **out,
+                                        bool *hit);
 
 #endif /* QJIT_INTERNAL_H */

@@ -32,7 +32,6 @@ static const char *scale_name(qjit_scale_mode m)
     }
 }
 
-static bool is_sep(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
 /* The value names of a field, for messages. */
 static const char *const expect_in = "f16 bf16 f32";
@@ -40,16 +39,12 @@ static const char *const expect_out = "s8 s4 e4m3 e2m1";
 static const char *const expect_scale = "row tensor block mx";
 static const char *const expect_rule = "floor rceil";
 
-static bool word_is(const char *p, size_t n, const char *w)
-{
-    return strlen(w) == n && memcmp(p, w, n) == 0;
-}
 
 static bool dtype_of(const char *p, size_t n, const char *allowed, qjit_dtype *out)
 {
     for (int t = 1; t < QJIT_DTYPE_COUNT; t++) {
         const char *name = qjit_desc_dtype_name((qjit_dtype)t);
-        if (!name || !word_is(p, n, name))
+        if (!name || !qjit_word_is(p, n, name))
             continue;
         /* the name must be one of the allowed words */
         for (const char *a = allowed; *a;) {
@@ -71,17 +66,17 @@ qjit_status qjit_quant_desc_parse(const char *text, qjit_quant_desc *d)
     qjit_quant_desc t;
     qjit_quant_desc_init(&t);
     const char *p = text;
-    while (is_sep(*p))
+    while (qjit_is_blank(*p))
         p++;
     size_t n = strcspn(p, " \t\r\n");
-    if (!word_is(p, n, "quant"))
+    if (!qjit_word_is(p, n, "quant"))
         return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
                             "quant descriptor: must start with 'quant', got '%.*s'", (int)n, p);
     p += n;
     bool seen[6] = {false};
     static const char *const fields[6] = {"in", "out", "scale", "rule", "arch", "layout"};
     for (;;) {
-        while (is_sep(*p))
+        while (qjit_is_blank(*p))
             p++;
         if (!*p)
             break;
@@ -94,7 +89,7 @@ qjit_status qjit_quant_desc_parse(const char *text, qjit_quant_desc *d)
         const char *v = eq + 1;
         int f = -1;
         for (int i = 0; i < 6; i++)
-            if (word_is(p, kn, fields[i]))
+            if (qjit_word_is(p, kn, fields[i]))
                 f = i;
         if (f < 0)
             return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
@@ -113,7 +108,7 @@ qjit_status qjit_quant_desc_parse(const char *text, qjit_quant_desc *d)
         case 2:
             expect = expect_scale;
             for (int m = 0; m < QJIT_SCALE_COUNT && !ok; m++)
-                if (scale_name((qjit_scale_mode)m) && word_is(v, vn, scale_name((qjit_scale_mode)m))) {
+                if (scale_name((qjit_scale_mode)m) && qjit_word_is(v, vn, scale_name((qjit_scale_mode)m))) {
                     t.scale = (qjit_scale_mode)m;
                     ok = true;
                 }
@@ -121,7 +116,7 @@ qjit_status qjit_quant_desc_parse(const char *text, qjit_quant_desc *d)
         case 3:
             expect = expect_rule;
             for (int r = 0; r < QJIT_MX_RULE_COUNT && !ok; r++)
-                if (word_is(v, vn, rule_names[r])) {
+                if (qjit_word_is(v, vn, rule_names[r])) {
                     t.rule = (qjit_mx_rule)r;
                     ok = true;
                 }
@@ -132,8 +127,8 @@ qjit_status qjit_quant_desc_parse(const char *text, qjit_quant_desc *d)
             break;
         default:
             expect = "rows cols";
-            ok = word_is(v, vn, "rows") || word_is(v, vn, "cols");
-            t.cols = word_is(v, vn, "cols");
+            ok = qjit_word_is(v, vn, "rows") || qjit_word_is(v, vn, "cols");
+            t.cols = qjit_word_is(v, vn, "cols");
             break;
         }
         if (!ok)

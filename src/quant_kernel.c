@@ -35,10 +35,8 @@ static qjit_gemm_desc map_key(const qjit_quant_desc *d)
     qjit_gemm_desc k;
     memset(&k, 0, sizeof k);
     memcpy(&k, d, sizeof *d);
-    k.split_k = -1; /* no GEMM descriptor has this: in-flight builds never match a GEMM's */
     return k;
 }
-enum { OBJ_QUANT = 3 };
 
 static int in_bytes(qjit_dtype t) { return qjit_desc_dtype_bits(t) / 8; }
 
@@ -164,6 +162,21 @@ static qjit_status quant_make(qjit_context *ctx, const qjit_cu_api *cu, CUcontex
     return QJIT_OK;
 }
 
+/* What quant_make needs, for qjit_ctx_obtain. */
+typedef struct quant_order {
+    qjit_context *ctx;
+    const qjit_cu_api *cu;
+    CUcontext cuctx;
+    CUdevice dev;
+    const qjit_quant_desc *r;
+} quant_order;
+
+static qjit_status quant_order_make(void *arg, void **obj)
+{
+    const quant_order *o = arg;
+    return quant_make(o->ctx, o->cu, o->cuctx, o->dev, o->r, (qjit_quant **)obj);
+}
+
 qjit_status qjit_context_get_quant(qjit_context *ctx, const qjit_quant_desc *d,
                                    struct CUstream_st *capture_stream, qjit_quant **out)
 {
@@ -190,47 +203,14 @@ qjit_status qjit_context_get_quant(qjit_context *ctx, const qjit_quant_desc *d,
                             "%s: a cubin for %s does not run on the current device (sm_%d%d)",
                             text, qjit_arch_name(r.arch), major, minor);
     const qjit_gemm_desc key = map_key(&r);
-    qjit_quant *q;
+    quant_order o = {ctx, cu, cuctx, dev, &r};
+    void *q = NULL;
+    bool hit = false;
+    st = qjit_ctx_obtain(ctx, QJIT_OBJ_QUANT, &key, cuctx, capture_stream, text, quant_order_make,
+                         quant_destroy, &o, &q, &hit);
     pthread_mutex_lock(&ctx->mu);
     ctx->stats.gets++;
-    for (;;) {
-        q = qjit_ctx_find(ctx, OBJ_QUANT, &key, cuctx);
-        if (q || !qjit_ctx_building(ctx, &key, cuctx))
-            break;
-        pthread_cond_wait(&ctx->cv, &ctx->mu);
-    }
-    if (q) {
-        ctx->stats.memory_hits++;
-        pthread_mutex_unlock(&ctx->mu);
-        *out = q;
-        return QJIT_OK;
-    }
-    if (capture_stream) {
-        CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-        CUresult cr = cu->StreamIsCapturing((CUstream)capture_stream, &cs);
-        if (cr != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE) {
-            pthread_mutex_unlock(&ctx->mu);
-            return qjit_err_set(QJIT_ERROR_CAPTURING,
-                                "%s is not loaded yet and the stream is capturing: loading a "
-                                "module now would break the capture; get it before "
-                                "cuStreamBeginCapture",
-                                text);
-        }
-    }
-    qjit_inflight me = {key, cuctx, NULL};
-    qjit_ctx_build_begin(ctx, &me);
-    pthread_mutex_unlock(&ctx->mu);
-
-    st = quant_make(ctx, cu, cuctx, dev, &r, &q);
-
-    pthread_mutex_lock(&ctx->mu);
-    if (st == QJIT_OK && !qjit_ctx_adopt(ctx, q, quant_destroy)) {
-        quant_destroy(q);
-        st = qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "%s: the context's list of handles", text);
-    }
-    if (st == QJIT_OK)
-        qjit_ctx_insert(ctx, OBJ_QUANT, &key, cuctx, q);
-    qjit_ctx_build_end(ctx, &me);
+    ctx->stats.memory_hits += hit;
     pthread_mutex_unlock(&ctx->mu);
     if (st == QJIT_OK)
         *out = q;
@@ -250,6 +230,27 @@ qjit_status qjit_quant_get_desc(const qjit_quant *q, qjit_quant_desc *out, char 
 }
 
 /* ------------------------------------------------------------ launch */
+/* The grid of a launch (256 threads a CTA): row and tensor a CTA per row; block a warp per
+ * 1x128 group; mx eight lanes per 32-value block; cols a CTA per 32 rows x 256 columns.
+ * A batch is grid y (cols: z). */
+static void grid_of(const qjit_quant_desc *d, const qjit_quant_args *a, int64_t grid[3])
+{
+    const int64_t batch = a->batch > 1 ? a->batch : 1;
+    grid[1] = batch;
+    grid[2] = 1;
+    if (d->cols) {
+        grid[0] = (a->k + 255) / 256;
+        grid[1] = a->m / 32;
+        grid[2] = batch;
+    } else if (d->scale == QJIT_SCALE_BLOCK) {
+        grid[0] = (a->m * ((a->k + 127) / 128) + 7) / 8;
+    } else if (d->scale == QJIT_SCALE_MX) {
+        grid[0] = (a->m * (a->k / 32) + 31) / 32;
+    } else {
+        grid[0] = a->m;
+    }
+}
+
 static qjit_status check_args(const qjit_quant *q, const qjit_quant_args *a, float *clip)
 {
     const qjit_quant_desc *d = &q->desc;
@@ -303,13 +304,9 @@ static qjit_status check_args(const qjit_quant *q, const qjit_quant_args *a, flo
             (long long)(a->m * a->ldx), (long long)(q_rows * a->ldq));
     if (batch > 1 && packed && a->q_batch_stride % 2)
         BAD("%s: q_batch_stride=%lld must be even for 4-bit q", t, (long long)a->q_batch_stride);
-    const int64_t groups = d->scale == QJIT_SCALE_BLOCK ? a->m * ((a->k + 127) / 128)
-                           : d->cols                    ? (a->k + 255) / 256
-                           : d->scale == QJIT_SCALE_MX  ? a->m * (a->k / 32)
-                                                        : a->m;
-    const int64_t per_cta = d->scale == QJIT_SCALE_BLOCK ? 8
-                            : d->scale == QJIT_SCALE_MX && !d->cols ? 32 : 1;
-    if ((groups + per_cta - 1) / per_cta > 0x7fffffff || (d->cols && a->m / 32 > 65535))
+    int64_t grid[3];
+    grid_of(d, a, grid);
+    if (grid[0] > 0x7fffffff || grid[1] > 65535 || grid[2] > 65535)
         BAD("%s: m=%lld k=%lld is too large for one launch", t, (long long)a->m,
             (long long)a->k);
 #undef BAD
@@ -334,25 +331,15 @@ qjit_status qjit_quant_launch(const qjit_quant *q, const qjit_quant_args *a,
                                   batch > 1 ? a->x_batch_stride : 0,
                                   batch > 1 ? a->q_batch_stride : 0};
     void *params[] = {&p};
-    unsigned grid[3] = {1, batch, 1};
-    if (q->desc.cols) {
-        grid[0] = (unsigned)((a->k + 255) / 256);
-        grid[1] = (unsigned)(a->m / 32);
-        grid[2] = batch;
-    } else if (q->desc.scale == QJIT_SCALE_BLOCK) {
-        grid[0] = (unsigned)((a->m * ((a->k + 127) / 128) + 7) / 8);
-    } else if (q->desc.scale == QJIT_SCALE_MX) {
-        grid[0] = (unsigned)((a->m * (a->k / 32) + 31) / 32);
-    } else {
-        grid[0] = (unsigned)a->m;
-    }
+    int64_t grid[3];
+    grid_of(&q->desc, a, grid);
     CUresult r = CUDA_SUCCESS;
     if (q->desc.scale == QJIT_SCALE_TENSOR)
         r = q->cu->LaunchKernel(q->amax, (unsigned)parts, 1, 1, THREADS, 1, 1, 0,
                                 (CUstream)stream, params, NULL);
     if (r == CUDA_SUCCESS)
-        r = q->cu->LaunchKernel(q->fn, grid[0], grid[1], grid[2], THREADS, 1, 1, 0,
-                                (CUstream)stream, params, NULL);
+        r = q->cu->LaunchKernel(q->fn, (unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2],
+                                THREADS, 1, 1, 0, (CUstream)stream, params, NULL);
     if (r != CUDA_SUCCESS)
         return qjit_err_prefix(qjit_drv_fail(q->cu, r, "cuLaunchKernel"), "%s", q->text);
     return QJIT_OK;

@@ -210,40 +210,51 @@ static void add_failure(run *R, const char *where, const char *what, const char 
     pthread_mutex_unlock(&out_mu);
 }
 
+/* A descriptor that cannot be queued for arch (its text `in`): reported once per
+ * (arch, descriptor) with the message err. */
+static void refuse(run *R, const char *in, qjit_arch arch, const char *where, const char *err)
+{
+    char what[TEXT_CAP + 32];
+    snprintf(what, sizeof what, "%s (for %s)", in, arch_name(arch));
+    if (set_add(R, what))
+        add_failure(R, where, what, err);
+    else
+        R->duplicates++;
+}
+
+/* A new job for the kernel of canonical text `text`, or NULL when it is queued already. */
+static job *push_job(run *R, const char *text, qjit_arch arch, const char *where)
+{
+    if (!set_add(R, text)) {
+        R->duplicates++;
+        return NULL;
+    }
+    if (R->njobs == R->jobs_cap)
+        R->jobs = grow(R->jobs, &R->jobs_cap, sizeof *R->jobs);
+    job *j = &R->jobs[R->njobs++];
+    memset(j, 0, sizeof *j);
+    j->arch = arch;
+    j->where = xstrdup(where);
+    snprintf(j->text, sizeof j->text, "%s", text);
+    return j;
+}
+
 /* Resolve d for arch and queue it, unless the same resolved kernel is queued. */
 static void add_job(run *R, const qjit_gemm_desc *d, qjit_arch arch, const char *where)
 {
     qjit_gemm_desc r;
     char text[TEXT_CAP];
     if (qjit_gemm_resolve(R->ctx, d, arch, &r) != QJIT_OK) {
-        char in[TEXT_CAP], key[TEXT_CAP + 16];
-        const char *msg = qjit_last_error();
-        char *err = xstrdup(msg);
-        fmt_desc(d, in);
-        snprintf(key, sizeof key, "%s|%s", arch_name(arch), in);
-        if (set_add(R, key)) {
-            char what[TEXT_CAP + 32];
-            snprintf(what, sizeof what, "%s (for %s)", in, arch_name(arch));
-            add_failure(R, where, what, err);
-        } else {
-            R->duplicates++;
-        }
+        char *err = xstrdup(qjit_last_error());
+        fmt_desc(d, text);
+        refuse(R, text, arch, where, err);
         free(err);
         return;
     }
     fmt_desc(&r, text);
-    if (!set_add(R, text)) {
-        R->duplicates++;
-        return;
-    }
-    if (R->njobs == R->jobs_cap)
-        R->jobs = grow(R->jobs, &R->jobs_cap, sizeof *R->jobs);
-    job *j = &R->jobs[R->njobs++];
-    memset(j, 0, sizeof *j);
-    j->desc = r;
-    j->arch = arch;
-    j->where = xstrdup(where);
-    memcpy(j->text, text, sizeof text);
+    job *j = push_job(R, text, arch, where);
+    if (j)
+        j->desc = r;
 }
 
 /* Queue a quantization kernel for arch (its own arch when it names one), unless queued. */
@@ -255,31 +266,18 @@ static void add_quant_job(run *R, const qjit_quant_desc *d, qjit_arch arch, cons
     char text[TEXT_CAP];
     if (qjit_quant_desc_validate(&r) != QJIT_OK ||
         qjit_quant_desc_format(&r, text, sizeof text, NULL) != QJIT_OK) {
-        char *err = xstrdup(qjit_last_error()), in[TEXT_CAP];
-        if (qjit_quant_desc_format(d, in, sizeof in, NULL) != QJIT_OK)
-            snprintf(in, sizeof in, "quant (unprintable)");
-        char what[TEXT_CAP + 32];
-        snprintf(what, sizeof what, "%s (for %s)", in, arch_name(arch));
-        if (set_add(R, what))
-            add_failure(R, where, what, err);
-        else
-            R->duplicates++;
+        char *err = xstrdup(qjit_last_error());
+        if (qjit_quant_desc_format(d, text, sizeof text, NULL) != QJIT_OK)
+            snprintf(text, sizeof text, "quant (unprintable)");
+        refuse(R, text, arch, where, err);
         free(err);
         return;
     }
-    if (!set_add(R, text)) {
-        R->duplicates++;
-        return;
+    job *j = push_job(R, text, r.arch, where);
+    if (j) {
+        j->quant = 1;
+        j->qdesc = r;
     }
-    if (R->njobs == R->jobs_cap)
-        R->jobs = grow(R->jobs, &R->jobs_cap, sizeof *R->jobs);
-    job *j = &R->jobs[R->njobs++];
-    memset(j, 0, sizeof *j);
-    j->quant = 1;
-    j->qdesc = r;
-    j->arch = r.arch;
-    j->where = xstrdup(where);
-    memcpy(j->text, text, sizeof text);
 }
 
 /* Queue one manifest line for one arch: its resolved kernel, or each point of a sweep. */

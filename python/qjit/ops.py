@@ -109,20 +109,18 @@ def _ptr(x):
     return ctypes.c_void_p(x.data_ptr()) if x is not None else None
 
 
-class Gemm:
-    """A GEMM of one descriptor on torch tensors; kernels per CUDA device, got on first use."""
+class _PerDevice:
+    """A descriptor's C handles, one per CUDA device (qjit handles belong to a CUDA
+    context), got at first use on each device; _get is the library's get call."""
 
-    def __init__(self, desc, ctx=None):
-        self.desc = _desc(desc).validate()
-        self.ctx = ctx
+    def __init__(self, desc, ctx, get):
+        self.desc, self.ctx, self._get = desc, ctx, get
         self._handles = {}
         self._lock = threading.Lock()
 
-    def __repr__(self):
-        return f"qjit.Gemm({str(self.desc)!r})"
-
     def handle(self, device=None, stream=None):
-        """The C handle for a CUDA device (default: the current one)."""
+        """The C handle for a CUDA device (default: the current one).  `stream` is the
+        one that may be capturing (default: the device's current stream)."""
         dev = torch.device("cuda", torch.cuda.current_device()) if device is None else torch.device(device)
         with self._lock:
             h = self._handles.get(dev.index)
@@ -131,11 +129,20 @@ class Gemm:
         with torch.cuda.device(dev):  # its primary context current on this thread
             if stream is None:
                 stream = torch.cuda.current_stream(dev).cuda_stream
-            g = ctypes.c_void_p()
-            _check(lib.qjit_context_get_gemm(_ctx(self.ctx), self.desc._c, stream, ctypes.byref(g)))
+            h = ctypes.c_void_p()
+            _check(self._get(_ctx(self.ctx), self.desc._c, stream, ctypes.byref(h)))
         with self._lock:
-            self._handles.setdefault(dev.index, g)
-            return self._handles[dev.index]
+            return self._handles.setdefault(dev.index, h)
+
+
+class Gemm(_PerDevice):
+    """A GEMM of one descriptor on torch tensors; kernels per CUDA device, got on first use."""
+
+    def __init__(self, desc, ctx=None):
+        super().__init__(_desc(desc).validate(), ctx, lib.qjit_context_get_gemm)
+
+    def __repr__(self):
+        return f"qjit.Gemm({str(self.desc)!r})"
 
     def info(self, device=None):
         i = _lib.GemmInfo()
@@ -208,35 +215,18 @@ class Gemm:
         return out.view(lead + (n,)) if len(lead) != 1 else out
 
 
-class Quant:
+class Quant(_PerDevice):
     """An activation quantizer of one QuantDesc on torch tensors: quant(x, clip=None) ->
     (q, scale) with q [..., K] (int8 for s8, float8_e4m3fn for e4m3, uint8 [..., K/2] for
     the 4-bit types) and scale as the mode says (row f32 [M], tensor f32 [1], block f32
     [M, ceil(K/128)], mx uint8 [M, K/32]): what a GEMM's sa reads."""
 
     def __init__(self, desc, ctx=None):
-        self.desc = (desc if isinstance(desc, QuantDesc) else QuantDesc(desc)).validate()
-        self.ctx = ctx
-        self._handles = {}
-        self._lock = threading.Lock()
+        super().__init__((desc if isinstance(desc, QuantDesc) else QuantDesc(desc)).validate(),
+                         ctx, lib.qjit_context_get_quant)
 
     def __repr__(self):
         return f"qjit.Quant({str(self.desc)!r})"
-
-    def handle(self, device=None, stream=None):
-        dev = torch.device("cuda", torch.cuda.current_device()) if device is None else torch.device(device)
-        with self._lock:
-            h = self._handles.get(dev.index)
-        if h is not None:
-            return h
-        with torch.cuda.device(dev):
-            if stream is None:
-                stream = torch.cuda.current_stream(dev).cuda_stream
-            q = ctypes.c_void_p()
-            _check(lib.qjit_context_get_quant(_ctx(self.ctx), self.desc._c, stream, ctypes.byref(q)))
-        with self._lock:
-            self._handles.setdefault(dev.index, q)
-            return self._handles[dev.index]
 
     def shapes(self, m, k):
         """(q shape, q dtype, scale shape, scale dtype) for x of m rows of k values."""
