@@ -123,6 +123,7 @@ typedef enum qjit_kernel {
     QJIT_KERNEL_MMA_I8 = 4, /* "mma_i8": s8 x s8 / s8 x s4 on int8 tensor cores */
     QJIT_KERNEL_MMA_F8 = 5, /* "mma_f8": fp8 tensor cores (sm_89+); MX through dequantization */
     QJIT_KERNEL_WGMMA_F8 = 6, /* "wgmma_f8": fp8 on Hopper warpgroup MMA (sm_90a), tensor|row|block x tensor|col|block */
+    QJIT_KERNEL_WGMMA_I8 = 7, /* "wgmma_i8": s8 x s8 on Hopper warpgroup MMA (sm_90a), by name until measured */
     QJIT_KERNEL_COUNT
 } qjit_kernel;
 

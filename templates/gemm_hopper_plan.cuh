@@ -1,4 +1,4 @@
-% -- gemm_hopper_plan.cuh — the launch plan that gemm_wgmma.cu and gemm_wgmma_f8.cu share, in
+% -- gemm_hopper_plan.cuh — the launch plan that the sm_90a families share, in
 % -- Lua only (it writes no code): `% include("gemm_hopper_plan.cuh")` before the `// qjit:` line.
 % --
 % -- hopper_regs(nc): the block of one producer and nc consumer warpgroups gets the per-thread
@@ -26,4 +26,30 @@
 %   local smem = ring + BM * ((BN // np) * out_bytes + 16)
 %   if smem > limit then unsupported(what .. " leave too little shared memory to stage the " .. OUT .. " output") end
 %   return np, smem
+% end
+% --
+% -- hopper_tile_plan(name, acc_sets): the checks of a consumer layout that the quantized
+% -- wgmma families (gemm_wgmma_q.cuh: 128-byte ring rows of one-byte values, BK = 128) share,
+% -- and the launch fields it gives: sm_90a; WM×WN = 1..4 consumer warpgroups, each owning a
+% -- (BM/WM)×(BN/WN) tile, BM/WM a multiple of 64 and BN/WN a multiple of 16 up to 256;
+% -- STAGES 2..8; acc_sets register arrays of that tile (a total, and a part where K tiles
+% -- are promoted) beside ~40 others.  Returns the plan's table, which the family extends.
+% function hopper_tile_plan(name, acc_sets)
+%   if ARCH ~= 90 then unsupported(string.format("%s: needs sm_90a (wgmma, setmaxnreg) (arch=sm_%d)", name, ARCH)) end
+%   if BK ~= 128 then unsupported(string.format("%s: BK must be 128 (tile=%dx%dx%d)", name, BM, BN, BK)) end
+%   if not (WM >= 1 and WN >= 1 and WM * WN <= 4) then unsupported(name .. ": WM*WN must be 1..4 consumer warpgroups") end
+%   if BM % (64 * WM) ~= 0 then unsupported(string.format("%s: BM/WM must be a multiple of 64 (tile=%dx%d warps=%dx%d)", name, BM, BN, WM, WN)) end
+%   local WGN = BN // WN
+%   if not (BN % WN == 0 and WGN % 16 == 0 and WGN <= 256) then unsupported(name .. ": BN/WN must be a multiple of 16 up to 256") end
+%   if STAGES < 2 or STAGES > 8 then unsupported(name .. ": STAGES must be 2..8") end
+%   if SPLIT_K ~= 1 then unsupported(name .. ": SPLIT_K must be 1") end
+%   local NC = WM * WN
+%   local THREADS, PRODUCER_REGS, CONSUMER_REGS, REG_BUDGET = hopper_regs(NC)
+%   local MI = BM // WM // 64
+%   if MI * (WGN // 2) * acc_sets + 40 > REG_BUDGET then
+%     unsupported(string.format("%s: a consumer tile of %dx%d needs %d accumulator registers%s, more than fit in %d", name, BM // WM, WGN, MI * (WGN // 2) * acc_sets, acc_sets > 1 and " (part and total)" or "", REG_BUDGET - 40))
+%   end
+%   local NP, SMEM = hopper_staging(name, STAGES * (BM + BN) * BK + 2048, WGN)
+%   return {threads = THREADS, smem = SMEM, persistent = 1, NC = NC, WGN = WGN, NP = NP,
+%           PRODUCER_REGS = PRODUCER_REGS, CONSUMER_REGS = CONSUMER_REGS}
 % end

@@ -1,9 +1,10 @@
 /*
  * test_gpu_quant.c — every quantized pair × scale mode of DESIGN.md §2, at two or more tile
  * configurations, against the double reference of tests/reference.c: fresh random data,
- * poisoned outputs, tail shapes (M ∈ {1, 5, 64, 333}, N and K off the tile).  Integer
- * pairs with tensor/row/col scales must match the reference's f32 epilogue bit for bit;
- * every other pair must stay within the normalized-error bound printed beside it.
+ * poisoned outputs, tail shapes (M ∈ {1, 5, 64, 333}, and 1000 and 4097 for the Hopper
+ * wgmma kernels; N and K off the tile).  Integer pairs with tensor/row/col scales must
+ * match the reference's f32 epilogue bit for bit; every other pair must stay within the
+ * normalized-error bound printed beside it.
  * Also: bad launch input (missing scale or zero pointer, K off the group) is refused
  * with nothing written.  Skips without an sm_90 GPU.  QJIT_TEST_FILTER=substring runs
  * the descriptors whose text contains it.
@@ -22,9 +23,6 @@
 
 #include "quant_list.h"
 
-/* Configurations of each: the heuristic's and a small explicit tile, both required;
- * then a large prefill tile and two more wgmma_f8 shapes (one consumer warpgroup; 64-wide
- * consumer tiles), run where the kernel supports them (reported when not). */
 /* The weight-only kernel splits K across a cluster when the output tiles leave SMs idle
  * (chosen at launch).  For a decode shape: the split is taken (launch_config says so), its
  * result is right, two eager launches agree bit for bit (the partial tiles are summed in a
@@ -97,12 +95,32 @@ static void test_cluster_split(qjit_context *ctx)
         buf_free(all[i]);
 }
 
-static const char *const configs[] = {"", " tile=64x64x64 warps=2x2 stages=3",
-                                      " tile=128x128x64 warps=2x2 stages=3",
-                                      " tile=64x128x128 warps=1x1 stages=6",
-                                      " tile=128x64x128 warps=2x1 stages=6"};
-#define NCONFIGS 5
-#define NREQUIRED 2
+/* Configurations, appended to each descriptor that contains `only` (NULL: every one).  The
+ * required ones must be supported; the others run where the kernel supports them and are
+ * reported where not.  The kernels named by name are those `auto` does not choose yet. */
+static const struct {
+    const char *fields, *only;
+    bool required;
+} configs[] = {
+    {"", NULL, true},
+    {" tile=64x64x64 warps=2x2 stages=3", NULL, true},
+    {" tile=128x128x64 warps=2x2 stages=3", NULL, false},
+    {" tile=64x128x128 warps=1x1 stages=6", NULL, false},
+    {" tile=128x64x128 warps=2x1 stages=6", NULL, false},
+    {" kernel=wgmma_i8", "a=s8 b=s8", true},
+    {" kernel=wgmma_i8 tile=64x128x128 warps=1x1 stages=6", "a=s8 b=s8", true},
+    {" kernel=wgmma_i8 tile=256x128x128 warps=2x1 stages=4", "a=s8 b=s8", true},
+};
+#define NCONFIGS (int)(sizeof configs / sizeof configs[0])
+
+/* Descriptor i with configuration c in text; false when c does not apply to it. */
+static bool config_text(int i, int c, char *text, size_t cap)
+{
+    if (configs[c].only && !strstr(descs[i], configs[c].only))
+        return false;
+    snprintf(text, cap, "%s%s", descs[i], configs[c].fields);
+    return true;
+}
 
 static void bad_input(qjit_gemm *g, const qjit_gemm_desc *d, const qjit_gemm_info *info)
 {
@@ -178,9 +196,8 @@ static void *pc_worker(void *p)
         if (i >= ndesc * NCONFIGS)
             return NULL;
         char text[256];
-        snprintf(text, sizeof text, "%s%s", descs[i / NCONFIGS], configs[i % NCONFIGS]);
         qjit_gemm_desc d;
-        if ((j->filter && !strstr(text, j->filter)) || qjit_gemm_desc_parse(text, &d) != QJIT_OK)
+        if (!config_text(i / NCONFIGS, i % NCONFIGS, text, sizeof text) || (j->filter && !strstr(text, j->filter)) || qjit_gemm_desc_parse(text, &d) != QJIT_OK)
             continue;
         qjit_gemm_precompile(j->ctx, &d, QJIT_ARCH_SM90A, NULL); /* failures show at the get */
     }
@@ -210,7 +227,8 @@ static int list_only(void)
     for (int i = 0; i < ndesc; i++)
         for (int c = 0; c < NCONFIGS; c++) {
             char text[256], why[512] = "";
-            snprintf(text, sizeof text, "%s%s", descs[i], configs[c]);
+            if (!config_text(i, c, text, sizeof text))
+                continue;
             qjit_gemm_desc d;
             qjit_status st = qjit_gemm_desc_parse(text, &d);
             if (st == QJIT_OK)
@@ -253,8 +271,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < ndesc; i++) {
         for (int c = 0; c < NCONFIGS; c++) {
             char text[256];
-            snprintf(text, sizeof text, "%s%s", descs[i], configs[c]);
-            if (filter && !strstr(text, filter))
+            if (!config_text(i, c, text, sizeof text) || (filter && !strstr(text, filter)))
                 continue;
             qjit_gemm_desc d;
             qjit_status st = qjit_gemm_desc_parse(text, &d);
@@ -262,7 +279,7 @@ int main(int argc, char **argv)
             if (st != QJIT_OK)
                 continue;
             char why[512];
-            if (c >= NREQUIRED &&
+            if (!configs[c].required &&
                 qjit_gemm_supports(ctx, &d, QJIT_ARCH_AUTO, why, sizeof why) == QJIT_ERROR_UNSUPPORTED) {
                 printf("%-96s not run: %s\n", text, why);
                 continue;
@@ -281,12 +298,18 @@ int main(int argc, char **argv)
                 unit = d.group;
             if ((d.sa == QJIT_SCALE_MX || d.sb == QJIT_SCALE_MX) && unit < 32)
                 unit = 32;
-            const int64_t shapes[4][3] = {
-                {1, 257, unit * 3}, {5, 1000, unit * 7}, {64, 136, unit * 5}, {333, 520, unit * 9}};
+            /* The warp-specialized Hopper kernels also at prefill M (several tiles along M,
+             * and a persistent grid walking more tiles than it has CTAs). */
+            const int64_t shapes[6][3] = {
+                {1, 257, unit * 3},  {5, 1000, unit * 7},  {64, 136, unit * 5},
+                {333, 520, unit * 9}, {1000, 264, unit * 11}, {4097, 136, unit * 5}};
+            const bool hopper = info.desc.kernel == QJIT_KERNEL_WGMMA_I8 ||
+                                info.desc.kernel == QJIT_KERNEL_WGMMA_F8;
+            const int nshapes = hopper ? 6 : 4;
             double worst = 0;
             long worst_bits = 0;
             bool exact = bit_exact_pair(&info.desc);
-            for (int sh = 0; sh < 4; sh++) {
+            for (int sh = 0; sh < nshapes; sh++) {
                 double e = 0;
                 long mism = 0;
                 bool ok = run_one(g, &info.desc, &info, shapes[sh][0], shapes[sh][1],

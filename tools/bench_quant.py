@@ -17,7 +17,8 @@ import sys
 
 import torch
 
-SHAPES = [(1, 28672, 8192), (16, 28672, 8192), (64, 28672, 8192), (8192, 8192, 8192)]
+SHAPES = [(1, 28672, 8192), (16, 28672, 8192), (64, 28672, 8192), (1024, 28672, 8192), (4096, 28672, 8192),
+          (8192, 8192, 8192)]
 
 
 class Args(ctypes.Structure):
@@ -138,6 +139,12 @@ def main():
             fq = lambda: q.launch(g8, args8)
         except RuntimeError as e:
             fq, err = None, str(e).splitlines()[0][:80]
+        # the int8 wgmma kernel by name (auto keeps mma_i8 until it is measured)
+        try:
+            gw = q.get("gemm a=s8 b=s8 sa=row sb=col out=bf16 kernel=wgmma_i8")
+            fw = lambda: q.launch(gw, args8)
+        except RuntimeError as e:
+            fw, werr = None, str(e).splitlines()[0][:80]
         # torch._int_mm needs M > 16: smaller M is timed padded to 32 rows, and says so
         pad = "" if m > 16 else "(M padded to 32)"
         ap8 = a8 if m > 16 else rand_int8((32, k))
@@ -147,9 +154,10 @@ def main():
             fp()
         except Exception as e:  # noqa: BLE001
             fp, perr = None, str(e).splitlines()[0][:80]
-        ts = time_pair([f for f in (fq, fp) if f], o.warmup, o.reps)
+        ts = time_pair([f for f in (fq, fw, fp) if f], o.warmup, o.reps)
         it = iter(ts)
         row("qjit W8A8 s8 x s8 row/col -> bf16", (m, n, k), next(it) if fq else None, nbytes, "" if fq else err)
+        row("qjit W8A8 kernel=wgmma_i8", (m, n, k), next(it) if fw else None, nbytes, "" if fw else werr)
         row("torch._int_mm (int32 out)", (m, n, k), next(it) if fp else None, m * k + n * k + 4 * m * n,
             pad if fp else perr)
 
