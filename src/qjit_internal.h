@@ -83,7 +83,8 @@ QJIT_HIDDEN bool qjit_arch_at_least(qjit_arch a, qjit_arch floor);
     X(QJIT_KERNEL_MMA_I8, "mma_i8", "gemm_i8.cu")                                        \
     X(QJIT_KERNEL_WGMMA_I8, "wgmma_i8", "gemm_wgmma_i8.cu")                              \
     X(QJIT_KERNEL_WGMMA_F8, "wgmma_f8", "gemm_wgmma_f8.cu")                              \
-    X(QJIT_KERNEL_MMA_F8, "mma_f8", "gemm_f8.cu")
+    X(QJIT_KERNEL_MMA_F8, "mma_f8", "gemm_f8.cu")                                        \
+    X(QJIT_KERNEL_WGMMA_MX, "wgmma_mx", "gemm_wgmma_mx.cu")
 
 /* ---------------------------------------------------------------- the kernel ABI */
 /* Every GEMM kernel's one by-value parameter (docs/TEMPLATES.md).  gemm_common.cuh declares

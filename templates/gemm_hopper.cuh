@@ -103,12 +103,13 @@ template <bool WRITTEN> __device__ __forceinline__ void bulk_wait()
 }
 
 // The ring at the first 1024-byte boundary of dynamic shared memory, its 2*STAGES mbarriers
-// right after it: full[s] expects the 128 producer threads, empty[s] the 4*NC consumer warps.
+// right after it: full[s] expects the 128 producer threads (twice each when the producer
+// also writes side data, FULL_ARRIVALS 256: see produce), empty[s] the 4*NC consumer warps.
 // Every thread of the block calls it (it ends with __syncthreads).
 struct ring_addrs {
     u32 base, full0, empty0;
 };
-template <int STAGES, int NC>
+template <int STAGES, int NC, int FULL_ARRIVALS = 128>
 __device__ __forceinline__ ring_addrs make_ring(const unsigned char *smem, int ring_bytes, int tid)
 {
     ring_addrs r;
@@ -118,7 +119,7 @@ __device__ __forceinline__ ring_addrs make_ring(const unsigned char *smem, int r
     if (tid == 0) {
 #pragma unroll
         for (int s = 0; s < STAGES; ++s) {
-            mbar_init(r.full0 + 8 * s, 128);
+            mbar_init(r.full0 + 8 * s, FULL_ARRIVALS);
             mbar_init(r.empty0 + 8 * s, 4 * NC);
         }
     }
@@ -148,14 +149,24 @@ template <int BM, int BN, int ES> struct tile_walk {
     }
 };
 
+// What a producer writes beside each stage's tiles: nothing (the plain GEMMs).  A family
+// with per-stage side data (scales that travel with their K tile) passes a type with
+// ARRIVES = true and operator()(stage, m0, n0, kt, tid), which every producer thread calls
+// once per stage after its copies are issued; its stores are ordered before the consumers'
+// reads by one more arrival per thread on full[s] (make_ring<..., 256>).
+struct no_side {
+    static constexpr bool ARRIVES = false;
+    __device__ __forceinline__ void operator()(int, int, int, int, int) const {}
+};
+
 // The producer warpgroup (threads 0..127): thread t copies 16-byte chunk t%8 of rows
 // t/8 + 16*i of every K tile of every tile of the walk into the ring; 16 rows keep the row's
 // swizzle phase, so the destination offset is fixed and steps by 16 rows. Rows past M or N
 // and chunks past K copy 0 source bytes (zeros; their addresses are never read). K·ES,
 // lda·ES and ldb·ES are multiples of 16.
-template <int BM, int BN, int STAGES, int ES>
+template <int BM, int BN, int STAGES, int ES, class Side = no_side>
 __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM, BN, ES> &w, u32 ring,
-                                        u32 full0, u32 empty0, int tid)
+                                        u32 full0, u32 empty0, int tid, const Side &side = Side())
 {
     constexpr int A_BYTES = BM * ROW_BYTES, STAGE_BYTES = (BM + BN) * ROW_BYTES;
     const int M = (int)p.m, N = (int)p.n;
@@ -190,6 +201,10 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
                 src = advance(src, b_pass);
             }
             cp_async_arrive(full0 + 8 * s);
+            if (Side::ARRIVES) {
+                side(s, m0, n0, kt, tid);
+                mbar_arrive(full0 + 8 * s);
+            }
             if (++s == STAGES) {
                 s = 0;
                 phase ^= 1;

@@ -28,13 +28,14 @@
 %   return np, smem
 % end
 % --
-% -- hopper_tile_plan(name, acc_sets): the checks of a consumer layout that the quantized
+% -- hopper_tile_plan(name, acc_sets[, side]): the checks of a consumer layout that the quantized
 % -- wgmma families (gemm_wgmma_q.cuh: 128-byte ring rows of one-byte values, BK = 128) share,
 % -- and the launch fields it gives: sm_90a; WM×WN = 1..4 consumer warpgroups, each owning a
 % -- (BM/WM)×(BN/WN) tile, BM/WM a multiple of 64 and BN/WN a multiple of 16 up to 256;
 % -- STAGES 2..8; acc_sets register arrays of that tile (a total, and a part where K tiles
-% -- are promoted) beside ~40 others.  Returns the plan's table, which the family extends.
-% function hopper_tile_plan(name, acc_sets)
+% -- are promoted) beside ~40 others; side bytes per stage beside its tiles (scales that
+% -- travel with their K tile, 0 for none).  Returns the plan's table, which the family extends.
+% function hopper_tile_plan(name, acc_sets, side)
 %   if ARCH ~= 90 then unsupported(string.format("%s: needs sm_90a (wgmma, setmaxnreg) (arch=sm_%d)", name, ARCH)) end
 %   if BK ~= 128 then unsupported(string.format("%s: BK must be 128 (tile=%dx%dx%d)", name, BM, BN, BK)) end
 %   if not (WM >= 1 and WN >= 1 and WM * WN <= 4) then unsupported(name .. ": WM*WN must be 1..4 consumer warpgroups") end
@@ -49,7 +50,7 @@
 %   if MI * (WGN // 2) * acc_sets + 40 > REG_BUDGET then
 %     unsupported(string.format("%s: a consumer tile of %dx%d needs %d accumulator registers%s, more than fit in %d", name, BM // WM, WGN, MI * (WGN // 2) * acc_sets, acc_sets > 1 and " (part and total)" or "", REG_BUDGET - 40))
 %   end
-%   local NP, SMEM = hopper_staging(name, STAGES * (BM + BN) * BK + 2048, WGN)
+%   local NP, SMEM = hopper_staging(name, STAGES * ((BM + BN) * BK + (side or 0)) + 2048, WGN)
 %   return {threads = THREADS, smem = SMEM, persistent = 1, NC = NC, WGN = WGN, NP = NP,
 %           PRODUCER_REGS = PRODUCER_REGS, CONSUMER_REGS = CONSUMER_REGS}
 % end

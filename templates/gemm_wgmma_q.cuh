@@ -12,6 +12,9 @@
 //            it the wgmma accumulate into the total across all of K, keeping one wgmma group
 //            in flight while the next stage is waited for.
 //   BLOCK    sa or sb is block (needs PROMOTE): tot = fma(part, sa[row, kb]·sb[n/128, kb], tot)
+//   MX       sa = sb = mx (needs PROMOTE): every 32 of K is summed apart and promoted with
+//            tot = fma(part, 2^(ea−127)·2^(eb−127), tot), the e8m0 codes of its row and column
+//            decoded to f32 by the producer into the stage beside its tiles (mx_side)
 // tensor/row/col scales and bias come last, each step rounded alone:
 // D = cast_out(((tot·sa)·sb) + bias), tot converted to f32 first when it is s32.
 // Launch needs, from the plan (docs/TEMPLATES.md):
@@ -42,9 +45,15 @@ constexpr int WGM = BM / WM, WGN = BN / WN; // consumer warpgroup tile
 constexpr int MI = WGM / 64;                // m64 wgmma rows per consumer
 constexpr int A_BYTES = BM * ROW_BYTES, STAGE_BYTES = (BM + BN) * ROW_BYTES;
 constexpr int RING_BYTES = STAGES * STAGE_BYTES;
+% if MX then
+constexpr int SC_BYTES = (BM + BN) * 4 * 4; // a stage's MX scales: f32 A [BM][4], then B [4][BN]
+% else
+constexpr int SC_BYTES = 0;
+% end
+constexpr int SIDE_BYTES = STAGES * SC_BYTES; // after the ring's tiles, before its mbarriers
 constexpr int NP = $(NP), SEG = WGN / NP;   // output staging: NP passes of SEG columns
 constexpr int EPI_PITCH = WN * SEG * (int)sizeof(out_t) + 16;
-static_assert(RING_BYTES + 2048 + BM * EPI_PITCH <= 227 * 1024, "gemm_wgmma_q: tile and stages need more shared memory than an SM has");
+static_assert(RING_BYTES + SIDE_BYTES + 2048 + BM * EPI_PITCH <= 227 * 1024, "gemm_wgmma_q: tile and stages need more shared memory than an SM has");
 
 % local ACC_T, ACC_C = ACC_INT and "int" or "float", ACC_INT and "+r" or "+f"
 typedef $(ACC_T) acc_t;
@@ -76,6 +85,59 @@ __device__ __forceinline__ float to_f32(acc_t x)
 % end
 }
 
+% if MX then
+// e8m0 code c as f32: 2^(c − 127), exactly (c = 0 is the subnormal 2^-127); 0xFF is NaN.
+__device__ __forceinline__ float e8m0(u32 c)
+{
+    return c == 0xFFu ? __uint_as_float(0x7FC00000u) : c == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(c << 23);
+}
+
+// The producer's side data (gemm_hopper.cuh): stage s's K tile kt spans the 32-blocks
+// 4kt .. 4kt+3; their codes for the tile's BM rows of A and BN rows of B are read (a row's
+// four codes by four adjacent threads), decoded, and stored as f32 A [BM][4] and B [4][BN].
+// Rows past M or N and blocks past K get 1.0 (their tiles are zeros or never stored).
+struct mx_side {
+    static constexpr bool ARRIVES = true;
+    const unsigned char *__restrict__ sa, *__restrict__ sb;
+    int M, N, KB; // KB: 32-blocks per row of K
+    u32 sc0;      // stage 0's scales
+    __device__ __forceinline__ void operator()(int s, int m0, int n0, int kt, int tid) const
+    {
+        const u32 dst = sc0 + s * SC_BYTES;
+#pragma unroll
+        for (int i = tid; i < (BM + BN) * 4; i += 128) {
+            const int r = i >> 2, e = i & 3, kb = kt * 4 + e;
+            u32 c = 127;
+            u32 at;
+            if (r < BM) { // uniform per pass: BM*4 is a multiple of 128
+                if (m0 + r < M && kb < KB)
+                    c = __ldg(sa + (long long)(m0 + r) * KB + kb);
+                at = dst + i * 4;
+            } else {
+                const int n = r - BM;
+                if (n0 + n < N && kb < KB)
+                    c = __ldg(sb + (long long)(n0 + n) * KB + kb);
+                at = dst + BM * 16 + (e * BN + n) * 4;
+            }
+            asm volatile("st.shared.f32 [%0], %1;\n" :: "r"(at), "f"(e8m0(c)) : "memory");
+        }
+    }
+};
+
+__device__ __forceinline__ float4 lds128(u32 addr)
+{
+    float4 v;
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr));
+    return v;
+}
+__device__ __forceinline__ float2 lds64(u32 addr)
+{
+    float2 v;
+    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr));
+    return v;
+}
+% end
+
 } // namespace
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const qjit_params p)
@@ -88,14 +150,24 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     const int first = w.first, tiles = w.tiles, stride = w.stride, KT = w.k_tiles;
 
     // The ring (gemm_hopper.cuh) runs on across a CTA's tiles.
-    const qh::ring_addrs rg = qh::make_ring<STAGES, NC>(smem, RING_BYTES, tid);
+    const qh::ring_addrs rg = qh::make_ring<STAGES, NC$(MX and ", 256" or "")>(smem, RING_BYTES + SIDE_BYTES, tid);
     const u32 ring = rg.base, full0 = rg.full0, empty0 = rg.empty0;
+% if MX then
+    const u32 sc0 = ring + RING_BYTES;
+    const int KB = (int)(p.k / 32); // the library guarantees K % 32 == 0 for mx
+% end
 
     if (tid < 128) {
 % if NC > 1 then
         asm volatile("setmaxnreg.dec.sync.aligned.u32 $(PRODUCER_REGS);\n" ::: "memory");
 % end
+% if MX then
+        const mx_side side = {static_cast<const unsigned char *>(p.scale_a),
+                              static_cast<const unsigned char *>(p.scale_b), M, N, KB, sc0};
+        qh::produce<BM, BN, STAGES, 1>(p, w, ring, full0, empty0, tid, side);
+% else
         qh::produce<BM, BN, STAGES, 1>(p, w, ring, full0, empty0, tid);
+% end
     } else {
         // Consumer warpgroup c: rows wg_m*WGM .. +WGM, columns wg_n*WGN .. +WGN of the tile.
 % if NC > 1 then
@@ -130,6 +202,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                     const int row = row0 + mi * 64 + h * 8;
                     sa_rows[mi][h] = row < M ? SAB + (long long)row * KT : nullptr;
                 }
+% end
+% if MX then
+            // This thread's A scales: its rows' [4] at sca + 16 * (row offset); its B scales:
+            // columns 2*(lane%4) + 8*jb (+1) of the consumer tile, [ks] at scb + 4*BN*ks.
+            const u32 sca = sc0 + (wg_m * WGM + warp * 16 + (lane >> 2)) * 16;
+            const u32 scb = sc0 + BM * 16 + (wg_n * WGN + (lane & 3) * 2) * 4;
 % end
 % if SB == "block" then
             const int bcol = n0 + wg_n * WGN;
@@ -166,6 +244,46 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 % end
                 mbar_wait(full0 + 8 * s, phase);
                 fence_proxy_async(); // wgmma reads what cp.async wrote
+% if MX then
+                // Every 32 of K apart: its wgmma, then its promotion with the row's and the
+                // column's scales.  The other consumer warpgroups' wgmma run meanwhile.
+                const u32 st = s * STAGE_BYTES, ss = s * SC_BYTES;
+                float4 ra[MI][2];
+#pragma unroll
+                for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h)
+                        ra[mi][h] = lds128(sca + ss + (mi * 64 + h * 8) * 16);
+#pragma unroll
+                for (int ks = 0; ks < BK / 32; ++ks) {
+                    qh::wgmma_fence();
+#pragma unroll
+                    for (int mi = 0; mi < MI; ++mi)
+                        wgmma(part[mi], smem_desc(a_tile + st + mi * 64 * ROW_BYTES + ks * 32),
+                              smem_desc(b_tile + st + ks * 32), 0);
+                    qh::wgmma_commit();
+                    qh::wgmma_wait<0>();
+#pragma unroll
+                    for (int jb = 0; jb < WGN / 8; ++jb) {
+                        const float2 cb = lds64(scb + ss + ks * BN * 4 + jb * 32);
+#pragma unroll
+                        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+                            for (int h = 0; h < 2; ++h) {
+                                const float r = ks == 0 ? ra[mi][h].x : ks == 1 ? ra[mi][h].y : ks == 2 ? ra[mi][h].z : ra[mi][h].w;
+                                const int j = 4 * jb + 2 * h;
+                                tot[mi][j] = fmaf(part[mi][j], r * cb.x, tot[mi][j]);
+                                tot[mi][j + 1] = fmaf(part[mi][j + 1], r * cb.y, tot[mi][j + 1]);
+                            }
+                    }
+                }
+                if (lane == 0)
+                    mbar_arrive(empty0 + 8 * s); // tiles and scales read: the stage is free
+                if (++s == STAGES) {
+                    s = 0;
+                    phase ^= 1;
+                }
+% else
                 qh::wgmma_fence();
                 const u32 st = s * STAGE_BYTES;
 #pragma unroll
@@ -205,6 +323,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 %   else
                         tot[mi][j] += part[mi][j];
 %   end
+% end
 % end
             }
 % if not PROMOTE then

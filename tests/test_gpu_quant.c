@@ -110,6 +110,9 @@ static const struct {
     {" kernel=wgmma_i8", "a=s8 b=s8", true},
     {" kernel=wgmma_i8 tile=64x128x128 warps=1x1 stages=6", "a=s8 b=s8", true},
     {" kernel=wgmma_i8 tile=256x128x128 warps=2x1 stages=4", "a=s8 b=s8", true},
+    {" kernel=wgmma_mx", "a=e4m3 b=e4m3 sa=mx", true},
+    {" kernel=wgmma_mx tile=64x128x128 warps=1x1 stages=6", "a=e4m3 b=e4m3 sa=mx", true},
+    {" kernel=wgmma_mx tile=128x64x128 warps=2x1 stages=6", "a=e4m3 b=e4m3 sa=mx", true},
 };
 #define NCONFIGS (int)(sizeof configs / sizeof configs[0])
 
@@ -304,7 +307,8 @@ int main(int argc, char **argv)
                 {1, 257, unit * 3},  {5, 1000, unit * 7},  {64, 136, unit * 5},
                 {333, 520, unit * 9}, {1000, 264, unit * 11}, {4097, 136, unit * 5}};
             const bool hopper = info.desc.kernel == QJIT_KERNEL_WGMMA_I8 ||
-                                info.desc.kernel == QJIT_KERNEL_WGMMA_F8;
+                                info.desc.kernel == QJIT_KERNEL_WGMMA_F8 ||
+                                info.desc.kernel == QJIT_KERNEL_WGMMA_MX;
             const int nshapes = hopper ? 6 : 4;
             double worst = 0;
             long worst_bits = 0;

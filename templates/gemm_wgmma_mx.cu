@@ -1,0 +1,54 @@
+// gemm_wgmma_mx.cu — warp-specialized Hopper GEMM for MXFP8 on the fp8 tensor cores, sm_90a
+// only: A e4m3 × B e4m3 with e8m0 scales per 32 of K on both sides (sa = sb = mx, DESIGN §2).
+// The body is gemm_wgmma_q.cuh, shared with wgmma_f8 and wgmma_i8: warpgroup 0 fills a
+// STAGES-deep ring of 128-byte-swizzled tiles (BK = 128 fp8 values of K a row) with cp.async,
+// and beside each stage the K tile's scales, decoded to f32; WM×WN consumer warpgroups run
+// wgmma.mma_async m64nNk32 .e4m3.e4m3 from shared memory.
+//
+// Accumulation.  Each 32 of K (one scale block) is summed apart by one wgmma, starting from
+// zero, and promoted into f32 registers: tot = fma(part, 2^(ea−127)·2^(eb−127), tot), the
+// product of the two powers of two exact while it stays inside f32's range (scales whose
+// exponents sum below −149 flush to zero, above 127 give inf: far outside real MX data).
+// A consumer waits for each 32's wgmma before promoting it; the other consumer warpgroups'
+// wgmma run meanwhile.  Then D = cast_out(tot + bias).
+//
+// Parameters: BK = 128.  WM, WN count the consumer warpgroups; each owns a (BM/WM)×(BN/WN)
+// tile, BM/WM a multiple of 64, BN/WN a multiple of 16 up to 256; a part and a total
+// accumulator of (BM/WM)·(BN/WN)/128 registers each must fit beside ~40 others.
+// Block: 128·(WM·WN + 1) threads.  Shared memory: the ring (STAGES·(BM+BN)·(128+16) bytes:
+// tiles and f32 scales), 2 KB of alignment slack and mbarriers, and the output staging buffer.
+//
+// Not yet run on a GPU (written in a session without one): `auto` keeps choosing mma_f8 for
+// MX until test_gpu_quant has passed this kernel on the H100; it runs when a descriptor names
+// kernel=wgmma_mx.
+% include("gemm_family.cuh")
+% include("gemm_hopper_plan.cuh")
+% family {
+%   floor = 90,
+%   serves = function() return A == "e4m3" and B == "e4m3" and SA == "mx" and SB == "mx" end,
+%   -- Predicted, not measured: wgmma_f8's tile (part and total accumulators, consumer tiles
+%   -- of 64x128), one stage fewer for the scales beside each stage.
+%   default = function(m)
+%     local c = choose(128, 128, 128, 2, 1, 5)
+%     if BM ~= 0 and WM == 0 then c.wm, c.wn = BM >= 128 and 2 or 1, 1 end
+%     return c
+%   end,
+%   space = spaces{
+%     default = {config(128, 128, 128, 2, 1, 5), config(128, 128, 128, 2, 1, 4), config(128, 64, 128, 2, 1, 6),
+%                config(64, 128, 128, 1, 1, 6)},
+%     ["small-m"] = {config(64, 128, 128, 1, 1, 6), config(64, 64, 128, 1, 1, 8), config(128, 128, 128, 2, 1, 5)},
+%   },
+%   plan = function()
+%     if not (A == "e4m3" and B == "e4m3" and SA == "mx" and SB == "mx") then
+%       unsupported(string.format("gemm_wgmma_mx takes a=e4m3 b=e4m3 with sa=mx sb=mx (got a=%s b=%s sa=%s sb=%s)", A, B, SA, SB))
+%     end
+%     if not one_of(OUT, "f16", "bf16", "f32") then unsupported("gemm_wgmma_mx: out must be f16, bf16 or f32") end
+%     -- part and total accumulators; 16 bytes of f32 scales per tile row per stage
+%     local plan = hopper_tile_plan("gemm_wgmma_mx", 2, (BM + BN) * 16)
+%     -- K a multiple of 32 (one e8m0 scale per 32), leading dimensions of 16 (cp.async chunks)
+%     plan.k_multiple, plan.ld_multiple, plan.align = 32, 16, 16
+%     plan.MMA, plan.ACC_INT, plan.PROMOTE, plan.BLOCK, plan.MX = "f32.e4m3.e4m3", false, true, false, true
+%     return plan
+%   end,
+% }
+% include("gemm_wgmma_q.cuh")
