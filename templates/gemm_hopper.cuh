@@ -214,6 +214,92 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
     asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
+// The producer for 4-bit B (two values a byte along K, DESIGN §2) that the consumers read as
+// one byte a value: thread t copies A as produce does, and B's packed K tile (BN rows of 64
+// bytes, 16-byte chunk t%4 of rows t/4 + 32*i) into one of two staging slots of BN*64 bytes
+// at `slots`, with cp.async; then, one stage behind, once every producer thread's copies of
+// that stage have landed, expands the slot into the stage's B tile (Conv::expand: 8 packed
+// bytes, values k..k+15, to 16 bytes in the swizzle layout), calls side(), and arrives on
+// full[s] (make_ring<..., 128>: one plain arrival a thread).  Named barrier 15 orders the
+// producer threads: a slot is expanded after all its copies have landed, and refilled after
+// all its expansions are done.  K and ldb are multiples of 32 values (whole chunks).
+template <int BM, int BN, int STAGES, class Conv, class Side = no_side>
+__device__ __forceinline__ void produce_packed_b(const qjit_params &p, const tile_walk<BM, BN, 1> &w, u32 ring,
+                                                 u32 full0, u32 empty0, u32 slots, int tid,
+                                                 const Side &side = Side())
+{
+    constexpr int A_BYTES = BM * ROW_BYTES, STAGE_BYTES = (BM + BN) * ROW_BYTES;
+    constexpr int SLOT_BYTES = BN * 64, B_LD_ROWS = 32;
+    const int M = (int)p.m, N = (int)p.n;
+    const long long K = p.k, ldb_bytes = p.ldb / 2;
+    const int ld_row = tid >> 3, ld_chunk = tid & 7;
+    const u32 ld_off = ld_row * ROW_BYTES + ((ld_chunk ^ (ld_row & 7)) << 4);
+    const int pb_row = tid >> 2, pb_chunk = tid & 3; // packed B: 4 chunks of 32 values a row
+    const long long a_pass = LD_ROWS * p.lda, b_pass = B_LD_ROWS * ldb_bytes;
+    // Expands stage `st`'s packed slot into its B tile, then hands the stage over.
+    auto finish = [&](int st, int slot, int kt, int m0, int n0) {
+        warpgroup_sync(15); // every copy of this stage has landed (each thread waited its own)
+        const u32 src = slots + slot * SLOT_BYTES + ld_row * 64 + ld_chunk * 8;
+        const u32 dst = ring + st * STAGE_BYTES + A_BYTES + ld_off;
+#pragma unroll
+        for (int i = 0; i < BN / LD_ROWS; ++i) {
+            u32 w0, w1;
+            asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(w0), "=r"(w1) : "r"(src + i * LD_ROWS * 64));
+            const uint4 v = Conv::expand(w0, w1);
+            asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n"
+                         :: "r"(dst + i * LD_ROWS * ROW_BYTES), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+        }
+        side(st, m0, n0, kt, tid);
+        fence_proxy_async(); // the consumers' wgmma read these stores through the async proxy
+        mbar_arrive(full0 + 8 * st);
+        warpgroup_sync(15); // the slot is read: it may be refilled
+    };
+    int s = 0, n = 0; // stage, K tiles issued
+    u32 phase = 0;
+    int prev_s = 0, prev_kt = 0, prev_m0 = 0, prev_n0 = 0;
+    for (int t = w.first; t < w.tiles; t += w.stride) {
+        int m0, n0;
+        w.origin(t, m0, n0);
+        const char *a_src = static_cast<const char *>(p.a) + (long long)(m0 + ld_row) * p.lda + ld_chunk * 16;
+        const char *b_src = static_cast<const char *>(p.b) + (long long)(n0 + pb_row) * ldb_bytes + pb_chunk * 16;
+        const int a_rows = M - m0 - ld_row, b_rows = N - n0 - pb_row;
+        for (int kt = 0; kt < w.k_tiles; ++kt, ++n) {
+            if (n >= STAGES)
+                mbar_wait(empty0 + 8 * s, phase ^ 1);
+            const u32 st = ring + s * STAGE_BYTES + ld_off;
+            const long long k = (long long)kt * ROW_BYTES; // values of K = bytes of A
+            const bool a_ok = k + ld_chunk * 16 < K, b_ok = k + pb_chunk * 32 < K;
+            const char *src = a_src + k;
+#pragma unroll
+            for (int i = 0; i < BM / LD_ROWS; ++i) {
+                qc::cp_async16(st + i * LD_ROWS * ROW_BYTES, src, a_ok && i * LD_ROWS < a_rows ? 16 : 0);
+                src = advance(src, a_pass);
+            }
+            const u32 slot = slots + (n & 1) * SLOT_BYTES + pb_row * 64 + pb_chunk * 16;
+            src = b_src + k / 2;
+#pragma unroll
+            for (int i = 0; i < BN / B_LD_ROWS; ++i) {
+                qc::cp_async16(slot + i * B_LD_ROWS * 64, src, b_ok && i * B_LD_ROWS < b_rows ? 16 : 0);
+                src = advance(src, b_pass);
+            }
+            qc::cp_async_commit();
+            if (n > 0) {
+                qc::cp_async_wait<1>(); // this thread's copies of the stage before have landed
+                finish(prev_s, (n - 1) & 1, prev_kt, prev_m0, prev_n0);
+            }
+            prev_s = s, prev_kt = kt, prev_m0 = m0, prev_n0 = n0;
+            if (++s == STAGES) {
+                s = 0;
+                phase ^= 1;
+            }
+        }
+    }
+    if (n > 0) {
+        qc::cp_async_wait<0>();
+        finish(prev_s, (n - 1) & 1, prev_kt, prev_m0, prev_n0);
+    }
+}
+
 // Sends one staged pass of a consumer warpgroup: ROWS x SEG values of OUT at shared address
 // `own` (row pitch `pitch`) to D rows row0.., columns col0... A whole tile with a 16-byte
 // aligned D leaves by one bulk copy per row; any other through checked stores. t: the

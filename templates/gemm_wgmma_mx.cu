@@ -47,7 +47,8 @@
 %     local plan = hopper_tile_plan("gemm_wgmma_mx", 2, (BM + BN) * 16)
 %     -- K a multiple of 32 (one e8m0 scale per 32), leading dimensions of 16 (cp.async chunks)
 %     plan.k_multiple, plan.ld_multiple, plan.align = 32, 16, 16
-%     plan.MMA, plan.ACC_INT, plan.PROMOTE, plan.BLOCK, plan.MX = "f32.e4m3.e4m3", false, true, false, true
+%     plan.MMA, plan.ACC_INT, plan.PROMOTE, plan.BLOCK = "f32.e4m3.e4m3", false, true, false
+%     plan.FINE, plan.MX = true, true
 %     return plan
 %   end,
 % }

@@ -1,4 +1,4 @@
-// gemm_wgmma_q.cuh — the kernel body of the quantized Hopper GEMMs (wgmma_f8, wgmma_i8),
+// gemm_wgmma_q.cuh — the kernel body of the quantized Hopper GEMMs (wgmma_f8, wgmma_i8, wgmma_mx),
 // sm_90a: one producer warpgroup fills a STAGES-deep ring of 128-byte-swizzled tiles (one
 // 128-byte row holds BK = 128 one-byte values of K) with cp.async and mbarriers
 // (gemm_hopper.cuh); WM×WN consumer warpgroups run wgmma.mma_async m64nNk32 on both operands
@@ -12,9 +12,14 @@
 //            it the wgmma accumulate into the total across all of K, keeping one wgmma group
 //            in flight while the next stage is waited for.
 //   BLOCK    sa or sb is block (needs PROMOTE): tot = fma(part, sa[row, kb]·sb[n/128, kb], tot)
-//   MX       sa = sb = mx (needs PROMOTE): every 32 of K is summed apart and promoted with
-//            tot = fma(part, 2^(ea−127)·2^(eb−127), tot), the e8m0 codes of its row and column
-//            decoded to f32 by the producer into the stage beside its tiles (mx_side)
+//   FINE     scales that change along K inside a K tile, every PK of K (needs PROMOTE): each
+//            PK of K is summed apart and promoted with the scales the producer staged beside
+//            the stage (side data, decoded to f32):
+//   MX       sa = sb = mx, PK = 32: tot = fma(part, 2^(ea−127)·2^(eb−127), tot) (mx_side)
+//   GROUPED  sb = group:PK (32..256), B's group scales s[n][k/PK]:
+//            tot = fma((float)part, s, tot), part an exact int32 sum (group_side)
+//   PACKED_B B is 4-bit (s4), expanded to one byte a value into the stage's B tile by the
+//            producer (produce_packed_b in gemm_hopper.cuh, s4_to_s8)
 // tensor/row/col scales and bias come last, each step rounded alone:
 // D = cast_out(((tot·sa)·sb) + bias), tot converted to f32 first when it is s32.
 // Launch needs, from the plan (docs/TEMPLATES.md):
@@ -45,15 +50,20 @@ constexpr int WGM = BM / WM, WGN = BN / WN; // consumer warpgroup tile
 constexpr int MI = WGM / 64;                // m64 wgmma rows per consumer
 constexpr int A_BYTES = BM * ROW_BYTES, STAGE_BYTES = (BM + BN) * ROW_BYTES;
 constexpr int RING_BYTES = STAGES * STAGE_BYTES;
+% local PK = MX and 32 or GROUPED and GROUP or 0
+% local G_TILE = PK == 0 and 0 or PK >= 128 and 1 or 128 // PK -- scale blocks a K tile
+constexpr int PK = $(PK), G_TILE = $(G_TILE); // promotion period along K; its blocks a K tile
 % if MX then
-constexpr int SC_BYTES = (BM + BN) * 4 * 4; // a stage's MX scales: f32 A [BM][4], then B [4][BN]
+constexpr int SA_BYTES = BM * 4 * 4; // a stage's MX scales: f32 A [BM][4], then B [4][BN]
 % else
-constexpr int SC_BYTES = 0;
+constexpr int SA_BYTES = 0;          // a stage's group scales: f32 B [G_TILE][BN]
 % end
+constexpr int SC_BYTES = SA_BYTES + G_TILE * BN * 4;
 constexpr int SIDE_BYTES = STAGES * SC_BYTES; // after the ring's tiles, before its mbarriers
+constexpr int SLOT_BYTES = $(PACKED_B and "2 * BN * 64" or "0"); // packed B's two staging slots, after that
 constexpr int NP = $(NP), SEG = WGN / NP;   // output staging: NP passes of SEG columns
 constexpr int EPI_PITCH = WN * SEG * (int)sizeof(out_t) + 16;
-static_assert(RING_BYTES + SIDE_BYTES + 2048 + BM * EPI_PITCH <= 227 * 1024, "gemm_wgmma_q: tile and stages need more shared memory than an SM has");
+static_assert(RING_BYTES + SIDE_BYTES + SLOT_BYTES + 2048 + BM * EPI_PITCH <= 227 * 1024, "gemm_wgmma_q: tile and stages need more shared memory than an SM has");
 
 % local ACC_T, ACC_C = ACC_INT and "int" or "float", ACC_INT and "+r" or "+f"
 typedef $(ACC_T) acc_t;
@@ -75,15 +85,95 @@ __device__ __forceinline__ void wgmma(acc_t (&d)[WGN / 2], u64 a, u64 b, int add
                  : "l"(a), "l"(b), "r"(add));
 }
 
-// One accumulator as f32, where the epilogue starts: the reference's t = (float)acc.
-__device__ __forceinline__ float to_f32(acc_t x)
-{
-% if ACC_INT then
-    return __int2float_rn(x);
-% else
-    return x;
+// A sum as f32, where a promotion or the epilogue starts: the reference's t = (float)acc.
+__device__ __forceinline__ float to_f32(float x) { return x; }
+__device__ __forceinline__ float to_f32(int x) { return __int2float_rn(x); }
+
+% if PACKED_B then
+// 16 s4 values (8 bytes, value 2i in the low nibble of byte i) as 16 s8 bytes in K order:
+// ((n ^ 8) + 0x78) ^ 0x80 sign-extends each nibble n in its byte with no carry between
+// bytes; prmt interleaves the even and odd values.
+struct s4_to_s8 {
+    static __device__ __forceinline__ u32 perm(u32 x, u32 y, u32 sel)
+    {
+        u32 r;
+        asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(x), "r"(y), "r"(sel));
+        return r;
+    }
+    static __device__ __forceinline__ void four(u32 w, u32 &lo4, u32 &hi4)
+    {
+        const u32 ev = (((w & 0x0F0F0F0Fu) ^ 0x08080808u) + 0x78787878u) ^ 0x80808080u;        // k0 k2 k4 k6
+        const u32 od = ((((w >> 4) & 0x0F0F0F0Fu) ^ 0x08080808u) + 0x78787878u) ^ 0x80808080u; // k1 k3 k5 k7
+        lo4 = perm(ev, od, 0x5140u);
+        hi4 = perm(ev, od, 0x7362u);
+    }
+    static __device__ __forceinline__ uint4 expand(u32 w0, u32 w1)
+    {
+        uint4 v;
+        four(w0, v.x, v.y);
+        four(w1, v.z, v.w);
+        return v;
+    }
+};
 % end
+
+% if FINE then
+__device__ __forceinline__ float4 lds128(u32 addr)
+{
+    float4 v;
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr));
+    return v;
 }
+__device__ __forceinline__ float2 lds64(u32 addr)
+{
+    float2 v;
+    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr));
+    return v;
+}
+__device__ __forceinline__ void sts32(u32 addr, float x)
+{
+    asm volatile("st.shared.f32 [%0], %1;\n" :: "r"(addr), "f"(x) : "memory");
+}
+% end
+
+% if GROUPED then
+%   if GS == "f32" then
+typedef float gs_t;
+__device__ __forceinline__ float gs_f32(float s) { return s; }
+%   elseif GS == "f16" then
+typedef unsigned short gs_t;
+__device__ __forceinline__ float gs_f32(unsigned short s)
+{
+    float f;
+    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(s));
+    return f;
+}
+%   else
+typedef unsigned short gs_t;
+__device__ __forceinline__ float gs_f32(unsigned short s) { return __uint_as_float((u32)s << 16); }
+%   end
+
+// The producer's side data: the group scales of the stage's K tile for the tile's BN
+// columns, as f32 [G_TILE][BN] (group kt·G_TILE + g, or kt/2 for groups of 256); columns
+// past N and groups past K get 0 (their sums are zeros or never stored).
+struct group_side {
+    static constexpr bool ARRIVES = true;
+    const gs_t *__restrict__ sg;
+    int N, NG; // NG: groups a row of K
+    u32 sc0;
+    __device__ __forceinline__ void operator()(int s, int, int n0, int kt, int tid) const
+    {
+        const u32 dst = sc0 + s * SC_BYTES;
+#pragma unroll
+        for (int i = tid; i < G_TILE * BN; i += 128) {
+            const int g = i / BN, n = i % BN;
+            const int grp = PK >= 256 ? kt / 2 : kt * G_TILE + g;
+            const float v = n0 + n < N && grp < NG ? gs_f32(sg[(long long)(n0 + n) * NG + grp]) : 0.f;
+            sts32(dst + i * 4, v);
+        }
+    }
+};
+% end
 
 % if MX then
 // e8m0 code c as f32: 2^(c − 127), exactly (c = 0 is the subnormal 2^-127); 0xFF is NaN.
@@ -119,23 +209,10 @@ struct mx_side {
                     c = __ldg(sb + (long long)(n0 + n) * KB + kb);
                 at = dst + BM * 16 + (e * BN + n) * 4;
             }
-            asm volatile("st.shared.f32 [%0], %1;\n" :: "r"(at), "f"(e8m0(c)) : "memory");
+            sts32(at, e8m0(c));
         }
     }
 };
-
-__device__ __forceinline__ float4 lds128(u32 addr)
-{
-    float4 v;
-    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr));
-    return v;
-}
-__device__ __forceinline__ float2 lds64(u32 addr)
-{
-    float2 v;
-    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr));
-    return v;
-}
 % end
 
 } // namespace
@@ -150,23 +227,30 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     const int first = w.first, tiles = w.tiles, stride = w.stride, KT = w.k_tiles;
 
     // The ring (gemm_hopper.cuh) runs on across a CTA's tiles.
-    const qh::ring_addrs rg = qh::make_ring<STAGES, NC$(MX and ", 256" or "")>(smem, RING_BYTES + SIDE_BYTES, tid);
+    // full[s]: with side data, produce's cp.async arrival and a plain one per producer thread;
+    // produce_packed_b's plain one.
+    const qh::ring_addrs rg = qh::make_ring<STAGES, NC$(FINE and not PACKED_B and ", 256" or "")>(smem, RING_BYTES + SIDE_BYTES + SLOT_BYTES, tid);
     const u32 ring = rg.base, full0 = rg.full0, empty0 = rg.empty0;
-% if MX then
-    const u32 sc0 = ring + RING_BYTES;
-    const int KB = (int)(p.k / 32); // the library guarantees K % 32 == 0 for mx
-% end
+    const u32 sc0 = ring + RING_BYTES; // side data, then packed B's slots
 
     if (tid < 128) {
 % if NC > 1 then
         asm volatile("setmaxnreg.dec.sync.aligned.u32 $(PRODUCER_REGS);\n" ::: "memory");
 % end
 % if MX then
+        // the library guarantees K % 32 == 0 for mx
         const mx_side side = {static_cast<const unsigned char *>(p.scale_a),
-                              static_cast<const unsigned char *>(p.scale_b), M, N, KB, sc0};
-        qh::produce<BM, BN, STAGES, 1>(p, w, ring, full0, empty0, tid, side);
+                              static_cast<const unsigned char *>(p.scale_b), M, N, (int)(p.k / 32), sc0};
+% elseif GROUPED then
+        // and K % PK == 0 for group scales
+        const group_side side = {static_cast<const gs_t *>(p.scale_b), N, (int)(p.k / PK), sc0};
 % else
-        qh::produce<BM, BN, STAGES, 1>(p, w, ring, full0, empty0, tid);
+        const qh::no_side side{};
+% end
+% if PACKED_B then
+        qh::produce_packed_b<BM, BN, STAGES, s4_to_s8>(p, w, ring, full0, empty0, sc0 + SIDE_BYTES, tid, side);
+% else
+        qh::produce<BM, BN, STAGES, 1>(p, w, ring, full0, empty0, tid, side);
 % end
     } else {
         // Consumer warpgroup c: rows wg_m*WGM .. +WGM, columns wg_n*WGN .. +WGN of the tile.
@@ -203,18 +287,21 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                     sa_rows[mi][h] = row < M ? SAB + (long long)row * KT : nullptr;
                 }
 % end
-% if MX then
-            // This thread's A scales: its rows' [4] at sca + 16 * (row offset); its B scales:
-            // columns 2*(lane%4) + 8*jb (+1) of the consumer tile, [ks] at scb + 4*BN*ks.
+% if FINE then
+            // This thread's B scales: columns 2*(lane%4) + 8*jb (+1) of the consumer tile,
+            // block g at scb + 4*BN*g; with MX, its A scales: its rows' [4] at sca + 16*row.
+            const u32 scb = sc0 + SA_BYTES + (wg_n * WGN + (lane & 3) * 2) * 4;
+%   if MX then
             const u32 sca = sc0 + (wg_m * WGM + warp * 16 + (lane >> 2)) * 16;
-            const u32 scb = sc0 + BM * 16 + (wg_n * WGN + (lane & 3) * 2) * 4;
+%   end
 % end
 % if SB == "block" then
             const int bcol = n0 + wg_n * WGN;
             const float *sb_row = bcol < N ? SBB + (long long)(bcol / 128) * KT : nullptr;
 % end
 % if PROMOTE then
-            float tot[MI][WGN / 2], part[MI][WGN / 2];
+            float tot[MI][WGN / 2];
+            acc_t part[MI][WGN / 2];
 % else
             acc_t tot[MI][WGN / 2];
 % end
@@ -244,36 +331,50 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 % end
                 mbar_wait(full0 + 8 * s, phase);
                 fence_proxy_async(); // wgmma reads what cp.async wrote
-% if MX then
-                // Every 32 of K apart: its wgmma, then its promotion with the row's and the
-                // column's scales.  The other consumer warpgroups' wgmma run meanwhile.
+% if FINE then
+                // Every PK of K apart: its wgmma, then its promotion with its scales; the other
+                // consumer warpgroups' wgmma run meanwhile.
                 const u32 st = s * STAGE_BYTES, ss = s * SC_BYTES;
+%   if MX then
                 float4 ra[MI][2];
 #pragma unroll
                 for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
                     for (int h = 0; h < 2; ++h)
                         ra[mi][h] = lds128(sca + ss + (mi * 64 + h * 8) * 16);
+%   end
 #pragma unroll
                 for (int ks = 0; ks < BK / 32; ++ks) {
+                    // a block starts from zero at its first 32 of K (groups of 256: even K tiles)
+                    const int add = PK >= 256 ? (kt & 1) | ks : (ks * 32) % PK;
                     qh::wgmma_fence();
 #pragma unroll
                     for (int mi = 0; mi < MI; ++mi)
                         wgmma(part[mi], smem_desc(a_tile + st + mi * 64 * ROW_BYTES + ks * 32),
-                              smem_desc(b_tile + st + ks * 32), 0);
+                              smem_desc(b_tile + st + ks * 32), add);
+                    if (((ks + 1) * 32) % (PK < 128 ? PK : 128) != 0)
+                        continue; // the block goes on
                     qh::wgmma_commit();
                     qh::wgmma_wait<0>();
+                    if (PK >= 256 && !(kt & 1) && kt + 1 < KT)
+                        continue; // a group of 256 ends with the next K tile
+                    const int g = PK >= 128 ? 0 : ks * 32 / PK;
 #pragma unroll
                     for (int jb = 0; jb < WGN / 8; ++jb) {
-                        const float2 cb = lds64(scb + ss + ks * BN * 4 + jb * 32);
+                        const float2 cb = lds64(scb + ss + g * BN * 4 + jb * 32);
 #pragma unroll
                         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
                             for (int h = 0; h < 2; ++h) {
-                                const float r = ks == 0 ? ra[mi][h].x : ks == 1 ? ra[mi][h].y : ks == 2 ? ra[mi][h].z : ra[mi][h].w;
                                 const int j = 4 * jb + 2 * h;
+%   if MX then
+                                const float r = ks == 0 ? ra[mi][h].x : ks == 1 ? ra[mi][h].y : ks == 2 ? ra[mi][h].z : ra[mi][h].w;
                                 tot[mi][j] = fmaf(part[mi][j], r * cb.x, tot[mi][j]);
                                 tot[mi][j + 1] = fmaf(part[mi][j + 1], r * cb.y, tot[mi][j + 1]);
+%   else
+                                tot[mi][j] = fmaf(to_f32(part[mi][j]), cb.x, tot[mi][j]);
+                                tot[mi][j + 1] = fmaf(to_f32(part[mi][j + 1]), cb.y, tot[mi][j + 1]);
+%   end
                             }
                     }
                 }

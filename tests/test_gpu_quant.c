@@ -107,9 +107,9 @@ static const struct {
     {" tile=128x128x64 warps=2x2 stages=3", NULL, false},
     {" tile=64x128x128 warps=1x1 stages=6", NULL, false},
     {" tile=128x64x128 warps=2x1 stages=6", NULL, false},
-    {" kernel=wgmma_i8", "a=s8 b=s8", true},
-    {" kernel=wgmma_i8 tile=64x128x128 warps=1x1 stages=6", "a=s8 b=s8", true},
-    {" kernel=wgmma_i8 tile=256x128x128 warps=2x1 stages=4", "a=s8 b=s8", true},
+    {" kernel=wgmma_i8", "a=s8 b=s", true}, /* W8A8 and W4A8 */
+    {" kernel=wgmma_i8 tile=64x128x128 warps=1x1 stages=6", "a=s8 b=s", true},
+    {" kernel=wgmma_i8 tile=256x128x128 warps=2x1 stages=4", "a=s8 b=s", false},
     {" kernel=wgmma_mx", "a=e4m3 b=e4m3 sa=mx", true},
     {" kernel=wgmma_mx tile=64x128x128 warps=1x1 stages=6", "a=e4m3 b=e4m3 sa=mx", true},
     {" kernel=wgmma_mx tile=128x64x128 warps=2x1 stages=6", "a=e4m3 b=e4m3 sa=mx", true},
