@@ -214,41 +214,91 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
     asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
-// The producer for 4-bit B (two values a byte along K, DESIGN §2) that the consumers read as
-// one byte a value: thread t copies A as produce does, and B's packed K tile (BN rows of 64
-// bytes, 16-byte chunk t%4 of rows t/4 + 32*i) into one of two staging slots of BN*64 bytes
-// at `slots`, with cp.async; then, one stage behind, once every producer thread's copies of
-// that stage have landed, expands the slot into the stage's B tile (Conv::expand: 8 packed
-// bytes, values k..k+15, to 16 bytes in the swizzle layout), calls side(), and arrives on
-// full[s] (make_ring<..., 128>: one plain arrival a thread).  Named barrier 15 orders the
-// producer threads: a slot is expanded after all its copies have landed, and refilled after
-// all its expansions are done.  K and ldb are multiples of 32 values (whole chunks).
-template <int BM, int BN, int STAGES, class Conv, class Side = no_side>
-__device__ __forceinline__ void produce_packed_b(const qjit_params &p, const tile_walk<BM, BN, 1> &w, u32 ring,
-                                                 u32 full0, u32 empty0, u32 slots, int tid,
-                                                 const Side &side = Side())
+// Issues one operand's copies of one K tile.  Plain: ROWS rows of 128 one-byte values into
+// the swizzled tile (dst: the thread's offset in it), 16-byte chunk t%8 of rows t/8 + 16i, as
+// produce does.  PACKED (4-bit, two values a byte along K): ROWS rows of 64 bytes into a
+// staging slot of [ROWS][64] bytes (dst: slot + 64·(t/4) + 16·(t%4)), chunk t%4 of rows
+// t/4 + 32i.  src: the thread's first row and chunk at this K tile; pass: bytes between its
+// rows; rows: the operand's rows left from the thread's first; ok: its chunk is inside K.
+template <int ROWS, bool PACKED>
+__device__ __forceinline__ void issue_rows(u32 dst, const char *src, long long pass, int rows, bool ok)
+{
+    constexpr int PASS_ROWS = PACKED ? 32 : LD_ROWS, PITCH = PACKED ? 64 : ROW_BYTES;
+#pragma unroll
+    for (int i = 0; i < ROWS / PASS_ROWS; ++i) {
+        qc::cp_async16(dst + i * PASS_ROWS * PITCH, src, ok && i * PASS_ROWS < rows ? 16 : 0);
+        src = advance(src, pass);
+    }
+}
+
+// Expands a packed slot into its tile: output chunk t%8 (16 values, 8 packed bytes at
+// src = slot + 64·(t/8) + 8·(t%8)) of rows t/8 + 16i, through Conv::expand, stored at
+// dst = the tile + the thread's swizzled offset, as produce's copies land.
+template <int ROWS, class Conv>
+__device__ __forceinline__ void expand_rows(u32 dst, u32 src)
+{
+#pragma unroll
+    for (int i = 0; i < ROWS / LD_ROWS; ++i) {
+        u32 w0, w1;
+        asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(w0), "=r"(w1) : "r"(src + i * LD_ROWS * 64));
+        const uint4 v = Conv::expand(w0, w1);
+        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n"
+                     :: "r"(dst + i * LD_ROWS * ROW_BYTES), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+    }
+}
+
+// 16 values of 4 bits (8 bytes, value 2i in the low nibble of byte i) as 16 bytes in K order:
+// Nib::even(w) turns the low nibbles of w's four bytes (values 0, 2, 4, 6) into four bytes,
+// Nib::odd(w) the high ones; prmt interleaves them.
+template <class Nib> struct nibble_expand {
+    static __device__ __forceinline__ u32 perm(u32 x, u32 y, u32 sel)
+    {
+        u32 r;
+        asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(x), "r"(y), "r"(sel));
+        return r;
+    }
+    static __device__ __forceinline__ uint4 expand(u32 w0, u32 w1)
+    {
+        const u32 e0 = Nib::even(w0), o0 = Nib::odd(w0), e1 = Nib::even(w1), o1 = Nib::odd(w1);
+        return make_uint4(perm(e0, o0, 0x5140u), perm(e0, o0, 0x7362u), perm(e1, o1, 0x5140u), perm(e1, o1, 0x7362u));
+    }
+};
+
+// The producer for operands stored 4-bit (PA: A, PB: B) that the consumers read as one byte a
+// value: each K tile's plain operand is copied as produce does; a packed one's rows go into
+// one of two staging slots with cp.async and, one stage behind, once every producer thread's
+// copies of that stage have landed, are expanded into the stage's tile (Conv, see
+// expand_rows); then side() and one plain arrival a thread on full[s] (make_ring<..., 128>).
+// Named barrier 15 orders the producer threads: a slot is expanded after all its copies
+// have landed, and refilled after all its expansions are done.  A slot holds A's packed rows
+// ([BM][64] bytes, if PA) then B's ([BN][64], if PB); two of them start at `slots`.  K and the
+// packed operands' leading dimensions are multiples of 32 values (whole chunks).
+template <int BM, int BN, int STAGES, bool PA, bool PB, class Conv, class Side = no_side>
+__device__ __forceinline__ void produce_packed(const qjit_params &p, const tile_walk<BM, BN, 1> &w, u32 ring,
+                                               u32 full0, u32 empty0, u32 slots, int tid,
+                                               const Side &side = Side())
 {
     constexpr int A_BYTES = BM * ROW_BYTES, STAGE_BYTES = (BM + BN) * ROW_BYTES;
-    constexpr int SLOT_BYTES = BN * 64, B_LD_ROWS = 32;
+    constexpr int SLOT_A = PA ? BM * 64 : 0, SLOT_BYTES = SLOT_A + (PB ? BN * 64 : 0);
     const int M = (int)p.m, N = (int)p.n;
-    const long long K = p.k, ldb_bytes = p.ldb / 2;
+    const long long K = p.k;
+    const long long lda = PA ? p.lda / 2 : p.lda, ldb = PB ? p.ldb / 2 : p.ldb; // bytes
     const int ld_row = tid >> 3, ld_chunk = tid & 7;
     const u32 ld_off = ld_row * ROW_BYTES + ((ld_chunk ^ (ld_row & 7)) << 4);
-    const int pb_row = tid >> 2, pb_chunk = tid & 3; // packed B: 4 chunks of 32 values a row
-    const long long a_pass = LD_ROWS * p.lda, b_pass = B_LD_ROWS * ldb_bytes;
-    // Expands stage `st`'s packed slot into its B tile, then hands the stage over.
+    const int pk_row = tid >> 2, pk_chunk = tid & 3;
+    const u32 pk_off = pk_row * 64 + pk_chunk * 16, ex_off = ld_row * 64 + ld_chunk * 8;
+    // this thread's first row and chunk of each operand, and its K tile's byte offset there
+    const int a_row = PA ? pk_row : ld_row, b_row = PB ? pk_row : ld_row;
+    const int a_col = PA ? pk_chunk * 16 : ld_chunk * 16, b_col = PB ? pk_chunk * 16 : ld_chunk * 16;
+    const long long a_pass = (PA ? 32 : LD_ROWS) * lda, b_pass = (PB ? 32 : LD_ROWS) * ldb;
+    // Expands stage st's slot into its tiles, then hands the stage over.
     auto finish = [&](int st, int slot, int kt, int m0, int n0) {
         warpgroup_sync(15); // every copy of this stage has landed (each thread waited its own)
-        const u32 src = slots + slot * SLOT_BYTES + ld_row * 64 + ld_chunk * 8;
-        const u32 dst = ring + st * STAGE_BYTES + A_BYTES + ld_off;
-#pragma unroll
-        for (int i = 0; i < BN / LD_ROWS; ++i) {
-            u32 w0, w1;
-            asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(w0), "=r"(w1) : "r"(src + i * LD_ROWS * 64));
-            const uint4 v = Conv::expand(w0, w1);
-            asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n"
-                         :: "r"(dst + i * LD_ROWS * ROW_BYTES), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
-        }
+        const u32 src = slots + slot * SLOT_BYTES + ex_off, dst = ring + st * STAGE_BYTES + ld_off;
+        if (PA)
+            expand_rows<BM, Conv>(dst, src);
+        if (PB)
+            expand_rows<BN, Conv>(dst + A_BYTES, src + SLOT_A);
         side(st, m0, n0, kt, tid);
         fence_proxy_async(); // the consumers' wgmma read these stores through the async proxy
         mbar_arrive(full0 + 8 * st);
@@ -260,28 +310,19 @@ __device__ __forceinline__ void produce_packed_b(const qjit_params &p, const til
     for (int t = w.first; t < w.tiles; t += w.stride) {
         int m0, n0;
         w.origin(t, m0, n0);
-        const char *a_src = static_cast<const char *>(p.a) + (long long)(m0 + ld_row) * p.lda + ld_chunk * 16;
-        const char *b_src = static_cast<const char *>(p.b) + (long long)(n0 + pb_row) * ldb_bytes + pb_chunk * 16;
-        const int a_rows = M - m0 - ld_row, b_rows = N - n0 - pb_row;
+        const char *a_src = static_cast<const char *>(p.a) + (long long)(m0 + a_row) * lda + a_col;
+        const char *b_src = static_cast<const char *>(p.b) + (long long)(n0 + b_row) * ldb + b_col;
+        const int a_rows = M - m0 - a_row, b_rows = N - n0 - b_row;
         for (int kt = 0; kt < w.k_tiles; ++kt, ++n) {
             if (n >= STAGES)
                 mbar_wait(empty0 + 8 * s, phase ^ 1);
-            const u32 st = ring + s * STAGE_BYTES + ld_off;
-            const long long k = (long long)kt * ROW_BYTES; // values of K = bytes of A
-            const bool a_ok = k + ld_chunk * 16 < K, b_ok = k + pb_chunk * 32 < K;
-            const char *src = a_src + k;
-#pragma unroll
-            for (int i = 0; i < BM / LD_ROWS; ++i) {
-                qc::cp_async16(st + i * LD_ROWS * ROW_BYTES, src, a_ok && i * LD_ROWS < a_rows ? 16 : 0);
-                src = advance(src, a_pass);
-            }
-            const u32 slot = slots + (n & 1) * SLOT_BYTES + pb_row * 64 + pb_chunk * 16;
-            src = b_src + k / 2;
-#pragma unroll
-            for (int i = 0; i < BN / B_LD_ROWS; ++i) {
-                qc::cp_async16(slot + i * B_LD_ROWS * 64, src, b_ok && i * B_LD_ROWS < b_rows ? 16 : 0);
-                src = advance(src, b_pass);
-            }
+            const long long k = (long long)kt * ROW_BYTES; // values of K at this K tile
+            const u32 tile = ring + s * STAGE_BYTES + ld_off, slot = slots + (n & 1) * SLOT_BYTES + pk_off;
+            // a chunk is all in or all out: 16 plain values, or 32 packed ones
+            const bool pk_ok = k + pk_chunk * 32 < K, ld_ok = k + ld_chunk * 16 < K;
+            issue_rows<BM, PA>(PA ? slot : tile, a_src + (PA ? k / 2 : k), a_pass, a_rows, PA ? pk_ok : ld_ok);
+            issue_rows<BN, PB>(PB ? slot + SLOT_A : tile + A_BYTES, b_src + (PB ? k / 2 : k), b_pass, b_rows,
+                               PB ? pk_ok : ld_ok);
             qc::cp_async_commit();
             if (n > 0) {
                 qc::cp_async_wait<1>(); // this thread's copies of the stage before have landed

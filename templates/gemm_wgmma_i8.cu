@@ -7,7 +7,7 @@
 //
 // s4 weights stay packed in global memory: the producer copies a K tile's packed rows into a
 // staging slot with cp.async and, one stage behind, expands them exactly to s8 into the
-// stage's B tile (produce_packed_b, s4_to_s8), so the tensor cores see W8A8.
+// stage's B tile (produce_packed, nib), so the tensor cores see W8A8.
 //
 // Accumulation.  The int32 sums are exact.  With tensor/col scales the wgmma accumulate
 // straight into one s32 accumulator over all of K (half the registers of wgmma_f8: consumer
@@ -71,7 +71,7 @@
 %     local KMUL = S4 and 32 or 16
 %     plan.k_multiple, plan.ld_multiple, plan.align = KMUL, KMUL, 16
 %     plan.MMA, plan.ACC_INT, plan.PROMOTE, plan.BLOCK = "s32.s8.s8", true, GROUPED, false
-%     plan.FINE, plan.GROUPED, plan.PACKED_B = GROUPED, GROUPED, S4
+%     plan.FINE, plan.GROUPED, plan.PACKED_A, plan.PACKED_B = GROUPED, GROUPED, false, S4
 %     return plan
 %   end,
 % }

@@ -1,5 +1,8 @@
-// gemm_wgmma_mx.cu — warp-specialized Hopper GEMM for MXFP8 on the fp8 tensor cores, sm_90a
-// only: A e4m3 × B e4m3 with e8m0 scales per 32 of K on both sides (sa = sb = mx, DESIGN §2).
+// gemm_wgmma_mx.cu — warp-specialized Hopper GEMM for MXFP8 and MXFP4 on the fp8 tensor
+// cores, sm_90a only: A × B both e4m3 or both e2m1, with e8m0 scales per 32 of K on both sides
+// (sa = sb = mx, DESIGN §2).  e2m1 stays packed in global memory: the producer copies each K
+// tile's packed rows into a staging slot and, one stage behind, expands them exactly to
+// e4m3 (worth value·2^-6, which the scales carry back) into the stage's tiles.
 // The body is gemm_wgmma_q.cuh, shared with wgmma_f8 and wgmma_i8: warpgroup 0 fills a
 // STAGES-deep ring of 128-byte-swizzled tiles (BK = 128 fp8 values of K a row) with cp.async,
 // and beside each stage the K tile's scales, decoded to f32; WM×WN consumer warpgroups run
@@ -18,18 +21,18 @@
 // Block: 128·(WM·WN + 1) threads.  Shared memory: the ring (STAGES·(BM+BN)·(128+16) bytes:
 // tiles and f32 scales), 2 KB of alignment slack and mbarriers, and the output staging buffer.
 //
-// Not yet run on a GPU (written in a session without one): `auto` keeps choosing mma_f8 for
+// Not yet run on a GPU (written in sessions without one): `auto` keeps choosing mma_f8 for
 // MX until test_gpu_quant has passed this kernel on the H100; it runs when a descriptor names
 // kernel=wgmma_mx.
 % include("gemm_family.cuh")
 % include("gemm_hopper_plan.cuh")
 % family {
 %   floor = 90,
-%   serves = function() return A == "e4m3" and B == "e4m3" and SA == "mx" and SB == "mx" end,
+%   serves = function() return one_of(A, "e4m3", "e2m1") and B == A and SA == "mx" and SB == "mx" end,
 %   -- Predicted, not measured: wgmma_f8's tile (part and total accumulators, consumer tiles
-%   -- of 64x128), one stage fewer for the scales beside each stage.
+%   -- of 64x128) with 5 stages; MXFP4 (both operands through the expanding producer) 4.
 %   default = function(m)
-%     local c = choose(128, 128, 128, 2, 1, 5)
+%     local c = choose(128, 128, 128, 2, 1, A == "e2m1" and 4 or 5)
 %     if BM ~= 0 and WM == 0 then c.wm, c.wn = BM >= 128 and 2 or 1, 1 end
 %     return c
 %   end,
@@ -39,16 +42,21 @@
 %     ["small-m"] = {config(64, 128, 128, 1, 1, 6), config(64, 64, 128, 1, 1, 8), config(128, 128, 128, 2, 1, 5)},
 %   },
 %   plan = function()
-%     if not (A == "e4m3" and B == "e4m3" and SA == "mx" and SB == "mx") then
-%       unsupported(string.format("gemm_wgmma_mx takes a=e4m3 b=e4m3 with sa=mx sb=mx (got a=%s b=%s sa=%s sb=%s)", A, B, SA, SB))
+%     local FP4 = A == "e2m1"
+%     if not (one_of(A, "e4m3", "e2m1") and B == A and SA == "mx" and SB == "mx") then
+%       unsupported(string.format("gemm_wgmma_mx takes a=b=e4m3 or a=b=e2m1 with sa=mx sb=mx (got a=%s b=%s sa=%s sb=%s)", A, B, SA, SB))
 %     end
 %     if not one_of(OUT, "f16", "bf16", "f32") then unsupported("gemm_wgmma_mx: out must be f16, bf16 or f32") end
-%     -- part and total accumulators; 16 bytes of f32 scales per tile row per stage
-%     local plan = hopper_tile_plan("gemm_wgmma_mx", 2, (BM + BN) * 16)
-%     -- K a multiple of 32 (one e8m0 scale per 32), leading dimensions of 16 (cp.async chunks)
-%     plan.k_multiple, plan.ld_multiple, plan.align = 32, 16, 16
+%     if FP4 and BM % 32 + BN % 32 ~= 0 then unsupported(string.format("gemm_wgmma_mx: e2m1 needs BM and BN multiples of 32 (tile=%dx%dx%d)", BM, BN, BK)) end
+%     -- part and total accumulators; 16 bytes of f32 scales per tile row per stage; e2m1: two
+%     -- staging slots of both operands' packed rows, and a producer of 56 registers
+%     local plan = hopper_tile_plan("gemm_wgmma_mx", 2, (BM + BN) * 16, FP4 and 2 * (BM + BN) * 64 or 0,
+%                                   FP4 and WM * WN <= 2 and 56 or nil)
+%     -- K a multiple of 32 (one e8m0 scale per 32, and whole 16-byte chunks of e2m1); leading
+%     -- dimensions of whole 16-byte chunks
+%     plan.k_multiple, plan.ld_multiple, plan.align = 32, FP4 and 32 or 16, 16
 %     plan.MMA, plan.ACC_INT, plan.PROMOTE, plan.BLOCK = "f32.e4m3.e4m3", false, true, false
-%     plan.FINE, plan.MX = true, true
+%     plan.FINE, plan.MX, plan.PACKED_A, plan.PACKED_B = true, true, FP4, FP4
 %     return plan
 %   end,
 % }

@@ -18,8 +18,8 @@
 //   MX       sa = sb = mx, PK = 32: tot = fma(part, 2^(ea−127)·2^(eb−127), tot) (mx_side)
 //   GROUPED  sb = group:PK (32..256), B's group scales s[n][k/PK]:
 //            tot = fma((float)part, s, tot), part an exact int32 sum (group_side)
-//   PACKED_B B is 4-bit (s4), expanded to one byte a value into the stage's B tile by the
-//            producer (produce_packed_b in gemm_hopper.cuh, s4_to_s8)
+//   PACKED_A, PACKED_B  A or B is 4-bit (s4, e2m1), expanded to one byte a value (s8, e4m3)
+//            into the stage's tile by the producer (produce_packed in gemm_hopper.cuh, nib)
 // tensor/row/col scales and bias come last, each step rounded alone:
 // D = cast_out(((tot·sa)·sb) + bias), tot converted to f32 first when it is s32.
 // Launch needs, from the plan (docs/TEMPLATES.md):
@@ -60,7 +60,7 @@ constexpr int SA_BYTES = 0;          // a stage's group scales: f32 B [G_TILE][B
 % end
 constexpr int SC_BYTES = SA_BYTES + G_TILE * BN * 4;
 constexpr int SIDE_BYTES = STAGES * SC_BYTES; // after the ring's tiles, before its mbarriers
-constexpr int SLOT_BYTES = $(PACKED_B and "2 * BN * 64" or "0"); // packed B's two staging slots, after that
+constexpr int SLOT_BYTES = 2 * ($(PACKED_A and "BM * 64" or "0") + $(PACKED_B and "BN * 64" or "0")); // packed operands' two staging slots, after that
 constexpr int NP = $(NP), SEG = WGN / NP;   // output staging: NP passes of SEG columns
 constexpr int EPI_PITCH = WN * SEG * (int)sizeof(out_t) + 16;
 static_assert(RING_BYTES + SIDE_BYTES + SLOT_BYTES + 2048 + BM * EPI_PITCH <= 227 * 1024, "gemm_wgmma_q: tile and stages need more shared memory than an SM has");
@@ -89,32 +89,24 @@ __device__ __forceinline__ void wgmma(acc_t (&d)[WGN / 2], u64 a, u64 b, int add
 __device__ __forceinline__ float to_f32(float x) { return x; }
 __device__ __forceinline__ float to_f32(int x) { return __int2float_rn(x); }
 
-% if PACKED_B then
-// 16 s4 values (8 bytes, value 2i in the low nibble of byte i) as 16 s8 bytes in K order:
-// ((n ^ 8) + 0x78) ^ 0x80 sign-extends each nibble n in its byte with no carry between
-// bytes; prmt interleaves the even and odd values.
-struct s4_to_s8 {
-    static __device__ __forceinline__ u32 perm(u32 x, u32 y, u32 sel)
-    {
-        u32 r;
-        asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(x), "r"(y), "r"(sel));
-        return r;
-    }
-    static __device__ __forceinline__ void four(u32 w, u32 &lo4, u32 &hi4)
-    {
-        const u32 ev = (((w & 0x0F0F0F0Fu) ^ 0x08080808u) + 0x78787878u) ^ 0x80808080u;        // k0 k2 k4 k6
-        const u32 od = ((((w >> 4) & 0x0F0F0F0Fu) ^ 0x08080808u) + 0x78787878u) ^ 0x80808080u; // k1 k3 k5 k7
-        lo4 = perm(ev, od, 0x5140u);
-        hi4 = perm(ev, od, 0x7362u);
-    }
-    static __device__ __forceinline__ uint4 expand(u32 w0, u32 w1)
-    {
-        uint4 v;
-        four(w0, v.x, v.y);
-        four(w1, v.z, v.w);
-        return v;
-    }
+% if PACKED_A or PACKED_B then
+%   if A == "e2m1" then
+// e2m1 nibbles -> e4m3 bytes worth value·2^-6, exactly: e2m1's sign, exponent and mantissa
+// bits land on e4m3's sign and lowest bits, whose subnormals extend the same way (0.5 ->
+// 2^-7).  The MX scales carry the 2^6 back (e8m0 below).
+struct nib {
+    static __device__ __forceinline__ u32 even(u32 x) { return ((x & 0x08080808u) << 4) | ((x & 0x07070707u) << 2); }
+    static __device__ __forceinline__ u32 odd(u32 x) { return (x & 0x80808080u) | ((x >> 2) & 0x1c1c1c1cu); }
 };
+%   else
+// s4 nibbles -> s8 bytes: ((n ^ 8) + 0x78) ^ 0x80 sign-extends each nibble n in its byte
+// with no carry between bytes.
+struct nib {
+    static __device__ __forceinline__ u32 even(u32 x) { return (((x & 0x0F0F0F0Fu) ^ 0x08080808u) + 0x78787878u) ^ 0x80808080u; }
+    static __device__ __forceinline__ u32 odd(u32 x) { return ((((x >> 4) & 0x0F0F0F0Fu) ^ 0x08080808u) + 0x78787878u) ^ 0x80808080u; }
+};
+%   end
+typedef qh::nibble_expand<nib> expand4;
 % end
 
 % if FINE then
@@ -176,10 +168,17 @@ struct group_side {
 % end
 
 % if MX then
-// e8m0 code c as f32: 2^(c − 127), exactly (c = 0 is the subnormal 2^-127); 0xFF is NaN.
+%   local OFF = A == "e2m1" and 6 or 0
+// e8m0 code c as f32: 2^(c − 127 + $(OFF)), exactly (2^-127 is an f32 subnormal); 0xFF is NaN.
+%   if OFF > 0 then
+// The 2^6 undoes nib's 2^-6 on each operand; codes above 248 (2^121) then leave f32's range
+// and give inf, a limit of this kernel (real MXFP4 scales sit far below it).
+%   end
 __device__ __forceinline__ float e8m0(u32 c)
 {
-    return c == 0xFFu ? __uint_as_float(0x7FC00000u) : c == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(c << 23);
+    const u32 e = c + $(OFF);
+    return c == 0xFFu ? __uint_as_float(0x7FC00000u) : e >= 255 ? __uint_as_float(0x7F800000u)
+                      : e == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(e << 23);
 }
 
 // The producer's side data (gemm_hopper.cuh): stage s's K tile kt spans the 32-blocks
@@ -228,8 +227,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 
     // The ring (gemm_hopper.cuh) runs on across a CTA's tiles.
     // full[s]: with side data, produce's cp.async arrival and a plain one per producer thread;
-    // produce_packed_b's plain one.
-    const qh::ring_addrs rg = qh::make_ring<STAGES, NC$(FINE and not PACKED_B and ", 256" or "")>(smem, RING_BYTES + SIDE_BYTES + SLOT_BYTES, tid);
+    // produce_packed's plain one.
+    const qh::ring_addrs rg = qh::make_ring<STAGES, NC$(FINE and not (PACKED_A or PACKED_B) and ", 256" or "")>(smem, RING_BYTES + SIDE_BYTES + SLOT_BYTES, tid);
     const u32 ring = rg.base, full0 = rg.full0, empty0 = rg.empty0;
     const u32 sc0 = ring + RING_BYTES; // side data, then packed B's slots
 
@@ -247,8 +246,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 % else
         const qh::no_side side{};
 % end
-% if PACKED_B then
-        qh::produce_packed_b<BM, BN, STAGES, s4_to_s8>(p, w, ring, full0, empty0, sc0 + SIDE_BYTES, tid, side);
+% if PACKED_A or PACKED_B then
+        qh::produce_packed<BM, BN, STAGES, $(PACKED_A and "true" or "false"), $(PACKED_B and "true" or "false"), expand4>(
+            p, w, ring, full0, empty0, sc0 + SIDE_BYTES, tid, side);
 % else
         qh::produce<BM, BN, STAGES, 1>(p, w, ring, full0, empty0, tid, side);
 % end

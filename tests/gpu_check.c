@@ -156,7 +156,8 @@ static double bound_for(const qjit_gemm_desc *d)
      * the error is that of one K block's sum: up to 1.03e-4 measured on the H100. */
     if (d->kernel == QJIT_KERNEL_WGMMA_F8)
         work = 3e-4;
-    /* wgmma_mx promotes every 32 of K: at most wgmma_f8's error of one K block */
+    /* wgmma_mx promotes every 32 of K: at most wgmma_f8's error of one K block (e2m1 is
+     * expanded to e4m3 exactly, so MXFP4 has the same bound) */
     if (d->kernel == QJIT_KERNEL_WGMMA_MX)
         work = 3e-4;
     return out + work;

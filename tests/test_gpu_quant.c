@@ -110,9 +110,9 @@ static const struct {
     {" kernel=wgmma_i8", "a=s8 b=s", true}, /* W8A8 and W4A8 */
     {" kernel=wgmma_i8 tile=64x128x128 warps=1x1 stages=6", "a=s8 b=s", true},
     {" kernel=wgmma_i8 tile=256x128x128 warps=2x1 stages=4", "a=s8 b=s", false},
-    {" kernel=wgmma_mx", "a=e4m3 b=e4m3 sa=mx", true},
-    {" kernel=wgmma_mx tile=64x128x128 warps=1x1 stages=6", "a=e4m3 b=e4m3 sa=mx", true},
-    {" kernel=wgmma_mx tile=128x64x128 warps=2x1 stages=6", "a=e4m3 b=e4m3 sa=mx", true},
+    {" kernel=wgmma_mx", "sa=mx sb=mx", true}, /* MXFP8 and MXFP4 */
+    {" kernel=wgmma_mx tile=64x128x128 warps=1x1 stages=6", "sa=mx sb=mx", true},
+    {" kernel=wgmma_mx tile=128x64x128 warps=2x1 stages=6", "sa=mx sb=mx", true},
 };
 #define NCONFIGS (int)(sizeof configs / sizeof configs[0])
 

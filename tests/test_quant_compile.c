@@ -73,7 +73,7 @@ static void test_named(void)
         const char *only, *kernel, *small;
     } named[] = {
         {"a=s8 b=s", "wgmma_i8", " tile=64x128x128 warps=1x1 stages=6"},
-        {"a=e4m3 b=e4m3 sa=mx", "wgmma_mx", " tile=64x128x128 warps=1x1 stages=6"},
+        {"sa=mx sb=mx", "wgmma_mx", " tile=64x128x128 warps=1x1 stages=6"},
     };
     for (size_t n = 0; n < sizeof named / sizeof named[0]; n++) {
         int compiled = 0;
