@@ -80,6 +80,7 @@ QJIT_HIDDEN bool qjit_arch_at_least(qjit_arch a, qjit_arch floor);
     X(QJIT_KERNEL_WGMMA, "wgmma", "gemm_wgmma.cu")                                       \
     X(QJIT_KERNEL_MMA, "mma", "gemm_mma.cu")                                             \
     X(QJIT_KERNEL_MMA_WQ, "mma_wq", "gemm_wq.cu")                                        \
+    X(QJIT_KERNEL_WGMMA_WQ, "wgmma_wq", "gemm_wgmma_wq.cu")                              \
     X(QJIT_KERNEL_MMA_I8, "mma_i8", "gemm_i8.cu")                                        \
     X(QJIT_KERNEL_WGMMA_I8, "wgmma_i8", "gemm_wgmma_i8.cu")                              \
     X(QJIT_KERNEL_WGMMA_F8, "wgmma_f8", "gemm_wgmma_f8.cu")                              \

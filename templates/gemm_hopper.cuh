@@ -214,16 +214,18 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
     asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
-// Issues one operand's copies of one K tile.  Plain: ROWS rows of 128 one-byte values into
-// the swizzled tile (dst: the thread's offset in it), 16-byte chunk t%8 of rows t/8 + 16i, as
-// produce does.  PACKED (4-bit, two values a byte along K): ROWS rows of 64 bytes into a
-// staging slot of [ROWS][64] bytes (dst: slot + 64·(t/4) + 16·(t%4)), chunk t%4 of rows
-// t/4 + 32i.  src: the thread's first row and chunk at this K tile; pass: bytes between its
-// rows; rows: the operand's rows left from the thread's first; ok: its chunk is inside K.
-template <int ROWS, bool PACKED>
+// Issues one operand's copies of one K tile.  Plain: ROWS rows of one 128-byte ring row
+// each into the swizzled tile (dst: the thread's offset in it), 16-byte chunk t%8 of rows
+// t/8 + 16i, as produce does.  PACKED (4-bit, two values a byte along K, expanded to OB bytes
+// a value): ROWS rows of 64/OB bytes into a staging slot of [ROWS][64/OB] bytes (dst: slot +
+// (64/OB)·(t/CPR) + 16·(t%CPR), CPR = 4/OB chunks a row), chunk t%CPR of rows
+// t/CPR + (128/CPR)i.  src: the thread's first row and chunk at this K tile; pass: bytes
+// between its rows; rows: the operand's rows left from the thread's first; ok: its chunk is
+// inside K.
+template <int ROWS, bool PACKED, int OB = 1>
 __device__ __forceinline__ void issue_rows(u32 dst, const char *src, long long pass, int rows, bool ok)
 {
-    constexpr int PASS_ROWS = PACKED ? 32 : LD_ROWS, PITCH = PACKED ? 64 : ROW_BYTES;
+    constexpr int PASS_ROWS = PACKED ? 32 * OB : LD_ROWS, PITCH = PACKED ? 64 / OB : ROW_BYTES;
 #pragma unroll
     for (int i = 0; i < ROWS / PASS_ROWS; ++i) {
         qc::cp_async16(dst + i * PASS_ROWS * PITCH, src, ok && i * PASS_ROWS < rows ? 16 : 0);
@@ -231,25 +233,12 @@ __device__ __forceinline__ void issue_rows(u32 dst, const char *src, long long p
     }
 }
 
-// Expands a packed slot into its tile: output chunk t%8 (16 values, 8 packed bytes at
-// src = slot + 64·(t/8) + 8·(t%8)) of rows t/8 + 16i, through Conv::expand, stored at
-// dst = the tile + the thread's swizzled offset, as produce's copies land.
-template <int ROWS, class Conv>
-__device__ __forceinline__ void expand_rows(u32 dst, u32 src)
-{
-#pragma unroll
-    for (int i = 0; i < ROWS / LD_ROWS; ++i) {
-        u32 w0, w1;
-        asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(w0), "=r"(w1) : "r"(src + i * LD_ROWS * 64));
-        const uint4 v = Conv::expand(w0, w1);
-        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n"
-                     :: "r"(dst + i * LD_ROWS * ROW_BYTES), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
-    }
-}
-
 // 16 values of 4 bits (8 bytes, value 2i in the low nibble of byte i) as 16 bytes in K order:
 // Nib::even(w) turns the low nibbles of w's four bytes (values 0, 2, 4, 6) into four bytes,
-// Nib::odd(w) the high ones; prmt interleaves them.
+// Nib::odd(w) the high ones; prmt interleaves them.  A conversion of no state: prepare()
+// does nothing.  run<ROWS>(tile, slot, t) expands a packed slot of [ROWS][64] bytes into its
+// tile at `tile`: thread t does output chunk t%8 (16 values from the 8 packed bytes at
+// slot + 64·(t/8) + 8·(t%8)) of rows t/8 + 16i, stored where produce's copies land.
 template <class Nib> struct nibble_expand {
     static __device__ __forceinline__ u32 perm(u32 x, u32 y, u32 sel)
     {
@@ -257,48 +246,63 @@ template <class Nib> struct nibble_expand {
         asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(x), "r"(y), "r"(sel));
         return r;
     }
-    static __device__ __forceinline__ uint4 expand(u32 w0, u32 w1)
+    __device__ __forceinline__ void prepare(int, int, int) {}
+    template <int ROWS> __device__ __forceinline__ void run(u32 tile, u32 slot, int t) const
     {
-        const u32 e0 = Nib::even(w0), o0 = Nib::odd(w0), e1 = Nib::even(w1), o1 = Nib::odd(w1);
-        return make_uint4(perm(e0, o0, 0x5140u), perm(e0, o0, 0x7362u), perm(e1, o1, 0x5140u), perm(e1, o1, 0x7362u));
+        const int row = t >> 3, chunk = t & 7;
+        const u32 dst = tile + row * ROW_BYTES + ((chunk ^ (row & 7)) << 4), src = slot + row * 64 + chunk * 8;
+#pragma unroll
+        for (int i = 0; i < ROWS / LD_ROWS; ++i) {
+            u32 w0, w1;
+            asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(w0), "=r"(w1) : "r"(src + i * LD_ROWS * 64));
+            const u32 e0 = Nib::even(w0), o0 = Nib::odd(w0), e1 = Nib::even(w1), o1 = Nib::odd(w1);
+            asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n"
+                         :: "r"(dst + i * LD_ROWS * ROW_BYTES), "r"(perm(e0, o0, 0x5140u)), "r"(perm(e0, o0, 0x7362u)),
+                            "r"(perm(e1, o1, 0x5140u)), "r"(perm(e1, o1, 0x7362u)) : "memory");
+        }
     }
 };
 
-// The producer for operands stored 4-bit (PA: A, PB: B) that the consumers read as one byte a
+// The producer for operands stored 4-bit (PA: A, PB: B) that the consumers read as OB bytes a
 // value: each K tile's plain operand is copied as produce does; a packed one's rows go into
 // one of two staging slots with cp.async and, one stage behind, once every producer thread's
-// copies of that stage have landed, are expanded into the stage's tile (Conv, see
-// expand_rows); then side() and one plain arrival a thread on full[s] (make_ring<..., 128>).
+// copies of that stage have landed, are expanded into the stage's tile by
+// conv.run<ROWS>(tile, slot, t) (nibble_expand shows the contract); then side() and one plain
+// arrival a thread on full[s] (make_ring<..., 128>).  A conversion with state (per-row
+// scales) reads it in conv.prepare(m0, n0, kt), called for each stage right after the one
+// before it is expanded, so its loads have a stage to land.
 // Named barrier 15 orders the producer threads: a slot is expanded after all its copies
 // have landed, and refilled after all its expansions are done.  A slot holds A's packed rows
-// ([BM][64] bytes, if PA) then B's ([BN][64], if PB); two of them start at `slots`.  K and the
-// packed operands' leading dimensions are multiples of 32 values (whole chunks).
-template <int BM, int BN, int STAGES, bool PA, bool PB, class Conv, class Side = no_side>
-__device__ __forceinline__ void produce_packed(const qjit_params &p, const tile_walk<BM, BN, 1> &w, u32 ring,
-                                               u32 full0, u32 empty0, u32 slots, int tid,
+// ([BM][64/OB] bytes, if PA) then B's ([BN][64/OB], if PB); two of them start at `slots`.  K
+// and the packed operands' leading dimensions are multiples of 32 values (whole chunks).
+template <int BM, int BN, int STAGES, bool PA, bool PB, int OB, class Conv, class Side = no_side>
+__device__ __forceinline__ void produce_packed(const qjit_params &p, const tile_walk<BM, BN, OB> &w, u32 ring,
+                                               u32 full0, u32 empty0, u32 slots, int tid, Conv &conv,
                                                const Side &side = Side())
 {
     constexpr int A_BYTES = BM * ROW_BYTES, STAGE_BYTES = (BM + BN) * ROW_BYTES;
-    constexpr int SLOT_A = PA ? BM * 64 : 0, SLOT_BYTES = SLOT_A + (PB ? BN * 64 : 0);
+    constexpr int PROW = 64 / OB, CPR = 4 / OB; // packed row bytes, chunks
+    constexpr int SLOT_A = PA ? BM * PROW : 0, SLOT_BYTES = SLOT_A + (PB ? BN * PROW : 0);
+    constexpr int VALUES = ROW_BYTES / OB;      // values of K a K tile
     const int M = (int)p.m, N = (int)p.n;
     const long long K = p.k;
-    const long long lda = PA ? p.lda / 2 : p.lda, ldb = PB ? p.ldb / 2 : p.ldb; // bytes
+    const long long lda = PA ? p.lda / 2 : p.lda * OB, ldb = PB ? p.ldb / 2 : p.ldb * OB; // bytes
     const int ld_row = tid >> 3, ld_chunk = tid & 7;
     const u32 ld_off = ld_row * ROW_BYTES + ((ld_chunk ^ (ld_row & 7)) << 4);
-    const int pk_row = tid >> 2, pk_chunk = tid & 3;
-    const u32 pk_off = pk_row * 64 + pk_chunk * 16, ex_off = ld_row * 64 + ld_chunk * 8;
-    // this thread's first row and chunk of each operand, and its K tile's byte offset there
+    const int pk_row = tid / CPR, pk_chunk = tid % CPR;
+    const u32 pk_off = pk_row * PROW + pk_chunk * 16;
+    // this thread's first row and chunk of each operand
     const int a_row = PA ? pk_row : ld_row, b_row = PB ? pk_row : ld_row;
     const int a_col = PA ? pk_chunk * 16 : ld_chunk * 16, b_col = PB ? pk_chunk * 16 : ld_chunk * 16;
-    const long long a_pass = (PA ? 32 : LD_ROWS) * lda, b_pass = (PB ? 32 : LD_ROWS) * ldb;
+    const long long a_pass = (PA ? 32 * OB : LD_ROWS) * lda, b_pass = (PB ? 32 * OB : LD_ROWS) * ldb;
     // Expands stage st's slot into its tiles, then hands the stage over.
     auto finish = [&](int st, int slot, int kt, int m0, int n0) {
         warpgroup_sync(15); // every copy of this stage has landed (each thread waited its own)
-        const u32 src = slots + slot * SLOT_BYTES + ex_off, dst = ring + st * STAGE_BYTES + ld_off;
+        const u32 src = slots + slot * SLOT_BYTES, dst = ring + st * STAGE_BYTES;
         if (PA)
-            expand_rows<BM, Conv>(dst, src);
+            conv.template run<BM>(dst, src, tid);
         if (PB)
-            expand_rows<BN, Conv>(dst + A_BYTES, src + SLOT_A);
+            conv.template run<BN>(dst + A_BYTES, src + SLOT_A, tid);
         side(st, m0, n0, kt, tid);
         fence_proxy_async(); // the consumers' wgmma read these stores through the async proxy
         mbar_arrive(full0 + 8 * st);
@@ -316,18 +320,19 @@ __device__ __forceinline__ void produce_packed(const qjit_params &p, const tile_
         for (int kt = 0; kt < w.k_tiles; ++kt, ++n) {
             if (n >= STAGES)
                 mbar_wait(empty0 + 8 * s, phase ^ 1);
-            const long long k = (long long)kt * ROW_BYTES; // values of K at this K tile
+            const long long k = (long long)kt * VALUES; // values of K at this K tile
             const u32 tile = ring + s * STAGE_BYTES + ld_off, slot = slots + (n & 1) * SLOT_BYTES + pk_off;
-            // a chunk is all in or all out: 16 plain values, or 32 packed ones
-            const bool pk_ok = k + pk_chunk * 32 < K, ld_ok = k + ld_chunk * 16 < K;
-            issue_rows<BM, PA>(PA ? slot : tile, a_src + (PA ? k / 2 : k), a_pass, a_rows, PA ? pk_ok : ld_ok);
-            issue_rows<BN, PB>(PB ? slot + SLOT_A : tile + A_BYTES, b_src + (PB ? k / 2 : k), b_pass, b_rows,
-                               PB ? pk_ok : ld_ok);
+            // a chunk is all in or all out: 16/OB plain values, or 32 packed ones
+            const bool pk_ok = k + pk_chunk * 32 < K, ld_ok = k + ld_chunk * (16 / OB) < K;
+            issue_rows<BM, PA, OB>(PA ? slot : tile, a_src + (PA ? k / 2 : k * OB), a_pass, a_rows, PA ? pk_ok : ld_ok);
+            issue_rows<BN, PB, OB>(PB ? slot + SLOT_A : tile + A_BYTES, b_src + (PB ? k / 2 : k * OB), b_pass, b_rows,
+                                   PB ? pk_ok : ld_ok);
             qc::cp_async_commit();
             if (n > 0) {
                 qc::cp_async_wait<1>(); // this thread's copies of the stage before have landed
                 finish(prev_s, (n - 1) & 1, prev_kt, prev_m0, prev_n0);
             }
+            conv.prepare(m0, n0, kt);
             prev_s = s, prev_kt = kt, prev_m0 = m0, prev_n0 = n0;
             if (++s == STAGES) {
                 s = 0;

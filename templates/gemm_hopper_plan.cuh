@@ -28,18 +28,19 @@
 %   return np, smem
 % end
 % --
-% -- hopper_tile_plan(name, acc_sets[, side[, fixed]]): the checks of a consumer layout that the quantized
-% -- wgmma families (gemm_wgmma_q.cuh: 128-byte ring rows of one-byte values, BK = 128) share,
-% -- and the launch fields it gives: sm_90a; WM×WN = 1..4 consumer warpgroups, each owning a
-% -- (BM/WM)×(BN/WN) tile, BM/WM a multiple of 64 and BN/WN a multiple of 16 up to 256;
-% -- STAGES 2..8; acc_sets register arrays of that tile (a total, and a part where K tiles
-% -- are promoted) beside ~40 others; side bytes per stage beside its tiles (scales that
-% -- travel with their K tile) and fixed bytes once (staging slots), 0 for none; producer: its
-% -- registers after setmaxnreg when it needs more than hopper_regs gives.  Returns the plan's
-% -- table, which the family extends.
-% function hopper_tile_plan(name, acc_sets, side, fixed, producer)
+% -- hopper_tile_plan{name=, acc=, side=, fixed=, producer=, es=}: the checks of a consumer
+% -- layout that the quantized wgmma families (gemm_wgmma_q.cuh: one 128-byte ring row a K
+% -- tile, BK = 128/es values of es bytes) share, and the launch fields it gives: sm_90a; WM×WN
+% -- = 1..4 consumer warpgroups, each owning a (BM/WM)×(BN/WN) tile, BM/WM a multiple of 64 and
+% -- BN/WN a multiple of 16 up to 256; STAGES 2..8; acc register arrays of that tile (a total,
+% -- and a part where K blocks are promoted) beside ~40 others; side bytes per stage beside its
+% -- tiles (scales that travel with their K tile) and fixed bytes once (staging slots), 0 for
+% -- none; producer: its registers after setmaxnreg when it needs more than hopper_regs gives.
+% -- Returns the plan's table, which the family extends.
+% function hopper_tile_plan(o)
+%   local name, es = o.name, o.es or 1
 %   if ARCH ~= 90 then unsupported(string.format("%s: needs sm_90a (wgmma, setmaxnreg) (arch=sm_%d)", name, ARCH)) end
-%   if BK ~= 128 then unsupported(string.format("%s: BK must be 128 (tile=%dx%dx%d)", name, BM, BN, BK)) end
+%   if BK * es ~= 128 then unsupported(string.format("%s: BK must be %d (tile=%dx%dx%d)", name, 128 // es, BM, BN, BK)) end
 %   if not (WM >= 1 and WN >= 1 and WM * WN <= 4) then unsupported(name .. ": WM*WN must be 1..4 consumer warpgroups") end
 %   if BM % (64 * WM) ~= 0 then unsupported(string.format("%s: BM/WM must be a multiple of 64 (tile=%dx%d warps=%dx%d)", name, BM, BN, WM, WN)) end
 %   local WGN = BN // WN
@@ -47,12 +48,12 @@
 %   if STAGES < 2 or STAGES > 8 then unsupported(name .. ": STAGES must be 2..8") end
 %   if SPLIT_K ~= 1 then unsupported(name .. ": SPLIT_K must be 1") end
 %   local NC = WM * WN
-%   local THREADS, PRODUCER_REGS, CONSUMER_REGS, REG_BUDGET = hopper_regs(NC, producer)
+%   local THREADS, PRODUCER_REGS, CONSUMER_REGS, REG_BUDGET = hopper_regs(NC, o.producer)
 %   local MI = BM // WM // 64
-%   if MI * (WGN // 2) * acc_sets + 40 > REG_BUDGET then
-%     unsupported(string.format("%s: a consumer tile of %dx%d needs %d accumulator registers%s, more than fit in %d", name, BM // WM, WGN, MI * (WGN // 2) * acc_sets, acc_sets > 1 and " (part and total)" or "", REG_BUDGET - 40))
+%   if MI * (WGN // 2) * o.acc + 40 > REG_BUDGET then
+%     unsupported(string.format("%s: a consumer tile of %dx%d needs %d accumulator registers%s, more than fit in %d", name, BM // WM, WGN, MI * (WGN // 2) * o.acc, o.acc > 1 and " (part and total)" or "", REG_BUDGET - 40))
 %   end
-%   local NP, SMEM = hopper_staging(name, STAGES * ((BM + BN) * BK + (side or 0)) + (fixed or 0) + 2048, WGN)
+%   local NP, SMEM = hopper_staging(name, STAGES * ((BM + BN) * 128 + (o.side or 0)) + (o.fixed or 0) + 2048, WGN)
 %   return {threads = THREADS, smem = SMEM, persistent = 1, NC = NC, WGN = WGN, NP = NP,
 %           PRODUCER_REGS = PRODUCER_REGS, CONSUMER_REGS = CONSUMER_REGS}
 % end

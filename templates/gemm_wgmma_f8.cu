@@ -42,7 +42,7 @@
 %       unsupported(string.format("gemm_wgmma_f8 takes a=e4m3|e5m2 b=e4m3 with sa=tensor|row|block sb=tensor|col|block (got a=%s b=%s sa=%s sb=%s)", A, B, SA, SB))
 %     end
 %     if not one_of(OUT, "f16", "bf16", "f32") then unsupported("gemm_wgmma_f8: out must be f16, bf16 or f32") end
-%     local plan = hopper_tile_plan("gemm_wgmma_f8", 2) -- part and total accumulators
+%     local plan = hopper_tile_plan{name = "gemm_wgmma_f8", acc = 2} -- part and total accumulators
 %     if SB == "block" and 128 % plan.WGN ~= 0 then unsupported(string.format("gemm_wgmma_f8: sb=block needs consumer tiles whose width divides 128 (BN/WN=%d)", plan.WGN)) end
 %     -- 16-byte cp.async chunks of 16 fp8 values along K, wholly inside or outside K, so K and
 %     -- the leading dimensions are multiples of 16

@@ -50,8 +50,8 @@
 %     if FP4 and BM % 32 + BN % 32 ~= 0 then unsupported(string.format("gemm_wgmma_mx: e2m1 needs BM and BN multiples of 32 (tile=%dx%dx%d)", BM, BN, BK)) end
 %     -- part and total accumulators; 16 bytes of f32 scales per tile row per stage; e2m1: two
 %     -- staging slots of both operands' packed rows, and a producer of 56 registers
-%     local plan = hopper_tile_plan("gemm_wgmma_mx", 2, (BM + BN) * 16, FP4 and 2 * (BM + BN) * 64 or 0,
-%                                   FP4 and WM * WN <= 2 and 56 or nil)
+%     local plan = hopper_tile_plan{name = "gemm_wgmma_mx", acc = 2, side = (BM + BN) * 16,
+%                                   fixed = FP4 and 2 * (BM + BN) * 64 or 0, producer = FP4 and WM * WN <= 2 and 56 or nil}
 %     -- K a multiple of 32 (one e8m0 scale per 32, and whole 16-byte chunks of e2m1); leading
 %     -- dimensions of whole 16-byte chunks
 %     plan.k_multiple, plan.ld_multiple, plan.align = 32, FP4 and 32 or 16, 16

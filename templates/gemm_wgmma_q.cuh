@@ -20,6 +20,9 @@
 //            tot = fma((float)part, s, tot), part an exact int32 sum (group_side)
 //   PACKED_A, PACKED_B  A or B is 4-bit (s4, e2m1), expanded to one byte a value (s8, e4m3)
 //            into the stage's tile by the producer (produce_packed in gemm_hopper.cuh, nib)
+//   ES       bytes of a value in the tiles: 1 (above), or 2 for the weight-only pairs:
+//   WQ       A f16/bf16, B s4/u4 packed, dequantized by the producer into A's type (wq_conv);
+//            wgmma m64nNk16, one f32 accumulator over all of K
 // tensor/row/col scales and bias come last, each step rounded alone:
 // D = cast_out(((tot·sa)·sb) + bias), tot converted to f32 first when it is s32.
 // Launch needs, from the plan (docs/TEMPLATES.md):
@@ -60,7 +63,8 @@ constexpr int SA_BYTES = 0;          // a stage's group scales: f32 B [G_TILE][B
 % end
 constexpr int SC_BYTES = SA_BYTES + G_TILE * BN * 4;
 constexpr int SIDE_BYTES = STAGES * SC_BYTES; // after the ring's tiles, before its mbarriers
-constexpr int SLOT_BYTES = 2 * ($(PACKED_A and "BM * 64" or "0") + $(PACKED_B and "BN * 64" or "0")); // packed operands' two staging slots, after that
+constexpr int ES = $(ES or 1);              // bytes of a value in the tiles (A's, and B's as expanded)
+constexpr int SLOT_BYTES = 2 * ($(PACKED_A and "BM" or "0") + $(PACKED_B and "BN" or "0")) * 64 / ES; // packed operands' two staging slots, after that
 constexpr int NP = $(NP), SEG = WGN / NP;   // output staging: NP passes of SEG columns
 constexpr int EPI_PITCH = WN * SEG * (int)sizeof(out_t) + 16;
 static_assert(RING_BYTES + SIDE_BYTES + SLOT_BYTES + 2048 + BM * EPI_PITCH <= 227 * 1024, "gemm_wgmma_q: tile and stages need more shared memory than an SM has");
@@ -68,16 +72,18 @@ static_assert(RING_BYTES + SIDE_BYTES + SLOT_BYTES + 2048 + BM * EPI_PITCH <= 22
 % local ACC_T, ACC_C = ACC_INT and "int" or "float", ACC_INT and "+r" or "+f"
 typedef $(ACC_T) acc_t;
 
-// d (64×$(WGN) $(ACC_T), this thread's $(WGN // 2)) = A(64×32)·B($(WGN)×32)ᵀ + (add ? d : 0).
+% local KS = 32 // (ES or 1) -- values of K in one wgmma: 32 bytes of each row
+% -- trailing immediates: none for integers; operand scales (fp8); and no transposes (16-bit)
+% local TAIL = ACC_INT and "" or (ES == 2 and ", 1, 1, 0, 0" or ", 1, 1")
+// d (64×$(WGN) $(ACC_T), this thread's $(WGN // 2)) = A(64×$(KS))·B($(WGN)×$(KS))ᵀ + (add ? d : 0).
 __device__ __forceinline__ void wgmma(acc_t (&d)[WGN / 2], u64 a, u64 b, int add)
 {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %$(WGN // 2 + 2), 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n$(WGN)k32.$(MMA) {"
+                 "wgmma.mma_async.sync.aligned.m64n$(WGN)k$(KS).$(MMA) {"
 % for i = 0, WGN // 2 - 1 do
                  "%$(i)$(i + 1 < WGN // 2 and "," or "")"
 % end
-% -- integer wgmma has no operand negation: its last operand is scale-d
-                 "}, %$(WGN // 2), %$(WGN // 2 + 1), p$(ACC_INT and "" or ", 1, 1");\n}\n"
+                 "}, %$(WGN // 2), %$(WGN // 2 + 1), p$(TAIL);\n}\n"
                  :
 % for i = 0, WGN // 2 - 1 do
                  "$(ACC_C)"(d[$(i)])$(i + 1 < WGN // 2 and "," or "")
@@ -109,6 +115,108 @@ struct nib {
 typedef qh::nibble_expand<nib> expand4;
 % end
 
+% if SB == "group" then
+%   if GS == "f32" then
+typedef float gs_t;
+__device__ __forceinline__ float gs_f32(float s) { return s; }
+%   elseif GS == "f16" then
+typedef unsigned short gs_t;
+__device__ __forceinline__ float gs_f32(unsigned short s)
+{
+    float f;
+    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(s));
+    return f;
+}
+%   else
+typedef unsigned short gs_t;
+__device__ __forceinline__ float gs_f32(unsigned short s) { return __uint_as_float((u32)s << 16); }
+%   end
+% end
+
+% if WQ then
+// The weight-only pairs' conversion (produce_packed, OB = 2): a K tile of B, 64 packed 4-bit
+// values a row (32 bytes of the slot), to B̂ in A's type, K order, in the swizzle layout.
+// col: B̂ = q, exactly (the scale comes in the epilogue).  group: B̂ = (q − z)·s computed in
+// f32 and rounded once to $(A).  Thread t dequantizes whole rows, t + 128i, so that it needs
+// only their few scales (and zeros), which prepare() loads a stage ahead.
+struct wq_conv {
+    static constexpr int ROWS = (BN + 127) / 128; // rows a thread dequantizes
+    static constexpr int G = $(SB == "group" and 64 // math.min(GROUP, 64) or 1); // groups a K tile
+%   if SB == "group" then
+    const gs_t *__restrict__ sg;
+%     if ZEROS then
+    const gs_t *__restrict__ zg;
+    float z[ROWS][G];
+%     end
+    int N, NG; // NG: groups a row of K
+    float s[ROWS][G];
+    __device__ __forceinline__ void prepare(int, int n0, int kt)
+    {
+        const int t = threadIdx.x & 127;
+#pragma unroll
+        for (int i = 0; i < ROWS; ++i)
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+                const int n = n0 + t + 128 * i, grp = (kt * 64 + g * (64 / G)) / $(GROUP);
+                const bool in = n < N && grp < NG;
+                const long long at = (long long)n * NG + grp;
+                s[i][g] = in ? gs_f32(sg[at]) : 0.f;
+%     if ZEROS then
+                z[i][g] = in ? gs_f32(zg[at]) : 0.f;
+%     end
+            }
+    }
+%   else
+    __device__ __forceinline__ void prepare(int, int, int) {}
+%   end
+    // 8 values (one 16-byte output chunk) from the packed word w, with row i's group g.
+    __device__ __forceinline__ uint4 chunk(u32 w, int i, int g) const
+    {
+        u32 out[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            float v[2];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int q = (int)((w >> (8 * j + 4 * e)) & 15u);
+%   if B == "s4" then
+                v[e] = (float)((q ^ 8) - 8);
+%   else
+                v[e] = (float)q;
+%   end
+%   if SB == "group" then
+%     if ZEROS then
+                v[e] = __fmul_rn(__fsub_rn(v[e], z[i][g]), s[i][g]);
+%     else
+                v[e] = __fmul_rn(v[e], s[i][g]);
+%     end
+%   end
+            }
+            asm("cvt.rn.$(A)x2.f32 %0, %1, %2;\n" : "=r"(out[j]) : "f"(v[1]), "f"(v[0]));
+        }
+        return make_uint4(out[0], out[1], out[2], out[3]);
+    }
+    template <int R> __device__ __forceinline__ void run(u32 tile, u32 slot, int t) const
+    {
+#pragma unroll
+        for (int i = 0; i < ROWS; ++i) {
+            const int row = t + 128 * i;
+            if (row < R) {
+                u32 w[8];
+                asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "r"(slot + row * 32));
+                asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(w[4]), "=r"(w[5]), "=r"(w[6]), "=r"(w[7]) : "r"(slot + row * 32 + 16));
+#pragma unroll
+                for (int c = 0; c < 8; ++c) {
+                    const uint4 v = chunk(w[c], i, c * G / 8);
+                    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n"
+                                 :: "r"(tile + row * qh::ROW_BYTES + ((c ^ (row & 7)) << 4)), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+                }
+            }
+        }
+    }
+};
+% end
+
 % if FINE then
 __device__ __forceinline__ float4 lds128(u32 addr)
 {
@@ -129,22 +237,6 @@ __device__ __forceinline__ void sts32(u32 addr, float x)
 % end
 
 % if GROUPED then
-%   if GS == "f32" then
-typedef float gs_t;
-__device__ __forceinline__ float gs_f32(float s) { return s; }
-%   elseif GS == "f16" then
-typedef unsigned short gs_t;
-__device__ __forceinline__ float gs_f32(unsigned short s)
-{
-    float f;
-    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(s));
-    return f;
-}
-%   else
-typedef unsigned short gs_t;
-__device__ __forceinline__ float gs_f32(unsigned short s) { return __uint_as_float((u32)s << 16); }
-%   end
-
 // The producer's side data: the group scales of the stage's K tile for the tile's BN
 // columns, as f32 [G_TILE][BN] (group kt·G_TILE + g, or kt/2 for groups of 256); columns
 // past N and groups past K get 0 (their sums are zeros or never stored).
@@ -222,7 +314,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     const int M = (int)p.m, N = (int)p.n;
     const int tid = threadIdx.x;
 
-    const qh::tile_walk<BM, BN, 1> w(p);
+    const qh::tile_walk<BM, BN, ES> w(p);
     const int first = w.first, tiles = w.tiles, stride = w.stride, KT = w.k_tiles;
 
     // The ring (gemm_hopper.cuh) runs on across a CTA's tiles.
@@ -246,11 +338,24 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 % else
         const qh::no_side side{};
 % end
+% if WQ then
+%   if SB == "group" then
+        wq_conv conv = {static_cast<const gs_t *>(p.scale_b),
+%     if ZEROS then
+                        static_cast<const gs_t *>(p.zeros_b), {},
+%     end
+                        N, (int)(p.k / $(GROUP)), {}};
+%   else
+        wq_conv conv;
+%   end
+% elseif PACKED_A or PACKED_B then
+        expand4 conv;
+% end
 % if PACKED_A or PACKED_B then
-        qh::produce_packed<BM, BN, STAGES, $(PACKED_A and "true" or "false"), $(PACKED_B and "true" or "false"), expand4>(
-            p, w, ring, full0, empty0, sc0 + SIDE_BYTES, tid, side);
+        qh::produce_packed<BM, BN, STAGES, $(PACKED_A and "true" or "false"), $(PACKED_B and "true" or "false"), ES>(
+            p, w, ring, full0, empty0, sc0 + SIDE_BYTES, tid, conv, side);
 % else
-        qh::produce<BM, BN, STAGES, 1>(p, w, ring, full0, empty0, tid, side);
+        qh::produce<BM, BN, STAGES, ES>(p, w, ring, full0, empty0, tid, side);
 % end
     } else {
         // Consumer warpgroup c: rows wg_m*WGM .. +WGM, columns wg_n*WGN .. +WGN of the tile.

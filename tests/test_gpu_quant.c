@@ -95,9 +95,11 @@ static void test_cluster_split(qjit_context *ctx)
         buf_free(all[i]);
 }
 
-/* Configurations, appended to each descriptor that contains `only` (NULL: every one).  The
+/* Configurations, appended to each descriptor that contains one of `only`'s '|'-separated
+ * parts (NULL: every one).  The
  * required ones must be supported; the others run where the kernel supports them and are
  * reported where not.  The kernels named by name are those `auto` does not choose yet. */
+#define W4A16 "a=f16 b=s4|a=f16 b=u4|a=bf16 b=s4|a=bf16 b=u4"
 static const struct {
     const char *fields, *only;
     bool required;
@@ -113,13 +115,16 @@ static const struct {
     {" kernel=wgmma_mx", "sa=mx sb=mx", true}, /* MXFP8 and MXFP4 */
     {" kernel=wgmma_mx tile=64x128x128 warps=1x1 stages=6", "sa=mx sb=mx", true},
     {" kernel=wgmma_mx tile=128x64x128 warps=2x1 stages=6", "sa=mx sb=mx", true},
+    {" kernel=wgmma_wq", W4A16, true},
+    {" kernel=wgmma_wq tile=64x128x64 warps=1x1 stages=6", W4A16, true},
+    {" kernel=wgmma_wq tile=128x128x64 warps=2x1 stages=5", W4A16, true},
 };
 #define NCONFIGS (int)(sizeof configs / sizeof configs[0])
 
 /* Descriptor i with configuration c in text; false when c does not apply to it. */
 static bool config_text(int i, int c, char *text, size_t cap)
 {
-    if (configs[c].only && !strstr(descs[i], configs[c].only))
+    if (configs[c].only && !matches_any(descs[i], configs[c].only))
         return false;
     snprintf(text, cap, "%s%s", descs[i], configs[c].fields);
     return true;
@@ -308,7 +313,8 @@ int main(int argc, char **argv)
                 {333, 520, unit * 9}, {1000, 264, unit * 11}, {4097, 136, unit * 5}};
             const bool hopper = info.desc.kernel == QJIT_KERNEL_WGMMA_I8 ||
                                 info.desc.kernel == QJIT_KERNEL_WGMMA_F8 ||
-                                info.desc.kernel == QJIT_KERNEL_WGMMA_MX;
+                                info.desc.kernel == QJIT_KERNEL_WGMMA_MX ||
+                                info.desc.kernel == QJIT_KERNEL_WGMMA_WQ;
             const int nshapes = hopper ? 6 : 4;
             double worst = 0;
             long worst_bits = 0;

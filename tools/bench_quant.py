@@ -123,9 +123,16 @@ def main():
             fp()
         except Exception as e:  # noqa: BLE001 — report any peer failure and go on
             fp, perr = None, str(e).splitlines()[0][:80]
-        ts = time_pair([f for f in (fq, fp) if f], o.warmup, o.reps)
+        # the weight-only wgmma kernel by name (auto keeps mma_wq until it is measured)
+        try:
+            gwq = q.get("gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 kernel=wgmma_wq")
+            fwq = lambda: q.launch(gwq, args)
+        except RuntimeError as e:
+            fwq, wqerr = None, str(e).splitlines()[0][:80]
+        ts = time_pair([f for f in (fq, fwq, fp) if f], o.warmup, o.reps)
         it = iter(ts)
         row("qjit W4A16 bf16 x s4 g128", (m, n, k), next(it) if fq else None, nbytes, "" if fq else err)
+        row("qjit W4A16 kernel=wgmma_wq", (m, n, k), next(it) if fwq else None, nbytes, "" if fwq else wqerr)
         row("torch._weight_int4pack_mm g128", (m, n, k), next(it) if fp else None, nbytes, "" if fp else perr)
 
         # W8A8: qjit s8 x s8 row/col -> bf16 vs torch._int_mm (int32 out)
