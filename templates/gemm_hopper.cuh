@@ -214,18 +214,14 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
     asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
-// Issues one operand's copies of one K tile.  Plain: ROWS rows of one 128-byte ring row
-// each into the swizzled tile (dst: the thread's offset in it), 16-byte chunk t%8 of rows
-// t/8 + 16i, as produce does.  PACKED (4-bit, two values a byte along K, expanded to OB bytes
-// a value): ROWS rows of 64/OB bytes into a staging slot of [ROWS][64/OB] bytes (dst: slot +
-// (64/OB)·(t/CPR) + 16·(t%CPR), CPR = 4/OB chunks a row), chunk t%CPR of rows
-// t/CPR + (128/CPR)i.  src: the thread's first row and chunk at this K tile; pass: bytes
-// between its rows; rows: the operand's rows left from the thread's first; ok: its chunk is
-// inside K.
-template <int ROWS, bool PACKED, int OB = 1>
+// Issues one operand's copies of one K tile: ROWS rows, PASS_ROWS of them a pass of the 128
+// producer threads, one 16-byte chunk a thread, into rows PITCH bytes apart from dst (the
+// thread's first destination).  src: the thread's first row and chunk at this K tile; pass:
+// bytes between its rows; rows: the operand's rows left from the thread's first; ok: its
+// chunk is inside K.
+template <int ROWS, int PASS_ROWS, int PITCH>
 __device__ __forceinline__ void issue_rows(u32 dst, const char *src, long long pass, int rows, bool ok)
 {
-    constexpr int PASS_ROWS = PACKED ? 32 * OB : LD_ROWS, PITCH = PACKED ? 64 / OB : ROW_BYTES;
 #pragma unroll
     for (int i = 0; i < ROWS / PASS_ROWS; ++i) {
         qc::cp_async16(dst + i * PASS_ROWS * PITCH, src, ok && i * PASS_ROWS < rows ? 16 : 0);
@@ -263,9 +259,12 @@ template <class Nib> struct nibble_expand {
     }
 };
 
-// The producer for operands stored 4-bit (PA: A, PB: B) that the consumers read as OB bytes a
-// value: each K tile's plain operand is copied as produce does; a packed one's rows go into
-// one of two staging slots with cp.async and, one stage behind, once every producer thread's
+// The producer for operands stored in IB bits a value (PA: A, PB: B; 4-bit ones two a byte
+// along K, DESIGN §2) that the consumers read as OB bytes a value: a K tile is 128/OB values.
+// Each K tile's plain operand is copied as produce does (16-byte chunk t%8 of rows t/8 + 16i
+// into the swizzled tile); a packed one's rows (PROW = 16·IB/OB bytes, chunk t%CPR of rows
+// t/CPR + (128/CPR)i, CPR = PROW/16) go into one of two staging slots with cp.async and, one
+// stage behind, once every producer thread's
 // copies of that stage have landed, are expanded into the stage's tile by
 // conv.run<ROWS>(tile, slot, t) (nibble_expand shows the contract); then side() and one plain
 // arrival a thread on full[s] (make_ring<..., 128>).  A conversion with state (per-row
@@ -273,20 +272,20 @@ template <class Nib> struct nibble_expand {
 // before it is expanded, so its loads have a stage to land.
 // Named barrier 15 orders the producer threads: a slot is expanded after all its copies
 // have landed, and refilled after all its expansions are done.  A slot holds A's packed rows
-// ([BM][64/OB] bytes, if PA) then B's ([BN][64/OB], if PB); two of them start at `slots`.  K
-// and the packed operands' leading dimensions are multiples of 32 values (whole chunks).
-template <int BM, int BN, int STAGES, bool PA, bool PB, int OB, class Conv, class Side = no_side>
+// ([BM][PROW] bytes, if PA) then B's ([BN][PROW], if PB); two of them start at `slots`.  K and
+// the packed operands' leading dimensions are multiples of 128/IB values (whole chunks).
+template <int BM, int BN, int STAGES, bool PA, bool PB, int OB, int IB, class Conv, class Side = no_side>
 __device__ __forceinline__ void produce_packed(const qjit_params &p, const tile_walk<BM, BN, OB> &w, u32 ring,
                                                u32 full0, u32 empty0, u32 slots, int tid, Conv &conv,
                                                const Side &side = Side())
 {
     constexpr int A_BYTES = BM * ROW_BYTES, STAGE_BYTES = (BM + BN) * ROW_BYTES;
-    constexpr int PROW = 64 / OB, CPR = 4 / OB; // packed row bytes, chunks
+    constexpr int PROW = 16 * IB / OB, CPR = PROW / 16, PK_ROWS = 128 / CPR; // packed rows: bytes, chunks; a pass
     constexpr int SLOT_A = PA ? BM * PROW : 0, SLOT_BYTES = SLOT_A + (PB ? BN * PROW : 0);
     constexpr int VALUES = ROW_BYTES / OB;      // values of K a K tile
     const int M = (int)p.m, N = (int)p.n;
     const long long K = p.k;
-    const long long lda = PA ? p.lda / 2 : p.lda * OB, ldb = PB ? p.ldb / 2 : p.ldb * OB; // bytes
+    const long long lda = PA ? p.lda * IB / 8 : p.lda * OB, ldb = PB ? p.ldb * IB / 8 : p.ldb * OB; // bytes
     const int ld_row = tid >> 3, ld_chunk = tid & 7;
     const u32 ld_off = ld_row * ROW_BYTES + ((ld_chunk ^ (ld_row & 7)) << 4);
     const int pk_row = tid / CPR, pk_chunk = tid % CPR;
@@ -294,7 +293,7 @@ __device__ __forceinline__ void produce_packed(const qjit_params &p, const tile_
     // this thread's first row and chunk of each operand
     const int a_row = PA ? pk_row : ld_row, b_row = PB ? pk_row : ld_row;
     const int a_col = PA ? pk_chunk * 16 : ld_chunk * 16, b_col = PB ? pk_chunk * 16 : ld_chunk * 16;
-    const long long a_pass = (PA ? 32 * OB : LD_ROWS) * lda, b_pass = (PB ? 32 * OB : LD_ROWS) * ldb;
+    const long long a_pass = (PA ? PK_ROWS : LD_ROWS) * lda, b_pass = (PB ? PK_ROWS : LD_ROWS) * ldb;
     // Expands stage st's slot into its tiles, then hands the stage over.
     auto finish = [&](int st, int slot, int kt, int m0, int n0) {
         warpgroup_sync(15); // every copy of this stage has landed (each thread waited its own)
@@ -322,11 +321,13 @@ __device__ __forceinline__ void produce_packed(const qjit_params &p, const tile_
                 mbar_wait(empty0 + 8 * s, phase ^ 1);
             const long long k = (long long)kt * VALUES; // values of K at this K tile
             const u32 tile = ring + s * STAGE_BYTES + ld_off, slot = slots + (n & 1) * SLOT_BYTES + pk_off;
-            // a chunk is all in or all out: 16/OB plain values, or 32 packed ones
-            const bool pk_ok = k + pk_chunk * 32 < K, ld_ok = k + ld_chunk * (16 / OB) < K;
-            issue_rows<BM, PA, OB>(PA ? slot : tile, a_src + (PA ? k / 2 : k * OB), a_pass, a_rows, PA ? pk_ok : ld_ok);
-            issue_rows<BN, PB, OB>(PB ? slot + SLOT_A : tile + A_BYTES, b_src + (PB ? k / 2 : k * OB), b_pass, b_rows,
-                                   PB ? pk_ok : ld_ok);
+            // a chunk is all in or all out: 16/OB plain values, or 128/IB packed ones
+            const bool pk_ok = k + pk_chunk * (128 / IB) < K, ld_ok = k + ld_chunk * (16 / OB) < K;
+            const long long k_pk = k * IB / 8, k_ld = k * OB; // bytes into a row
+            issue_rows<BM, PA ? PK_ROWS : LD_ROWS, PA ? PROW : ROW_BYTES>(
+                PA ? slot : tile, a_src + (PA ? k_pk : k_ld), a_pass, a_rows, PA ? pk_ok : ld_ok);
+            issue_rows<BN, PB ? PK_ROWS : LD_ROWS, PB ? PROW : ROW_BYTES>(
+                PB ? slot + SLOT_A : tile + A_BYTES, b_src + (PB ? k_pk : k_ld), b_pass, b_rows, PB ? pk_ok : ld_ok);
             qc::cp_async_commit();
             if (n > 0) {
                 qc::cp_async_wait<1>(); // this thread's copies of the stage before have landed

@@ -21,8 +21,8 @@
 //   PACKED_A, PACKED_B  A or B is 4-bit (s4, e2m1), expanded to one byte a value (s8, e4m3)
 //            into the stage's tile by the producer (produce_packed in gemm_hopper.cuh, nib)
 //   ES       bytes of a value in the tiles: 1 (above), or 2 for the weight-only pairs:
-//   WQ       A f16/bf16, B s4/u4 packed, dequantized by the producer into A's type (wq_conv);
-//            wgmma m64nNk16, one f32 accumulator over all of K
+//   WQ       A f16/bf16, B s4/u4/s8/e2m1 in IB bits, dequantized by the producer into A's
+//            type (wq_conv); wgmma m64nNk16, one f32 accumulator over all of K
 // tensor/row/col scales and bias come last, each step rounded alone:
 // D = cast_out(((tot·sa)·sb) + bias), tot converted to f32 first when it is s32.
 // Launch needs, from the plan (docs/TEMPLATES.md):
@@ -64,7 +64,8 @@ constexpr int SA_BYTES = 0;          // a stage's group scales: f32 B [G_TILE][B
 constexpr int SC_BYTES = SA_BYTES + G_TILE * BN * 4;
 constexpr int SIDE_BYTES = STAGES * SC_BYTES; // after the ring's tiles, before its mbarriers
 constexpr int ES = $(ES or 1);              // bytes of a value in the tiles (A's, and B's as expanded)
-constexpr int SLOT_BYTES = 2 * ($(PACKED_A and "BM" or "0") + $(PACKED_B and "BN" or "0")) * 64 / ES; // packed operands' two staging slots, after that
+constexpr int IB = $(IB or 4);              // bits of a packed operand's stored values
+constexpr int SLOT_BYTES = 2 * ($(PACKED_A and "BM" or "0") + $(PACKED_B and "BN" or "0")) * 16 * IB / ES; // packed operands' two staging slots, after that
 constexpr int NP = $(NP), SEG = WGN / NP;   // output staging: NP passes of SEG columns
 constexpr int EPI_PITCH = WN * SEG * (int)sizeof(out_t) + 16;
 static_assert(RING_BYTES + SIDE_BYTES + SLOT_BYTES + 2048 + BM * EPI_PITCH <= 227 * 1024, "gemm_wgmma_q: tile and stages need more shared memory than an SM has");
@@ -134,16 +135,24 @@ __device__ __forceinline__ float gs_f32(unsigned short s) { return __uint_as_flo
 % end
 
 % if WQ then
-// The weight-only pairs' conversion (produce_packed, OB = 2): a K tile of B, 64 packed 4-bit
-// values a row (32 bytes of the slot), to B̂ in A's type, K order, in the swizzle layout.
-// col: B̂ = q, exactly (the scale comes in the epilogue).  group: B̂ = (q − z)·s computed in
-// f32 and rounded once to $(A).  Thread t dequantizes whole rows, t + 128i, so that it needs
-// only their few scales (and zeros), which prepare() loads a stage ahead.
+%   local SCALED = SB == "group" or SB == "mx" -- B̂ carries its scale; col/tensor: the epilogue does
+%   local GSZ = SB == "mx" and 32 or SB == "group" and GROUP or 64
+// The weight-only pairs' conversion (produce_packed, OB = 2): a K tile of B, 64 values a row
+// ($(16 * (IB or 4) // 2) bytes of the slot), to B̂ in A's type, K order, in the swizzle layout.
+// col/tensor: B̂ = q, exactly (the scale comes in the epilogue).  group: B̂ = (q − z)·s
+// computed in f32 and rounded once to $(A).  mx: B̂ = q·2^(e−127), exact where $(A) holds
+// it.  Thread t dequantizes whole rows, t + 128i, so that it needs only their few scales (and
+// zeros), which prepare() loads a stage ahead.
 struct wq_conv {
     static constexpr int ROWS = (BN + 127) / 128; // rows a thread dequantizes
-    static constexpr int G = $(SB == "group" and 64 // math.min(GROUP, 64) or 1); // groups a K tile
-%   if SB == "group" then
+    static constexpr int G = $(64 // math.min(GSZ, 64)); // scale groups a K tile
+    static constexpr int PROW = 16 * IB / 2;      // packed bytes a row
+%   if SCALED then
+%     if SB == "mx" then
+    const unsigned char *__restrict__ sg;
+%     else
     const gs_t *__restrict__ sg;
+%     end
 %     if ZEROS then
     const gs_t *__restrict__ zg;
     float z[ROWS][G];
@@ -157,10 +166,16 @@ struct wq_conv {
         for (int i = 0; i < ROWS; ++i)
 #pragma unroll
             for (int g = 0; g < G; ++g) {
-                const int n = n0 + t + 128 * i, grp = (kt * 64 + g * (64 / G)) / $(GROUP);
+                const int n = n0 + t + 128 * i, grp = (kt * 64 + g * (64 / G)) / $(GSZ);
                 const bool in = n < N && grp < NG;
                 const long long at = (long long)n * NG + grp;
+%     if SB == "mx" then
+                // e8m0: 2^(c − 127) (c = 0 is the subnormal 2^-127), 0xFF NaN
+                const u32 c = in ? sg[at] : 127u;
+                s[i][g] = c == 0xFFu ? __uint_as_float(0x7FC00000u) : c == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(c << 23);
+%     else
                 s[i][g] = in ? gs_f32(sg[at]) : 0.f;
+%     end
 %     if ZEROS then
                 z[i][g] = in ? gs_f32(zg[at]) : 0.f;
 %     end
@@ -169,8 +184,27 @@ struct wq_conv {
 %   else
     __device__ __forceinline__ void prepare(int, int, int) {}
 %   end
-    // 8 values (one 16-byte output chunk) from the packed word w, with row i's group g.
-    __device__ __forceinline__ uint4 chunk(u32 w, int i, int g) const
+    // Value e (0..7) of a chunk from its packed words: 8 values in one word (4-bit) or two.
+    static __device__ __forceinline__ float value(const u32 *w, int e)
+    {
+%   if B == "s8" then
+        return (float)(int)(signed char)(w[e >> 2] >> (8 * (e & 3)));
+%   else
+        const u32 q = (w[0] >> (4 * e)) & 15u;
+%     if B == "s4" then
+        return (float)((int)(q ^ 8u) - 8);
+%     elseif B == "u4" then
+        return (float)q;
+%     else
+        // e2m1: sign, 2 exponent bits (bias 1), 1 mantissa bit; exponent 0 is 0 or 0.5
+        const u32 e2 = (q >> 1) & 3u, m = q & 1u;
+        const float mag = e2 == 0 ? 0.5f * (float)m : __uint_as_float(((e2 + 126u) << 23) | (m << 22));
+        return q & 8u ? -mag : mag;
+%     end
+%   end
+    }
+    // One 16-byte output chunk (8 values) from its packed words, with row i's group g.
+    __device__ __forceinline__ uint4 chunk(const u32 *w, int i, int g) const
     {
         u32 out[4];
 #pragma unroll
@@ -178,18 +212,11 @@ struct wq_conv {
             float v[2];
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
-                const int q = (int)((w >> (8 * j + 4 * e)) & 15u);
-%   if B == "s4" then
-                v[e] = (float)((q ^ 8) - 8);
-%   else
-                v[e] = (float)q;
-%   end
-%   if SB == "group" then
-%     if ZEROS then
+                v[e] = value(w, 2 * j + e);
+%   if ZEROS then
                 v[e] = __fmul_rn(__fsub_rn(v[e], z[i][g]), s[i][g]);
-%     else
+%   elseif SCALED then
                 v[e] = __fmul_rn(v[e], s[i][g]);
-%     end
 %   end
             }
             asm("cvt.rn.$(A)x2.f32 %0, %1, %2;\n" : "=r"(out[j]) : "f"(v[1]), "f"(v[0]));
@@ -202,12 +229,15 @@ struct wq_conv {
         for (int i = 0; i < ROWS; ++i) {
             const int row = t + 128 * i;
             if (row < R) {
-                u32 w[8];
-                asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "r"(slot + row * 32));
-                asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(w[4]), "=r"(w[5]), "=r"(w[6]), "=r"(w[7]) : "r"(slot + row * 32 + 16));
+                u32 w[PROW / 4];
+#pragma unroll
+                for (int q = 0; q < PROW / 16; ++q)
+                    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                                 : "=r"(w[4 * q]), "=r"(w[4 * q + 1]), "=r"(w[4 * q + 2]), "=r"(w[4 * q + 3])
+                                 : "r"(slot + row * PROW + 16 * q));
 #pragma unroll
                 for (int c = 0; c < 8; ++c) {
-                    const uint4 v = chunk(w[c], i, c * G / 8);
+                    const uint4 v = chunk(w + c * IB / 4, i, c * G / 8);
                     asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n"
                                  :: "r"(tile + row * qh::ROW_BYTES + ((c ^ (row & 7)) << 4)), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
                 }
@@ -345,6 +375,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                         static_cast<const gs_t *>(p.zeros_b), {},
 %     end
                         N, (int)(p.k / $(GROUP)), {}};
+%   elseif SB == "mx" then
+        // the library guarantees K % 32 == 0 for mx
+        wq_conv conv = {static_cast<const unsigned char *>(p.scale_b), N, (int)(p.k / 32), {}};
 %   else
         wq_conv conv;
 %   end
@@ -352,7 +385,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
         expand4 conv;
 % end
 % if PACKED_A or PACKED_B then
-        qh::produce_packed<BM, BN, STAGES, $(PACKED_A and "true" or "false"), $(PACKED_B and "true" or "false"), ES>(
+        qh::produce_packed<BM, BN, STAGES, $(PACKED_A and "true" or "false"), $(PACKED_B and "true" or "false"), ES, IB>(
             p, w, ring, full0, empty0, sc0 + SIDE_BYTES, tid, conv, side);
 % else
         qh::produce<BM, BN, STAGES, ES>(p, w, ring, full0, empty0, tid, side);

@@ -1,19 +1,22 @@
 // gemm_wgmma_wq.cu — warp-specialized Hopper GEMM for the weight-only pairs on the f16/bf16
 // tensor cores, sm_90a only: A f16|bf16 × B s4|u4 with col or group:g scales (zeros for u4
-// groups), W4A16 of DESIGN §2.  The body is gemm_wgmma_q.cuh, shared with the other
+// groups; W4A16), × s8 with tensor or col scales (W8A16), × e2m1 with mx scales (DESIGN §2).  The body is gemm_wgmma_q.cuh, shared with the other
 // quantized Hopper families: the producer warpgroup copies A's K tiles (64 values, one
 // 128-byte row) into the ring with cp.async and B's packed rows (32 bytes) into a staging slot,
 // and, one stage behind, dequantizes them into the stage's B tile in A's type (wq_conv, a
-// thread a row): B̂ = q with col scales (applied in the epilogue), B̂ = (q − z)·s rounded
-// once with groups, each row's scales and zeros loaded a stage ahead.  B is never expanded in global memory.  WM×WN
+// thread a row): B̂ = q with tensor/col scales (applied in the epilogue), B̂ = (q − z)·s
+// rounded once with groups, B̂ = q·2^(e−127) with mx (exact where A's type holds it), each
+// row's scales and zeros loaded a stage ahead.  B is never expanded in global memory.  WM×WN
 // consumer warpgroups run wgmma.mma_async m64nNk16 from shared memory into one f32
 // accumulator over all of K, one wgmma group in flight.  D = cast_out(acc·sb + bias).
 //
 // Parameters: BK = 64.  WM, WN count the consumer warpgroups; each owns a (BM/WM)×(BN/WN)
-// tile, BM/WM a multiple of 64, BN/WN a multiple of 16 up to 256, BN a multiple of 64 (the
-// producer's passes over packed rows); (BM/WM)·(BN/WN)/128 accumulator registers beside ~40.
+// tile, BM/WM a multiple of 64, BN/WN a multiple of 16 up to 256, BN a multiple of 64 for
+// 4-bit B and 32 for s8 (the producer's passes over packed rows); (BM/WM)·(BN/WN)/128
+// accumulator registers beside ~40.
 // Block: 128·(WM·WN + 1) threads.  Shared memory: the ring (STAGES·(BM+BN)·128 bytes), two
-// staging slots (2·BN·32), 2 KB of alignment slack and mbarriers, and the output staging buffer.
+// staging slots (2·BN·32 bytes, 2·BN·64 for s8), 2 KB of alignment slack and mbarriers, and
+// the output staging buffer.
 //
 // Not yet run on a GPU (written in a session without one): `auto` keeps choosing mma_wq
 // until test_gpu_quant has passed this kernel on the H100 and qjit-bench has timed it; it
@@ -22,7 +25,12 @@
 % include("gemm_hopper_plan.cuh")
 % family {
 %   floor = 90,
-%   serves = function() return one_of(A, "f16", "bf16") and one_of(B, "s4", "u4") and one_of(SB, "col", "group") end,
+%   -- the weight-only pairs of DESIGN §2: W4A16 (col, group; zeros for u4), W8A16 (tensor,
+%   -- col), f16/bf16 × e2m1 (mx)
+%   serves = function()
+%     local ok = {s4 = {col = 1, group = 1}, u4 = {col = 1, group = 1}, s8 = {col = 1, tensor = 1}, e2m1 = {mx = 1}}
+%     return one_of(A, "f16", "bf16") and SA == "none" and ok[B] ~= nil and ok[B][SB] ~= nil
+%   end,
 %   -- Predicted, not measured: the f16/bf16 wgmma tile (128x256x64, two consumer warpgroups,
 %   -- 3 stages; 1.00x cuBLAS at bf16 8192^3), its B operand dequantized by the producer.
 %   default = function(m)
@@ -36,20 +44,25 @@
 %     ["small-m"] = {config(64, 256, 64, 1, 1, 4), config(64, 128, 64, 1, 1, 6), config(128, 128, 64, 2, 1, 5)},
 %   },
 %   plan = function()
-%     if not (one_of(A, "f16", "bf16") and one_of(B, "s4", "u4") and SA == "none" and one_of(SB, "col", "group")) then
-%       unsupported(string.format("gemm_wgmma_wq takes a=f16|bf16 b=s4|u4 with sa=none sb=col|group:g (got a=%s b=%s sa=%s sb=%s)", A, B, SA, SB))
+%     local ok = {s4 = {col = 1, group = 1}, u4 = {col = 1, group = 1}, s8 = {col = 1, tensor = 1}, e2m1 = {mx = 1}}
+%     if not (one_of(A, "f16", "bf16") and SA == "none" and ok[B] ~= nil and ok[B][SB] ~= nil) then
+%       unsupported(string.format("gemm_wgmma_wq takes a=f16|bf16 sa=none with b=s4|u4 sb=col|group:g, b=s8 sb=tensor|col, or b=e2m1 sb=mx (got a=%s b=%s sa=%s sb=%s)", A, B, SA, SB))
 %     end
 %     if ZEROS and not (B == "u4" and SB == "group") then unsupported("gemm_wgmma_wq: zero points need b=u4 sb=group") end
 %     if not one_of(OUT, "f16", "bf16", "f32") then unsupported("gemm_wgmma_wq: out must be f16, bf16 or f32") end
-%     if BN % 64 ~= 0 then unsupported(string.format("gemm_wgmma_wq: BN must be a multiple of 64 (tile=%dx%dx%d)", BM, BN, BK)) end
+%     local IB = B == "s8" and 8 or 4
+%     -- the producer's passes over packed rows: 64 rows (4-bit, 2 chunks a row) or 32 (s8)
+%     local PASS = IB == 4 and 64 or 32
+%     if BN % PASS ~= 0 then unsupported(string.format("gemm_wgmma_wq: BN must be a multiple of %d for b=%s (tile=%dx%dx%d)", PASS, B, BM, BN, BK)) end
 %     -- one accumulator set; two staging slots of packed B; the producer dequantizes whole
 %     -- rows (a scale and a zero each per group): 72 registers
-%     local plan = hopper_tile_plan{name = "gemm_wgmma_wq", acc = 1, fixed = 2 * BN * 32,
+%     local plan = hopper_tile_plan{name = "gemm_wgmma_wq", acc = 1, fixed = 2 * BN * 8 * IB,
 %                                   producer = WM * WN <= 2 and 72 or nil, es = 2}
-%     -- K and the leading dimensions: whole 16-byte chunks of packed B (32 values)
-%     plan.k_multiple, plan.ld_multiple, plan.align = 32, 32, 16
+%     -- K and the leading dimensions: whole 16-byte chunks of B (32 4-bit values, 16 s8)
+%     local KMUL = IB == 4 and 32 or 16
+%     plan.k_multiple, plan.ld_multiple, plan.align = KMUL, KMUL, 16
 %     plan.MMA, plan.ACC_INT, plan.PROMOTE, plan.BLOCK = "f32." .. A .. "." .. A, false, false, false
-%     plan.FINE, plan.PACKED_A, plan.PACKED_B, plan.ES, plan.WQ = false, false, true, 2, true
+%     plan.FINE, plan.PACKED_A, plan.PACKED_B, plan.ES, plan.IB, plan.WQ = false, false, true, 2, IB, true
 %     return plan
 %   end,
 % }

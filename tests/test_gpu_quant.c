@@ -99,7 +99,7 @@ static void test_cluster_split(qjit_context *ctx)
  * parts (NULL: every one).  The
  * required ones must be supported; the others run where the kernel supports them and are
  * reported where not.  The kernels named by name are those `auto` does not choose yet. */
-#define W4A16 "a=f16 b=s4|a=f16 b=u4|a=bf16 b=s4|a=bf16 b=u4"
+#define WEIGHT_ONLY "a=f16 b=|a=bf16 b=" /* W4A16, W8A16, f16/bf16 x e2m1 */
 static const struct {
     const char *fields, *only;
     bool required;
@@ -115,9 +115,9 @@ static const struct {
     {" kernel=wgmma_mx", "sa=mx sb=mx", true}, /* MXFP8 and MXFP4 */
     {" kernel=wgmma_mx tile=64x128x128 warps=1x1 stages=6", "sa=mx sb=mx", true},
     {" kernel=wgmma_mx tile=128x64x128 warps=2x1 stages=6", "sa=mx sb=mx", true},
-    {" kernel=wgmma_wq", W4A16, true},
-    {" kernel=wgmma_wq tile=64x128x64 warps=1x1 stages=6", W4A16, true},
-    {" kernel=wgmma_wq tile=128x128x64 warps=2x1 stages=5", W4A16, true},
+    {" kernel=wgmma_wq", WEIGHT_ONLY, true},
+    {" kernel=wgmma_wq tile=64x128x64 warps=1x1 stages=6", WEIGHT_ONLY, true},
+    {" kernel=wgmma_wq tile=128x128x64 warps=2x1 stages=5", WEIGHT_ONLY, true},
 };
 #define NCONFIGS (int)(sizeof configs / sizeof configs[0])
 
