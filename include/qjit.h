@@ -403,8 +403,10 @@ QJIT_API qjit_status qjit_gemm_supports(qjit_context *ctx, const qjit_gemm_desc 
  * configuration fields (tile, warps, stages) set to one point of the sweep, for
  * precompiling or timing every candidate.  Sweeps: "default" (the configurations qjit
  * considers for the descriptor's kernel family, the heuristic's choice first) and
- * "small-m" (tiles for M ≤ 64).  Fields d already names are kept, and sweep points
- * that the arch cannot run are left out.  Writes at most `cap` descriptors to out and
+ * "small-m" (tiles for M ≤ 64).  With kernel=auto, the points of every other family
+ * that serves the pair on arch and has been measured on a GPU follow, in the order of
+ * preference (so f16/bf16 on sm_90a sweeps wgmma's tiles and then mma's).  Fields d
+ * already names are kept, and sweep points that the arch cannot run are left out.  Writes at most `cap` descriptors to out and
  * the number of points to *count (may exceed cap).  No GPU needed when arch is named. */
 QJIT_API qjit_status qjit_gemm_sweep(qjit_context *ctx, const qjit_gemm_desc *d,
                                      qjit_arch arch, const char *name, qjit_gemm_desc *out,

@@ -75,6 +75,7 @@ struct qjit_families {
     qjit_sandbox *S;
     int state[NFAMILIES];
     qjit_arch floor[NFAMILIES];
+    bool measured[NFAMILIES];
     char error[NFAMILIES][512]; /* why a declaration is BROKEN */
 };
 
@@ -156,11 +157,14 @@ static qjit_status load(qjit_families *fs, int i)
     if (st != QJIT_OK)
         return st; /* no state (out of memory): nothing is remembered, a later call retries */
     static const char *const floor_field[] = {"floor"};
-    long long v = 0;
-    qjit_records rec = {floor_field, 1, 1, &v, 0, 0};
+    long long v = 0, m = 0;
+    qjit_records rec = {floor_field, 1, 1, &v, 0, 0}, mrec = {floor_field, 1, 1, &m, 0, 0};
     st = qjit_sandbox_declare(fs->S, list[i].tmpl);
     if (st == QJIT_OK)
         st = qjit_sandbox_query(fs->S, list[i].tmpl, "floor", NULL, 0, NULL, &rec);
+    /* measured = true reads as one record, false as none */
+    if (st == QJIT_OK)
+        st = qjit_sandbox_query(fs->S, list[i].tmpl, "measured", NULL, 0, NULL, &mrec);
     if (st == QJIT_OK && (rec.n != 1 || v < 0 || v > 1000 || !qjit_arch_name((qjit_arch)v) ||
                           v == QJIT_ARCH_AUTO))
         st = qjit_err_set(QJIT_ERROR_TEMPLATE,
@@ -175,6 +179,7 @@ static qjit_status load(qjit_families *fs, int i)
         return QJIT_ERROR_TEMPLATE;
     }
     fs->floor[i] = (qjit_arch)v;
+    fs->measured[i] = mrec.n == 1;
     fs->state[i] = LOADED;
     return QJIT_OK;
 }
@@ -232,6 +237,17 @@ qjit_arch qjit_family_floor(qjit_families *fs, qjit_kernel k)
     qjit_arch a = load(fs, i) == QJIT_OK ? fs->floor[i] : QJIT_ARCH_AUTO;
     pthread_mutex_unlock(&fs->mu);
     return a;
+}
+
+bool qjit_family_measured(qjit_families *fs, qjit_kernel k)
+{
+    int i = index_of(k);
+    if (i < 0)
+        return false;
+    pthread_mutex_lock(&fs->mu);
+    bool yes = load(fs, i) == QJIT_OK && fs->measured[i];
+    pthread_mutex_unlock(&fs->mu);
+    return yes;
 }
 
 static const char *const config_fields[] = {"bm", "bn", "bk", "wm", "wn", "stages", "split"};

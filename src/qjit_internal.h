@@ -131,6 +131,9 @@ QJIT_HIDDEN bool qjit_family_present(qjit_families *fs, qjit_kernel k);
  * not in this build serves nothing.  QJIT_ERROR_TEMPLATE when its declaration is broken. */
 QJIT_HIDDEN qjit_status qjit_family_serves(qjit_families *fs, qjit_kernel k,
                                            const qjit_gemm_desc *d, bool *yes);
+/* Whether family k has been run on a GPU (its declaration's `measured`): kernel=auto
+ * neither picks nor sweeps a family that has not; it runs when named. */
+QJIT_HIDDEN bool qjit_family_measured(qjit_families *fs, qjit_kernel k);
 /* The least arch family k runs on (QJIT_ARCH_SM90A: that target only). */
 QJIT_HIDDEN qjit_arch qjit_family_floor(qjit_families *fs, qjit_kernel k);
 /* The heuristic's configuration of family k for d on d->arch, for problems of at most

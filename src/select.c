@@ -21,14 +21,16 @@ static qjit_status context_of(qjit_context **ctx)
     return *ctx ? QJIT_OK : qjit_default_context(ctx);
 }
 
-/* Whether family k may be chosen for d (its pair) on arch. */
+/* Whether family k may be chosen for d (its pair) on arch by kernel=auto: it serves the
+ * pair there and has been measured on a GPU. */
 static qjit_status usable(qjit_families *fs, qjit_kernel k, const qjit_gemm_desc *d,
                           qjit_arch arch, bool *yes)
 {
     qjit_gemm_desc probe = *d;
     probe.arch = arch;
     qjit_status st = qjit_family_serves(fs, k, &probe, yes);
-    *yes = *yes && qjit_arch_at_least(arch, qjit_family_floor(fs, k));
+    *yes = *yes && qjit_arch_at_least(arch, qjit_family_floor(fs, k)) &&
+           qjit_family_measured(fs, k);
     return st;
 }
 
@@ -237,6 +239,23 @@ qjit_status qjit_gemm_supports(qjit_context *ctx, const qjit_gemm_desc *d, qjit_
     return QJIT_OK;
 }
 
+/* Appends the candidates c to out (at most cap; counted in *k), skipping those the arch
+ * cannot run and repeats. */
+static void sweep_add(qjit_context *ctx, const qjit_gemm_desc *c, qjit_gemm_desc *out,
+                      size_t cap, size_t *k)
+{
+    char why[512];
+    if (qjit_gemm_desc_validate(c) != QJIT_OK ||
+        qjit_select_check(ctx, c, NULL, why, sizeof why) != QJIT_OK)
+        return;
+    for (size_t j = 0; j < *k && j < cap; j++)
+        if (memcmp(&out[j], c, sizeof *c) == 0)
+            return;
+    if (*k < cap)
+        out[*k] = *c;
+    (*k)++;
+}
+
 qjit_status qjit_gemm_sweep(qjit_context *ctx, const qjit_gemm_desc *d, qjit_arch arch,
                             const char *name, qjit_gemm_desc *out, size_t cap, size_t *count)
 {
@@ -253,36 +272,36 @@ qjit_status qjit_gemm_sweep(qjit_context *ctx, const qjit_gemm_desc *d, qjit_arc
         st = qjit_select_resolve(ctx, d, arch, 0, &base);
     if (st != QJIT_OK)
         return st;
-    qjit_config pts[64];
-    size_t n = 0;
-    if (qjit_family_template(base.kernel) &&
-        (st = qjit_family_space(ctx->families, base.kernel, &base, name, pts, 64, &n)) != QJIT_OK)
-        return st;
-    if (n > 64)
-        n = 64;
     size_t k = 0;
-    for (size_t i = 0; i <= n; i++) {
-        qjit_gemm_desc c = *d;
-        c.arch = base.arch;
-        c.kernel = base.kernel;
-        if (i == 0 && small)
+    if (!small) /* the heuristic's choice first */
+        sweep_add(ctx, &base, out, cap, &k);
+    /* the named kernel's space; with kernel=auto, the heuristic's family's and then every
+     * other measured family's that serves the pair on this arch, in QJIT_FAMILY_LIST order */
+    for (int f = -1; f < qjit_family_count(); f++) {
+        qjit_kernel kern = f < 0 ? base.kernel : qjit_family_at(f);
+        if (f >= 0) {
+            bool yes = false;
+            if (d->kernel != QJIT_KERNEL_AUTO || kern == base.kernel ||
+                usable(ctx->families, kern, &base, base.arch, &yes) != QJIT_OK || !yes)
+                continue;
+        }
+        if (!qjit_family_template(kern))
             continue;
-        if (i == 0) /* the heuristic's choice first */
-            c = base;
-        else
-            qjit_config_fill(&c, &pts[i - 1]);
-        char why[512];
-        if (qjit_gemm_desc_validate(&c) != QJIT_OK ||
-            qjit_select_check(ctx, &c, NULL, why, sizeof why) != QJIT_OK)
-            continue;
-        bool dup = false;
-        for (size_t j = 0; j < k && j < cap; j++)
-            dup |= memcmp(&out[j], &c, sizeof c) == 0;
-        if (dup)
-            continue;
-        if (k < cap)
-            out[k] = c;
-        k++;
+        qjit_gemm_desc fam = *d; /* the family's own reading of the fields d names */
+        fam.arch = base.arch;
+        fam.kernel = kern;
+        qjit_config pts[64];
+        size_t n = 0;
+        if ((st = qjit_family_space(ctx->families, kern, &fam, name, pts, 64, &n)) != QJIT_OK) {
+            if (f < 0)
+                return st;
+            continue; /* another family without this sweep adds nothing */
+        }
+        for (size_t i = 0; i < n && i < 64; i++) {
+            qjit_gemm_desc c = fam;
+            qjit_config_fill(&c, &pts[i]);
+            sweep_add(ctx, &c, out, cap, &k);
+        }
     }
     qjit_err_clear();
     *count = k;

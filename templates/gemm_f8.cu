@@ -20,6 +20,7 @@
 % include("gemm_stage_plan.cuh")
 % family {
 %   floor = 89,
+%   measured = true,
 %   serves = function() return one_of(A, "e4m3", "e5m2", "e2m1") and one_of(B, "e4m3", "e2m1") end,
 %   -- 430 TFLOP/s at 128x128x128 w2x4 s3 on H100 (e4m3 row/col, 8192^3), where 128x128x64
 %   -- w2x2 spills.

@@ -20,6 +20,7 @@
 % include("gemm_stage_plan.cuh")
 % family {
 %   floor = 80,
+%   measured = true,
 %   serves = function() return A == "s8" and one_of(B, "s8", "s4") end,
 %   -- From H100 timings.  W8A8 (s8 x s8): 910 TOPS at 8192^3 with 128x128x64 s4, at every M.
 %   -- W4A8 (s8 x s4) at M <= 64 (or M unknown): 16x128x128 w1x4 s4 streams the packed

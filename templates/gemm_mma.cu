@@ -6,6 +6,7 @@
 % include("gemm_stage_plan.cuh")
 % family {
 %   floor = 80,
+%   measured = true,
 %   serves = function() return one_of(A, "f16", "bf16") and B == A and SA == "none" and SB == "none" end,
 %   -- 128x256x32, 2x4 warps of 64x64: 0.58x cuBLAS at bf16 8192^3 on H100, the sm_80-class
 %   -- path (wgmma is preferred there); the 99 KB targets take 3 stages.

@@ -22,6 +22,7 @@
 % include("gemm_hopper_plan.cuh")
 % family {
 %   floor = 90,
+%   measured = true,
 %   serves = function() return one_of(A, "f16", "bf16") and B == A and SA == "none" and SB == "none" end,
 %   -- 128x256x64, two consumer warpgroups, 3 stages (room for the staged epilogue beside the
 %   -- ring): 1.000x cuBLAS at bf16 8192^3 on H100.  A named tile gets two consumer

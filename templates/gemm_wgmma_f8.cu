@@ -23,6 +23,7 @@
 % include("gemm_hopper_plan.cuh")
 % family {
 %   floor = 90,
+%   measured = true,
 %   -- the plain fp8 pairs; MX and e2m1 stay with mma_f8's dequantize path
 %   serves = function() return one_of(A, "e4m3", "e5m2") and B == "e4m3" and SA ~= "mx" and SB ~= "mx" end,
 %   -- part and total accumulators must both fit, so consumer tiles are 64x128: 128x128x128

@@ -33,6 +33,8 @@
 % include("gemm_hopper_plan.cuh")
 % family {
 %   floor = 90,
+%   -- not yet run on a GPU: kernel=auto neither picks nor sweeps it (by name only)
+%   measured = false,
 %   serves = function()
 %     return A == "s8" and one_of(SA, "none", "tensor", "row") and
 %            ((B == "s8" and one_of(SB, "none", "tensor", "col")) or

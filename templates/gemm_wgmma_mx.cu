@@ -28,6 +28,8 @@
 % include("gemm_hopper_plan.cuh")
 % family {
 %   floor = 90,
+%   -- not yet run on a GPU: kernel=auto neither picks nor sweeps it (by name only)
+%   measured = false,
 %   serves = function() return one_of(A, "e4m3", "e2m1") and B == A and SA == "mx" and SB == "mx" end,
 %   -- Predicted, not measured: wgmma_f8's tile (part and total accumulators, consumer tiles
 %   -- of 64x128) with 5 stages; MXFP4 (both operands through the expanding producer) 4.

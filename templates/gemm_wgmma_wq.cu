@@ -25,6 +25,8 @@
 % include("gemm_hopper_plan.cuh")
 % family {
 %   floor = 90,
+%   -- not yet run on a GPU: kernel=auto neither picks nor sweeps it (by name only)
+%   measured = false,
 %   -- the weight-only pairs of DESIGN §2: W4A16 (col, group; zeros for u4), W8A16 (tensor,
 %   -- col), f16/bf16 × e2m1 (mx)
 %   serves = function()

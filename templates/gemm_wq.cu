@@ -21,6 +21,7 @@
 % include("gemm_stage_plan.cuh")
 % family {
 %   floor = 80,
+%   measured = true,
 %   serves = function() return one_of(A, "f16", "bf16") and one_of(B, "s4", "u4", "s8", "e2m1") end,
 %   -- Decode (M <= 64, or M unknown): 16x128x128 w1x4 s3 runs bf16 x s4 g128 at 1x28672x8192
 %   -- in 65.7 us on H100 (1.84 TB/s), 3.4x faster than 128x128x64 w2x2.  Prefill (M > 64):

@@ -424,9 +424,56 @@ static void test_expansions(void)
     qjit_context_destroy(ctx);
 }
 
+/* The sweep of a kernel=auto descriptor takes the points of every measured family that
+ * serves the pair (f16/bf16 on sm_90a: wgmma's, then mma's); a family not yet measured on
+ * a GPU (wgmma_i8) is neither picked nor swept by auto, and sweeps when named. */
+static void test_sweep_families(void)
+{
+    qjit_options o;
+    qjit_options_init(&o);
+    o.memory_only = 1;
+    qjit_context *ctx;
+    CHECK_OK(qjit_context_create(&o, &ctx));
+    qjit_gemm_desc pts[64];
+    size_t n = 0;
+    int fam[QJIT_KERNEL_COUNT] = {0};
+    qjit_gemm_desc d = parse("gemm a=bf16 b=bf16 out=bf16");
+    CHECK_OK(qjit_gemm_sweep(ctx, &d, QJIT_ARCH_SM90A, "default", pts, 64, &n));
+    for (size_t i = 0; i < n && i < 64; i++)
+        fam[pts[i].kernel]++;
+    CHECK(n <= 64 && pts[0].kernel == QJIT_KERNEL_WGMMA && fam[QJIT_KERNEL_WGMMA] >= 3 &&
+              fam[QJIT_KERNEL_MMA] >= 3,
+          "bf16 auto sweep: %zu points, wgmma %d, mma %d, first %s", n, fam[QJIT_KERNEL_WGMMA],
+          fam[QJIT_KERNEL_MMA], qjit_kernel_name(pts[0].kernel));
+    /* sm_80: mma alone (wgmma needs sm_90a) */
+    CHECK_OK(qjit_gemm_sweep(ctx, &d, QJIT_ARCH_SM80, "default", pts, 64, &n));
+    bool only_mma = n > 0;
+    for (size_t i = 0; i < n && i < 64; i++)
+        only_mma &= pts[i].kernel == QJIT_KERNEL_MMA;
+    CHECK(only_mma, "bf16 auto sweep on sm_80 has %zu points, not all mma", n);
+    /* W8A8: auto picks and sweeps mma_i8 alone while wgmma_i8 is not measured */
+    d = parse("gemm a=s8 b=s8 sa=row sb=col out=bf16");
+    qjit_gemm_desc r;
+    CHECK_OK(qjit_gemm_resolve(ctx, &d, QJIT_ARCH_SM90A, &r));
+    CHECK(r.kernel == QJIT_KERNEL_MMA_I8, "W8A8 auto resolved to %s", qjit_kernel_name(r.kernel));
+    CHECK_OK(qjit_gemm_sweep(ctx, &d, QJIT_ARCH_SM90A, "default", pts, 64, &n));
+    bool none = n > 0;
+    for (size_t i = 0; i < n && i < 64; i++)
+        none &= pts[i].kernel == QJIT_KERNEL_MMA_I8;
+    CHECK(none, "W8A8 auto sweep has %zu points, not all mma_i8", n);
+    d.kernel = QJIT_KERNEL_WGMMA_I8;
+    CHECK_OK(qjit_gemm_sweep(ctx, &d, QJIT_ARCH_SM90A, "default", pts, 64, &n));
+    bool all = n >= 3;
+    for (size_t i = 0; i < n && i < 64; i++)
+        all &= pts[i].kernel == QJIT_KERNEL_WGMMA_I8;
+    CHECK(all, "wgmma_i8 sweep has %zu points, not all wgmma_i8", n);
+    qjit_context_destroy(ctx);
+}
+
 int main(void)
 {
     test_buckets();
+    test_sweep_families();
     qjit_options o;
     qjit_options_init(&o);
     o.memory_only = 1;
