@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the lent H100 over a carried build/ (built on a CPU machine by
-# scripts/device-prep.sh): every GPU test, the Python package's tests (where torch is),
+# scripts/device-prep.sh): the kernels not yet run on a GPU first, then every GPU test
+# (each under QJIT_TEST_LIMIT seconds), the Python package's tests (where torch is),
 # qjit-tune on two descriptors when QJIT_TUNE=1, then qjit-bench (against cuBLAS) and
 # tools/bench_quant.py (against the torch peers).  Logs go to $OUT when set.
 # Usage: bash scripts/device.sh [qjit-bench args]
@@ -12,19 +13,34 @@ mkdir -p "$out"
 export LD_LIBRARY_PATH="$build:$build/deps:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 rc=0
+# Every test under a time limit: a kernel that deadlocks (a producer/consumer barrier
+# mismatch) must cost minutes, not the session.
+limit="${QJIT_TEST_LIMIT:-900}"
+# The kernels not yet run on a GPU first (by name: kernel=wgmma_i8, wgmma_mx, wgmma_wq),
+# alone, so that their verdict comes early; QJIT_NEW_FIRST=0 skips this pass.
+if [ "${QJIT_NEW_FIRST:-1}" = 1 ] && [ -x "$build/tests/test_gpu_quant" ]; then
+  echo "== test_gpu_quant, new Hopper kernels only (QJIT_TEST_FILTER=kernel=wgmma_)"
+  QJIT_TEST_FILTER=kernel=wgmma_ timeout "$limit" "$build/tests/test_gpu_quant" \
+    > "$out/test_gpu_quant.new.log" 2>&1
+  code=$?
+  tail -n 60 "$out/test_gpu_quant.new.log"
+  [ $code -eq 124 ] && echo "   (timed out after $limit s: a kernel may hang)"
+  [ $code -eq 0 ] || [ $code -eq 77 ] || rc=1
+fi
 for t in "$build"/tests/test_gpu_*; do
   [ -x "$t" ] || continue
   echo "== $(basename "$t")"
-  "$t" > "$out/$(basename "$t").log" 2>&1
+  timeout "$limit" "$t" > "$out/$(basename "$t").log" 2>&1
   code=$?
   tail -n 40 "$out/$(basename "$t").log"
+  [ $code -eq 124 ] && echo "   (timed out after $limit s)"
   [ $code -eq 0 ] || [ $code -eq 77 ] || rc=1
 done
 if python3 -c 'import torch' 2>/dev/null; then
   echo "== tests/python (the package on torch CUDA tensors)"
   QJIT_LIBRARY="$build/libqjit.so" QJIT_ABI_DUMP="$build/tests/abi_dump" \
     PYTHONPATH="$root/python" QJIT_CACHE_DIR="$out/py-cache" \
-    python3 -m unittest discover -v -s "$root/tests/python" > "$out/python.log" 2>&1 || rc=1
+    timeout "$limit" python3 -m unittest discover -v -s "$root/tests/python" > "$out/python.log" 2>&1 || rc=1
   tail -n 40 "$out/python.log"
 fi
 if [ "${QJIT_TUNE:-0}" = 1 ]; then
@@ -35,14 +51,14 @@ if [ "${QJIT_TUNE:-0}" = 1 ]; then
 fi
 if [ "${QJIT_SKIP_BENCH:-0}" != 1 ]; then
   echo "== qjit-bench $*"
-  "$build/tools/qjit-bench" "$@" 2>&1 | tee "$out/bench.log" | tail -n 60
+  timeout "$limit" "$build/tools/qjit-bench" "$@" 2>&1 | tee "$out/bench.log" | tail -n 60
   if python3 -c 'import torch' 2>/dev/null; then
     echo "== bench_quant.py (qjit vs torch peers, same run)"
-    PYTHONUNBUFFERED=1 python3 "$root/tools/bench_quant.py" --lib "$build/libqjit.so" 2>&1 |
+    PYTHONUNBUFFERED=1 timeout "$limit" python3 "$root/tools/bench_quant.py" --lib "$build/libqjit.so" 2>&1 |
       tee "$out/bench_quant.log" | tail -n 80
     echo "== bench_quantize.py (activation quantizers vs copy bandwidth and torch.compile)"
     PYTHONUNBUFFERED=1 PYTHONPATH="$root/python" QJIT_LIBRARY="$build/libqjit.so" \
-      python3 "$root/tools/bench_quantize.py" 2>&1 | tee "$out/bench_quantize.log" | tail -n 60
+      timeout "$limit" python3 "$root/tools/bench_quantize.py" 2>&1 | tee "$out/bench_quantize.log" | tail -n 60
   fi
 fi
 exit $rc
