@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs on the lent H100 over a carried build/ (built on a CPU machine by
 # scripts/device-prep.sh): the kernels not yet run on a GPU first, then every GPU test
-# (each under QJIT_TEST_LIMIT seconds), the Python package's tests (where torch is),
+# (each under QJIT_TEST_LIMIT seconds; QJIT_SANITIZE=1 adds compute-sanitizer passes over
+# the new kernels), the Python package's tests (where torch is),
 # qjit-tune on two descriptors when QJIT_TUNE=1, then qjit-bench (against cuBLAS) and
 # tools/bench_quant.py (against the torch peers).  Logs go to $OUT when set.
 # Usage: bash scripts/device.sh [qjit-bench args]
@@ -26,6 +27,20 @@ if [ "${QJIT_NEW_FIRST:-1}" = 1 ] && [ -x "$build/tests/test_gpu_quant" ]; then
   tail -n 60 "$out/test_gpu_quant.new.log"
   [ $code -eq 124 ] && echo "   (timed out after $limit s: a kernel may hang)"
   [ $code -eq 0 ] || [ $code -eq 77 ] || rc=1
+fi
+# QJIT_SANITIZE=1: the new kernels at their two smallest shapes under compute-sanitizer's
+# memcheck (out-of-bounds global and shared accesses) and synccheck (barrier misuse).
+if [ "${QJIT_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+  for tool in memcheck synccheck; do
+    echo "== compute-sanitizer --tool $tool, new Hopper kernels, 2 shapes"
+    QJIT_TEST_FILTER=kernel=wgmma_ QJIT_TEST_SHAPES=2 timeout "$limit" \
+      compute-sanitizer --tool "$tool" --print-limit 20 "$build/tests/test_gpu_quant" \
+      > "$out/sanitize.$tool.log" 2>&1
+    code=$?
+    grep -E "ERROR SUMMARY|Invalid|Barrier|error" "$out/sanitize.$tool.log" | head -n 20
+    tail -n 3 "$out/sanitize.$tool.log"
+    [ $code -eq 0 ] || rc=1
+  done
 fi
 for t in "$build"/tests/test_gpu_*; do
   [ -x "$t" ] || continue

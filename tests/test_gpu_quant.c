@@ -7,7 +7,8 @@
  * normalized-error bound printed beside it.
  * Also: bad launch input (missing scale or zero pointer, K off the group) is refused
  * with nothing written.  Skips without an sm_90 GPU.  QJIT_TEST_FILTER=substring runs
- * the descriptors whose text contains it.
+ * the descriptors whose text contains it; QJIT_TEST_SHAPES=n only the first n shapes (a
+ * quick pass, e.g. under compute-sanitizer).
  */
 #include "qjit.h"
 #include "testlib.h"
@@ -272,6 +273,7 @@ int main(int argc, char **argv)
     CHECK_OK(qjit_context_create(&o, &ctx));
     build_list();
     const char *filter = getenv("QJIT_TEST_FILTER");
+    const int max_shapes = getenv("QJIT_TEST_SHAPES") ? atoi(getenv("QJIT_TEST_SHAPES")) : 0;
     precompile_all(ctx, filter);
     if (!filter)
         test_cluster_split(ctx);
@@ -315,7 +317,9 @@ int main(int argc, char **argv)
                                 info.desc.kernel == QJIT_KERNEL_WGMMA_F8 ||
                                 info.desc.kernel == QJIT_KERNEL_WGMMA_MX ||
                                 info.desc.kernel == QJIT_KERNEL_WGMMA_WQ;
-            const int nshapes = hopper ? 6 : 4;
+            int nshapes = hopper ? 6 : 4;
+            if (max_shapes > 0 && nshapes > max_shapes) /* QJIT_TEST_SHAPES: the first n */
+                nshapes = max_shapes;
             double worst = 0;
             long worst_bits = 0;
             bool exact = bit_exact_pair(&info.desc);
