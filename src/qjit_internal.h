@@ -73,19 +73,20 @@ QJIT_HIDDEN bool qjit_arch_at_least(qjit_arch a, qjit_arch floor);
 
 /* ---------------------------------------------------------------- the kernel families */
 /* Every kernel family: its qjit_kernel value, its name in descriptors, and its template,
- * in kernel=auto's order of preference.  Adding a family is a template file, a line here
+ * in kernel=auto's order of preference (a family whose declaration says measured = false is
+ * skipped by kernel=auto wherever it stands).  Adding a family is a template file, a line here
  * and its enum value in qjit.h; everything else about it the template declares
  * (family.c).  Tests check every list of kernel names shown to users against this one. */
 #define QJIT_FAMILY_LIST(X)                                                              \
     X(QJIT_KERNEL_WGMMA, "wgmma", "gemm_wgmma.cu")                                       \
     X(QJIT_KERNEL_MMA, "mma", "gemm_mma.cu")                                             \
-    X(QJIT_KERNEL_MMA_WQ, "mma_wq", "gemm_wq.cu")                                        \
     X(QJIT_KERNEL_WGMMA_WQ, "wgmma_wq", "gemm_wgmma_wq.cu")                              \
-    X(QJIT_KERNEL_MMA_I8, "mma_i8", "gemm_i8.cu")                                        \
+    X(QJIT_KERNEL_MMA_WQ, "mma_wq", "gemm_wq.cu")                                        \
     X(QJIT_KERNEL_WGMMA_I8, "wgmma_i8", "gemm_wgmma_i8.cu")                              \
+    X(QJIT_KERNEL_MMA_I8, "mma_i8", "gemm_i8.cu")                                        \
     X(QJIT_KERNEL_WGMMA_F8, "wgmma_f8", "gemm_wgmma_f8.cu")                              \
-    X(QJIT_KERNEL_MMA_F8, "mma_f8", "gemm_f8.cu")                                        \
-    X(QJIT_KERNEL_WGMMA_MX, "wgmma_mx", "gemm_wgmma_mx.cu")
+    X(QJIT_KERNEL_WGMMA_MX, "wgmma_mx", "gemm_wgmma_mx.cu")                              \
+    X(QJIT_KERNEL_MMA_F8, "mma_f8", "gemm_f8.cu")
 
 /* ---------------------------------------------------------------- the kernel ABI */
 /* Every GEMM kernel's one by-value parameter (docs/TEMPLATES.md).  gemm_common.cuh declares

@@ -467,6 +467,19 @@ static void test_sweep_families(void)
     for (size_t i = 0; i < n && i < 64; i++)
         all &= pts[i].kernel == QJIT_KERNEL_WGMMA_I8;
     CHECK(all, "wgmma_i8 sweep has %zu points, not all wgmma_i8", n);
+    /* a handle's variants: auto keeps mma_i8 in every bucket; named, wgmma_i8 in every one
+     * (its default(m) leaves M <= 64 to others, so a named one takes its general choice) */
+    qjit_gemm_variant v[QJIT_M_BUCKETS];
+    size_t nv = 0;
+    d.kernel = QJIT_KERNEL_AUTO;
+    CHECK_OK(qjit_gemm_variants(ctx, &d, QJIT_ARCH_SM90A, v, QJIT_M_BUCKETS, &nv));
+    for (size_t i = 0; i < nv && i < QJIT_M_BUCKETS; i++)
+        CHECK(v[i].desc.kernel == QJIT_KERNEL_MMA_I8, "auto W8A8 variant %s", v[i].text);
+    d.kernel = QJIT_KERNEL_WGMMA_I8;
+    CHECK_OK(qjit_gemm_variants(ctx, &d, QJIT_ARCH_SM90A, v, QJIT_M_BUCKETS, &nv));
+    CHECK(nv >= 1, "no wgmma_i8 variants");
+    for (size_t i = 0; i < nv && i < QJIT_M_BUCKETS; i++)
+        CHECK(v[i].desc.kernel == QJIT_KERNEL_WGMMA_I8, "named wgmma_i8 variant %s", v[i].text);
     qjit_context_destroy(ctx);
 }
 
