@@ -238,6 +238,13 @@ static qjit_status handle_make(qjit_context *ctx, const qjit_gemm_desc *d,
         st = qjit_select_dispatch(ctx, d, QJIT_ARCH_AUTO, gpu, true, &dp);
     if (st != QJIT_OK)
         return st;
+    if (d->kernel != QJIT_KERNEL_AUTO && !qjit_family_measured(ctx->families, d->kernel)) {
+        char text[256];
+        qjit_desc_text(d, text, sizeof text);
+        qjit_log(&ctx->log, QJIT_LOG_WARN,
+                 "qjit: kernel %s has not yet passed qjit's GPU tests; check its results "
+                 "before relying on them (%s)", qjit_kernel_name(d->kernel), text);
+    }
     size_t cap = QJIT_M_BUCKETS * (1 + dp.nproblems);
     cap = cap < MAX_KERNELS ? cap : MAX_KERNELS;
     qjit_gemm *g = calloc(1, sizeof *g);
