@@ -377,8 +377,39 @@ bool qjit_db_has_tuning(sqlite3 *db, const char *schema)
     return has_named_table(db, schema, "tuning", &yes) == SQLITE_OK && yes;
 }
 
+/* Whether the tables of `schema` have every column qjit reads: a byte damaged inside the
+ * schema's own text (the CREATE TABLE statements in page 1) can rename a column and leave
+ * a file SQLite opens without complaint.  A missing column reads as SQLITE_CORRUPT, so that
+ * the file is repaired like any other damage.  With tuning false, the tuning table is not
+ * asked for (a version 1 DB has none). */
+static int columns_ok(sqlite3 *db, const char *schema, bool tuning, qjit_dberr *e)
+{
+    static const char *const tables[2][2] = {
+        {"kernels", "key, cubin_size, cubin_hash, source_size, compile_ms, created, last_used, "
+                    "arch, descriptor, material, cubin, source"},
+        {"tuning", "gpu, arch, problem, bucket, n, k, config, m, us, ok, created, row_hash"},
+    };
+    for (int t = 0; t < (tuning ? 2 : 1); t++) {
+        char sql[320];
+        snprintf(sql, sizeof sql, "SELECT %s FROM \"%s\".%s LIMIT 0", tables[t][1], schema,
+                 tables[t][0]);
+        sqlite3_stmt *st = NULL;
+        int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+        sqlite3_finalize(st);
+        if (rc == SQLITE_ERROR) { /* no such column or table: the schema text is damaged */
+            snprintf(e->msg, sizeof e->msg, "the schema of table %s is damaged (%s)",
+                     tables[t][0], sqlite3_errmsg(db));
+            return e->rc = SQLITE_CORRUPT;
+        }
+        if (rc != SQLITE_OK)
+            return qjit_db_note(e, db, rc, "read the schema");
+    }
+    return SQLITE_OK;
+}
+
 /* Make the schema current.  A DB of another version is emptied and recreated when
- * allowed (*recreated = old version), else left alone (SQLITE_MISMATCH). */
+ * allowed (*recreated = old version), else left alone (SQLITE_MISMATCH).  A current
+ * schema whose tables lack a column is damage (SQLITE_CORRUPT: see columns_ok). */
 int qjit_db_schema_ensure(sqlite3 *db, bool allow_recreate, int *recreated, qjit_dberr *e)
 {
     sqlite3_int64 v = 0;
@@ -392,9 +423,13 @@ int qjit_db_schema_ensure(sqlite3 *db, bool allow_recreate, int *recreated, qjit
         qjit_db_note(e, db, rc, "read schema version");
         goto done;
     }
-    if (v == QJIT_DB_SCHEMA_VERSION && table)
+    if (v == QJIT_DB_SCHEMA_VERSION && table) {
+        rc = columns_ok(db, "main", true, e);
         goto done;
+    }
     if (v == 1 && table) { /* version 1 lacks only the tuning table: add it, keep every row */
+        if ((rc = columns_ok(db, "main", false, e)) != SQLITE_OK)
+            goto done;
         char sql[64];
         snprintf(sql, sizeof sql, "PRAGMA user_version=%d", QJIT_DB_SCHEMA_VERSION);
         if ((rc = qjit_db_exec(db, tuning_sql)) != SQLITE_OK ||
@@ -449,7 +484,7 @@ int qjit_db_schema_check_ro(sqlite3 *db, const char *schema, qjit_dberr *e)
                  (long long)v, table ? "" : " without a kernels table", QJIT_DB_SCHEMA_VERSION);
         return e->rc = SQLITE_MISMATCH;
     }
-    return SQLITE_OK;
+    return columns_ok(db, schema, v == QJIT_DB_SCHEMA_VERSION, e);
 }
 
 /* Delete least-recently-used rows until cubin + source bytes <= cap.  Inside a write
