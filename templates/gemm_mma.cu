@@ -30,7 +30,10 @@
 %     if OUT ~= "f16" and OUT ~= "bf16" and OUT ~= "f32" then unsupported("OUT must be f16, bf16 or f32 (out=" .. OUT .. ")") end
 %     if SA ~= "none" or SB ~= "none" or ZEROS then unsupported("no scales or zero points: f16/bf16 are used as stored") end
 %     if ARCH < 80 then unsupported("needs sm_80 or newer") end
-%     if SPLIT_K ~= 1 then unsupported("kernel mma has no split-K path yet (split=" .. SPLIT_K .. ")") end
+%     -- split=S (2..8, sm_90a): K split across a cluster of up to S CTAs per output tile when the
+%     -- tiles alone leave SMs idle (chosen at launch), the partial tiles summed in rank order
+%     if SPLIT_K ~= 1 and ARCH < 90 then unsupported("kernel mma splits K across a cluster: split=" .. SPLIT_K .. " needs sm_90a") end
+%     if SPLIT_K > 8 then unsupported("kernel mma splits K across at most 8 CTAs of a cluster (split=" .. SPLIT_K .. ")") end
 %     if not (one_of(BM, 64, 128, 256) and one_of(BN, 64, 128, 256) and one_of(BK, 32, 64)) then
 %       unsupported(string.format("kernel mma takes tiles with BM, BN in {64,128,256} and BK in {32,64} (tile=%dx%dx%d)", BM, BN, BK))
 %     end
@@ -38,12 +41,18 @@
 %     if (BM // WM) * (BN // WN) > 64 * 64 then unsupported(string.format("warps=%dx%d split tile %dx%d into warp tiles of %dx%d, which need %d accumulator registers per thread; at most 128 fit (warp tiles of 64x64 at most)", WM, WN, BM, BN, BM // WM, BN // WN, (BM // WM) * (BN // WN) // 32)) end
 %     if STAGES < 2 or STAGES > 6 then unsupported("stages=" .. STAGES .. ": kernel mma takes 2..6") end
 %     local NP, SMEM = ring_staging("gemm_mma", STAGES * (BM + BN) * BK * 2, BN // WN)
+%     local SPLIT = SPLIT_K > 1
+%     if SPLIT then SMEM = math.max(SMEM, BM * BN * 4) end -- a rank's f32 tile, for rank 0 to add
 %     -- 16-byte cp.async along K for 2-byte elements: K, lda and ldb are multiples of 8
-%     return {threads = 32 * WM * WN, smem = SMEM, k_multiple = 8, ld_multiple = 8, align = 16, NP = NP}
+%     return {threads = 32 * WM * WN, smem = SMEM, k_multiple = 8, ld_multiple = 8, align = 16, NP = NP,
+%             cluster_k = SPLIT and SPLIT_K or 1, k_chunk = SPLIT and BK or 0, SPLIT = SPLIT}
 %   end,
 % }
 // Launch needs, from the plan above (docs/TEMPLATES.md):
 // qjit: threads=$(threads) smem=$(smem) k_multiple=$(k_multiple) ld_multiple=$(ld_multiple) align=$(align)
+% if SPLIT then
+// qjit: cluster_k=$(cluster_k) k_chunk=$(k_chunk)
+% end
 % include("gemm_common.cuh")
 
 namespace {
@@ -110,11 +119,25 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     // which keeps the main loop free of branches.
     const int ld_row = tid / CPR, ld_chunk = tid % CPR;
     const u32 ld_off = swz(ld_row, ld_chunk);
+% if SPLIT then
+    // K tiles [kt0, kt1) of this CTA: with K split across the gridDim.z CTAs of a cluster,
+    // rank blockIdx.z's share (see the plan); loads past kt1 read nothing.
+    const int KT = (K + BK - 1) / BK;
+    const int per = (KT + (int)gridDim.z - 1) / (int)gridDim.z;
+    const int kt0 = min(KT, (int)blockIdx.z * per), kt1 = min(KT, kt0 + per);
+    const int k_base = kt0 * BK, k_end = min(K, kt1 * BK);
+    const u16 *a_src = A + (long long)(m0 + ld_row) * p.lda + k_base + ld_chunk * 8;
+    const u16 *b_src = B + (long long)(n0 + ld_row) * p.ldb + k_base + ld_chunk * 8;
+    const long long a_pass = LD_ROWS * p.lda, b_pass = LD_ROWS * p.ldb;
+    const int a_rows = M - m0 - ld_row, b_rows = N - n0 - ld_row; // rows this thread may load
+    int k_left = k_end - k_base - ld_chunk * 8; // K % 8 == 0: a chunk is all in or all out
+% else
     const u16 *a_src = A + (long long)(m0 + ld_row) * p.lda + ld_chunk * 8;
     const u16 *b_src = B + (long long)(n0 + ld_row) * p.ldb + ld_chunk * 8;
     const long long a_pass = LD_ROWS * p.lda, b_pass = LD_ROWS * p.ldb;
     const int a_rows = M - m0 - ld_row, b_rows = N - n0 - ld_row; // rows this thread may load
     int k_left = K - ld_chunk * 8; // K % 8 == 0: a chunk is all in or all out
+% end
 
     const u32 smem0 = smem_addr(smem);
     auto load_tile = [&](u32 stage) {
@@ -195,7 +218,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     // fragment set across the loop's back edge instead costs ptxas -O3 three times the time
     // on this loop; leaving one pair out costs the 8-warp tiles 2-3% of their speed (7% at
     // BK=64) and gains the 4-warp ones 4% (docs/NOTES.md).
-    const int KT = (K + BK - 1) / BK;
+% if not SPLIT then
+    const int KT = (K + BK - 1) / BK, kt0 = 0, kt1 = KT;
+% end
 #pragma unroll 1 // the prologue: rolled, it compiles faster and runs once
     for (int s = 0; s < STAGES - 1; ++s) {
         load_tile(smem0 + s * STAGE_BYTES);
@@ -210,7 +235,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     load_a(af[0], rd, 0, 0, MT);
     load_b(bf[0], rd, 0, 0, NPAIR - 1);
 
-    for (int kt = 0; kt < KT; ++kt) {
+    for (int kt = kt0; kt < kt1; ++kt) {
 #pragma unroll
         for (int ks = 0; ks < KSTEPS; ++ks) {
             if (ks == KSTEPS - 1) {
@@ -239,6 +264,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     }
     cp_async_wait<0>(); // the zero fills issued past the last tile
     __syncthreads();    // every warp is done with the ring: the epilogue reuses it
+% if SPLIT then
+    // K split across the cluster (qc::cluster_sum): rank 0 adds the other ranks' f32 tiles,
+    // passed through their shared memory, in rank order; then it alone goes on.
+    if (!qc::cluster_sum<MT * NT * 4, THREADS>(&acc[0][0][0], smem0, tid))
+        return;
+% end
 
     // Epilogue, staged (gemm_common.cuh), bias added in f32 before the rounding to OUT.
     // acc[mt][nt] holds rows g and g+8 (g = lane/4), columns 2*(lane%4) and +1.

@@ -777,40 +777,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
     }
 % if CLUSTER then
 
-    // K split across the cluster: every rank leaves its f32 tile in its shared memory (the
-    // ring is free), value j of thread tid at word j*THREADS + tid, and rank 0 adds ranks
-    // 1, 2, ... in that order, so the sum does not depend on timing.  The second cluster
-    // barrier keeps each rank's shared memory alive until rank 0 has read it.
-    if (gridDim.z > 1) {
-        float *const v = &acc[0][0][0];
-        constexpr int NV = MT * NT * 4;
-        auto cluster_sync = [] {
-            asm volatile("barrier.cluster.arrive.release.aligned;\n"
-                         "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-        };
-        cp_async_wait<0>();
-        __syncthreads();
-#pragma unroll
-        for (int j = 0; j < NV; ++j)
-            asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(smem0 + (j * THREADS + tid) * 4), "f"(v[j])
-                         : "memory");
-        cluster_sync();
-        if (blockIdx.z == 0)
-            for (int r = 1; r < (int)gridDim.z; ++r) {
-                u32 base;
-                asm("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(base) : "r"(smem0), "r"(r));
-#pragma unroll
-                for (int j = 0; j < NV; ++j) {
-                    float x;
-                    asm volatile("ld.shared::cluster.f32 %0, [%1];\n"
-                                 : "=f"(x) : "r"(base + (j * THREADS + tid) * 4) : "memory");
-                    v[j] += x;
-                }
-            }
-        cluster_sync();
-        if (blockIdx.z != 0)
-            return;
-    }
+    // K split across the cluster (qc::cluster_sum): rank 0 adds the other ranks' f32 tiles,
+    // passed through their shared memory (the ring is free), in rank order.
+    if (!qc::cluster_sum<MT * NT * 4, THREADS>(&acc[0][0][0], smem0, tid))
+        return;
 % end
 
     // Epilogue. acc[mt][nt] holds rows g and g+8, columns 2t and 2t+1; D = acc·s[n] + bias

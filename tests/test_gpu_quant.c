@@ -24,14 +24,14 @@
 
 #include "quant_list.h"
 
-/* The weight-only kernel splits K across a cluster when the output tiles leave SMs idle
- * (chosen at launch).  For a decode shape: the split is taken (launch_config says so), its
- * result is right, two eager launches agree bit for bit (the partial tiles are summed in a
- * fixed order), and a graph captured in global mode replays them bit for bit, over rounds
- * of new input contents. */
-static void test_cluster_split(qjit_context *ctx)
+/* The weight-only kernel, and mma when named with split=S, split K across a cluster when
+ * the output tiles leave SMs idle (chosen at launch).  For decode shapes: the split is taken
+ * (launch_config says so), its result is right at M = 1, 3, 16, 17, 64 with N and K off the
+ * tile, two eager launches agree bit for bit (the partial tiles are summed in a fixed
+ * order), and a graph captured in global mode replays them bit for bit, over 100 rounds of
+ * new input contents. */
+static void test_cluster_split(qjit_context *ctx, const char *text)
 {
-    const char *text = "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16";
     qjit_gemm_desc d;
     qjit_gemm *g;
     CHECK_OK(qjit_gemm_desc_parse(text, &d));
@@ -39,17 +39,27 @@ static void test_cluster_split(qjit_context *ctx)
     qjit_gemm_info info;
     qjit_gemm_get_info(g, &info);
     const int64_t M = 1, N = 520, K = 128 * 16;
-    double err = 0;
+    double err = 0, worst = 0;
     long mism = 0;
-    CHECK(run_one(g, &info.desc, &info, M, N, K, &err, &mism) && err <= bound_for(&info.desc),
-          "%s split: error %.3g > %.1e", info.text, err, bound_for(&info.desc));
+    /* decode sizes, N and K off the tile (a few output tiles: the split is taken) */
+    static const int64_t ms[] = {1, 3, 16, 17, 64};
+    const int64_t unit = d.sb == QJIT_SCALE_GROUP ? d.group : 3 * info.k_multiple;
+    for (int i = 0; i < 5; i++) {
+        CHECK(run_one(g, &info.desc, &info, ms[i], N, K + unit, &err, &mism) &&
+                  err <= bound_for(&info.desc),
+              "%s split m=%lld: error %.3g > %.1e", info.text, (long long)ms[i], err,
+              bound_for(&info.desc));
+        worst = err > worst ? err : worst;
+    }
+    err = worst;
+    const bool scaled = d.sb == QJIT_SCALE_GROUP;
     buf A, B, S, D[3];
     buf_make(&A, bytes_of(d.a, M, K));
     buf_make(&B, bytes_of(d.b, N, K));
-    buf_make(&S, (size_t)(N * (K / 128)) * 2);
+    buf_make(&S, scaled ? (size_t)(N * (K / 128)) * 2 : 16);
     for (int i = 0; i < 3; i++)
         buf_make(&D[i], bytes_of(d.out, M, N));
-    qjit_gemm_args a = {A.d, B.d, D[0].d, NULL, NULL, S.d, NULL, M, N, K, K, K, N};
+    qjit_gemm_args a = {A.d, B.d, D[0].d, NULL, NULL, scaled ? S.d : NULL, NULL, M, N, K, K, K, N};
     qjit_launch_config cfg;
     CHECK_OK(qjit_gemm_launch_config(g, &a, &cfg));
     CHECK(cfg.cluster_z > 1 && cfg.grid[2] == cfg.cluster_z,
@@ -64,10 +74,11 @@ static void test_cluster_split(qjit_context *ctx)
     CHECK_OK(qjit_gemm_launch(g, &a, (struct CUstream_st *)st));
     CK(cudaStreamEndCapture(st, &graph));
     CK(cudaGraphInstantiate(&exec, graph, 0));
-    for (int round = 0; round < 3; round++) {
+    for (int round = 0; round < 100; round++) { /* 100 replays, each with new inputs */
         fill_elems(d.a, A.h, (size_t)(M * K));
         fill_elems(d.b, B.h, (size_t)(N * K));
-        fill_scales(QJIT_DTYPE_BF16, S.h, (size_t)(N * (K / 128)), 0.5e-2f, 1.5e-2f);
+        if (scaled)
+            fill_scales(QJIT_DTYPE_BF16, S.h, (size_t)(N * (K / 128)), 0.5e-2f, 1.5e-2f);
         buf_up(&A);
         buf_up(&B);
         buf_up(&S);
@@ -86,8 +97,8 @@ static void test_cluster_split(qjit_context *ctx)
         CHECK(memcmp(D[0].h, D[2].h, D[0].n) == 0, "round %d: graph replay differs from eager",
               round);
     }
-    printf("%-96s split across clusters of %u: exact replays, error %.2e\n", info.text,
-           cfg.cluster_z, err);
+    printf("%-96s split across clusters of %u: 100 exact replays, error %.2e (M 1..64)\n",
+           info.text, cfg.cluster_z, err);
     CK(cudaGraphExecDestroy(exec));
     CK(cudaGraphDestroy(graph));
     CK(cudaStreamDestroy(st));
@@ -275,8 +286,14 @@ int main(int argc, char **argv)
     const char *filter = getenv("QJIT_TEST_FILTER");
     const int max_shapes = getenv("QJIT_TEST_SHAPES") ? atoi(getenv("QJIT_TEST_SHAPES")) : 0;
     precompile_all(ctx, filter);
-    if (!filter)
-        test_cluster_split(ctx);
+    if (!filter) {
+        test_cluster_split(ctx, "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16");
+        /* f16/bf16 decode on mma, K split across a cluster when named (split=8) */
+        test_cluster_split(ctx, "gemm a=bf16 b=bf16 out=bf16 kernel=mma tile=64x128x32 warps=2x2 "
+                                "stages=4 split=8");
+        test_cluster_split(ctx, "gemm a=f16 b=f16 out=f32 bias=0 kernel=mma tile=64x64x32 "
+                                "warps=2x2 stages=3 split=4");
+    }
     printf("%-96s %-22s %s\n", "descriptor (resolved)", "max error (bound)", "shapes");
     for (int i = 0; i < ndesc; i++) {
         for (int c = 0; c < NCONFIGS; c++) {
