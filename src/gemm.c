@@ -522,7 +522,8 @@ static unsigned fill_config(const kernel *g, const qjit_gemm_args *a, unsigned g
                        a->lda,     a->ldb,     a->ldd};
     grid[0] = (unsigned)((a->n + g->desc.bn - 1) / g->desc.bn);
     grid[1] = (unsigned)((a->m + g->desc.bm - 1) / g->desc.bm);
-    grid[2] = g->cluster_k > 1 ? 1 : (unsigned)g->desc.split_k; /* a cluster split: below */
+    /* a kernel that splits K across a cluster splits it only as chosen below */
+    grid[2] = g->plan.cluster_k > 1 ? 1 : (unsigned)g->desc.split_k;
     uint64_t tiles = (uint64_t)grid[0] * grid[1];
     if (g->persistent_ctas && tiles > (uint64_t)g->persistent_ctas) {
         grid[0] = (unsigned)g->persistent_ctas; /* the CTAs walk the tiles */
