@@ -67,6 +67,13 @@ fi
 if [ "${QJIT_SKIP_BENCH:-0}" != 1 ]; then
   echo "== qjit-bench $*"
   timeout "$limit" "$build/tools/qjit-bench" "$@" 2>&1 | tee "$out/bench.log" | tail -n 60
+  echo "== qjit-bench, bf16 decode: auto against mma with K split across a cluster (split=8)"
+  timeout "$limit" "$build/tools/qjit-bench" gemm --no-default-shapes --dtype bf16 \
+    --shape 1x8192x8192 --shape 16x8192x8192 --shape 16x4096x4096 --shape 16x4096x14336 \
+    --shape 64x8192x8192 \
+    --sweep-config "kernel=mma tile=64x128x32 warps=2x2 stages=4 split=8" \
+    --sweep-config "kernel=mma tile=64x64x32 warps=2x2 stages=3 split=8" 2>&1 |
+    tee "$out/bench_split.log" | tail -n 30
   if python3 -c 'import torch' 2>/dev/null; then
     echo "== bench_quant.py (qjit vs torch peers, same run)"
     PYTHONUNBUFFERED=1 timeout "$limit" python3 "$root/tools/bench_quant.py" --lib "$build/libqjit.so" 2>&1 |
