@@ -483,10 +483,56 @@ static void test_sweep_families(void)
     qjit_context_destroy(ctx);
 }
 
+/* The Hopper families refuse what they cannot run with the reason, before any compile:
+ * the arch, the operand packing's tile rules, the registers a tile's accumulators need. */
+static void test_hopper_refusals(void)
+{
+    qjit_options o;
+    qjit_options_init(&o);
+    o.memory_only = 1;
+    qjit_context *ctx;
+    CHECK_OK(qjit_context_create(&o, &ctx));
+    static const struct {
+        const char *text, *needle;
+    } cases[] = {
+        {"gemm a=s8 b=s8 sa=row sb=col out=bf16 kernel=wgmma_i8 arch=sm_89", "sm_90a"},
+        {"gemm a=s8 b=s4 sa=row sb=col out=bf16 kernel=wgmma_i8 tile=128x48x128 warps=2x1 stages=4",
+         "multiple of 32"},
+        {"gemm a=s8 b=s4 sa=row sb=group:128 gs=f32 out=bf16 kernel=wgmma_i8 tile=256x128x128 "
+         "warps=2x1 stages=3", "accumulator registers"},
+        {"gemm a=s8 b=s8 sa=row sb=col out=bf16 kernel=wgmma_i8 tile=128x128x64 warps=2x1 stages=4",
+         "BK must be 128"},
+        {"gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 kernel=wgmma_wq tile=128x96x64 warps=2x1 "
+         "stages=4", "multiple of 64"},
+        {"gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 kernel=wgmma_wq tile=128x128x128 "
+         "warps=2x1 stages=4", "BK must be 64"},
+        {"gemm a=e2m1 b=e2m1 sa=mx sb=mx out=bf16 kernel=wgmma_mx tile=128x48x128 warps=2x1 "
+         "stages=4", "multiple"},
+        {"gemm a=e4m3 b=e4m3 sa=row sb=col out=bf16 kernel=wgmma_mx", "does not serve"},
+        {"gemm a=bf16 b=bf16 out=bf16 kernel=mma tile=64x128x32 warps=2x2 stages=4 split=8 "
+         "arch=sm_80", "sm_90a"},
+        {"gemm a=bf16 b=bf16 out=bf16 kernel=mma tile=64x128x32 warps=2x2 stages=4 split=16",
+         "at most 8"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        qjit_gemm_desc d = parse(cases[i].text);
+        char why[512] = "";
+        qjit_status st = qjit_gemm_supports(ctx, &d, d.arch ? d.arch : QJIT_ARCH_SM90A, why,
+                                            sizeof why);
+        CHECK(st == QJIT_ERROR_UNSUPPORTED && strstr(why, cases[i].needle), "%s: %s '%s'",
+              cases[i].text, qjit_status_string(st), why);
+    }
+    qjit_stats s;
+    qjit_context_stats(ctx, &s);
+    CHECK(s.compiles == 0, "a refusal compiled %llu kernels", (unsigned long long)s.compiles);
+    qjit_context_destroy(ctx);
+}
+
 int main(void)
 {
     test_buckets();
     test_sweep_families();
+    test_hopper_refusals();
     qjit_options o;
     qjit_options_init(&o);
     o.memory_only = 1;
