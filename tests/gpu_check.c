@@ -163,6 +163,51 @@ static double bound_for(const qjit_gemm_desc *d)
     return out + work;
 }
 
+/* Where a failing output is wrong, to find a layout or indexing bug from one log: the
+ * first bad outputs (row, column, got, want), the rows and columns they span, and how they
+ * fall modulo 16 along each side (a fragment or swizzle mistake shows as a pattern).  An
+ * output is bad when it differs (exact pairs) or is off by more than 4·bound·rms(ref). */
+static void diagnose(const qjit_gemm_desc *d, const char *text, const double *got,
+                     const double *ref, int64_t m, int64_t n, double bound)
+{
+    double rms = 0;
+    for (int64_t i = 0; i < m * n; i++)
+        rms += ref[i] * ref[i];
+    rms = sqrt(rms / (double)(m * n > 0 ? m * n : 1));
+    const bool exact = bit_exact_pair(d);
+    long bad = 0, rows16[16] = {0}, cols16[16] = {0};
+    int64_t r0 = m, r1 = -1, c0 = n, c1 = -1;
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            const double g = got[i * n + j], w = ref[i * n + j];
+            const bool wrong = exact ? !(g == w || (isnan(g) && isnan(w)))
+                                     : !(fabs(g - w) <= 4 * bound * rms);
+            if (!wrong)
+                continue;
+            if (bad < 4)
+                fprintf(stderr, "    bad D[%lld][%lld] = %.6g, want %.6g\n", (long long)i,
+                        (long long)j, g, w);
+            bad++;
+            rows16[i % 16]++;
+            cols16[j % 16]++;
+            r0 = i < r0 ? i : r0;
+            r1 = i > r1 ? i : r1;
+            c0 = j < c0 ? j : c0;
+            c1 = j > c1 ? j : c1;
+        }
+    if (!bad)
+        return;
+    fprintf(stderr, "    %s m=%lld n=%lld: %ld of %lld outputs bad, rows %lld..%lld, columns "
+            "%lld..%lld; by row %% 16:", text, (long long)m, (long long)n, bad,
+            (long long)(m * n), (long long)r0, (long long)r1, (long long)c0, (long long)c1);
+    for (int i = 0; i < 16; i++)
+        fprintf(stderr, " %ld", rows16[i]);
+    fprintf(stderr, "; by column %% 16:");
+    for (int i = 0; i < 16; i++)
+        fprintf(stderr, " %ld", cols16[i]);
+    fprintf(stderr, "\n");
+}
+
 /* A GEMM's sizes; leading dimensions 0 take padded defaults (K plus one or two
  * ld_multiples, N + 3). */
 typedef struct problem {
@@ -257,6 +302,8 @@ static bool run_problem(qjit_gemm *g, const qjit_gemm_desc *d, const qjit_gemm_i
                 (*mismatch)++;
         }
         *err = ref_nerr(got, ref, (size_t)(m * n));
+        if (*mismatch || !(*err <= bound_for(d)) || poisoned)
+            diagnose(d, info->text, got, ref, m, n, bound_for(d));
         if (poisoned || stray) {
             fprintf(stderr, "  %s m=%lld n=%lld k=%lld: %ld outputs unwritten, %ld stray\n",
                     info->text, (long long)m, (long long)n, (long long)k, poisoned, stray);
