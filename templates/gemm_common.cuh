@@ -176,6 +176,30 @@ __device__ __forceinline__ void stage_out(const float (&v)[MT][NT][4], u32 smem0
     }
 }
 
+// Two adjacent outputs of one row, x and y, finished in f32 as DESIGN §2's epilogue says:
+// times the A scale (tensor, row), times the B scales of their columns (tensor, col), plus
+// the bias, each step rounded alone; a step the descriptor's modes do not have is skipped
+// (its argument unused).  Every GEMM's epilogue goes through here.
+% -- finish2's arguments in the kernel text: arg(mode has the step, its expression) or 0
+% function arg(has, e) return has and e or "0.f" end
+% HAS_SA, HAS_SB = SA == "tensor" or SA == "row", SB == "tensor" or SB == "col"
+__device__ __forceinline__ void finish2(float &x, float &y, float sa, float sb0, float sb1, float b0,
+                                        float b1)
+{
+% if SA == "tensor" or SA == "row" then
+    x = __fmul_rn(x, sa);
+    y = __fmul_rn(y, sa);
+% end
+% if SB == "tensor" or SB == "col" then
+    x = __fmul_rn(x, sb0);
+    y = __fmul_rn(y, sb1);
+% end
+% if BIAS then
+    x = __fadd_rn(x, b0);
+    y = __fadd_rn(y, b1);
+% end
+}
+
 // bias[n] (of type OUT) as f32.
 __device__ __forceinline__ float bias_at(const out_t *bias, long long n)
 {

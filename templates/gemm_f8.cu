@@ -580,23 +580,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
         for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                float &x = acc[mt][nt][2 * h], &y = acc[mt][nt][2 * h + 1];
 % if SA == "row" then
                 const int row = row0 + mt * 16 + h * 8;
                 const float sa0 = row < M ? sa[row] : 0.f;
 % end
-% if SA == "tensor" or SA == "row" then
-                x = __fmul_rn(x, sa0);
-                y = __fmul_rn(y, sa0);
-% end
-% if SB == "tensor" or SB == "col" then
-                x = __fmul_rn(x, sb0);
-                y = __fmul_rn(y, sb1);
-% end
-% if BIAS then
-                x = __fadd_rn(x, b0);
-                y = __fadd_rn(y, b1);
-% end
+                qc::finish2(acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1], $(arg(HAS_SA, "sa0")),
+                            $(arg(HAS_SB, "sb0")), $(arg(HAS_SB, "sb1")), $(arg(BIAS, "b0")), $(arg(BIAS, "b1")));
             }
         }
     }

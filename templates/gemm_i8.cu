@@ -492,24 +492,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                 float x = __int2float_rn(acc[mt][nt][2 * h]);
                 float y = __int2float_rn(acc[mt][nt][2 * h + 1]);
 % end
-% if SA == "tensor" then
-                x = __fmul_rn(x, sa);
-                y = __fmul_rn(y, sa);
-% elseif SA == "row" then
-                x = __fmul_rn(x, sa_row[mt][h]);
-                y = __fmul_rn(y, sa_row[mt][h]);
-% end
-% if SB == "tensor" then
-                x = __fmul_rn(x, sb);
-                y = __fmul_rn(y, sb);
-% elseif SB == "col" then
-                x = __fmul_rn(x, sb0);
-                y = __fmul_rn(y, sb1);
-% end
-% if BIAS then
-                x = __fadd_rn(x, b0);
-                y = __fadd_rn(y, b1);
-% end
+                qc::finish2(x, y, $(SA == "tensor" and "sa" or arg(HAS_SA, "sa_row[mt][h]")),
+                            $(SB == "tensor" and "sb" or arg(HAS_SB, "sb0")), $(SB == "tensor" and "sb" or arg(HAS_SB, "sb1")),
+                            $(arg(BIAS, "b0")), $(arg(BIAS, "b1")));
                 v[mt][nt][2 * h] = x;
                 v[mt][nt][2 * h + 1] = y;
             }

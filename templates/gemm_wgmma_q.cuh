@@ -627,21 +627,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 #pragma unroll
                         for (int h = 0; h < 2; ++h) {
                             float x = to_f32(tot[mi][4 * j + 2 * h]), y = to_f32(tot[mi][4 * j + 2 * h + 1]);
-% if SA == "tensor" then
-                            x = __fmul_rn(x, sa_t);
-                            y = __fmul_rn(y, sa_t);
-% elseif SA == "row" then
-                            x = __fmul_rn(x, sa_r[mi][h]);
-                            y = __fmul_rn(y, sa_r[mi][h]);
-% end
-% if SB == "tensor" or SB == "col" then
-                            x = __fmul_rn(x, sb0);
-                            y = __fmul_rn(y, sb1);
-% end
-% if BIAS then
-                            x = __fadd_rn(x, b0);
-                            y = __fadd_rn(y, b1);
-% end
+                            qc::finish2(x, y, $(SA == "tensor" and "sa_t" or arg(HAS_SA, "sa_r[mi][h]")),
+                                        $(arg(HAS_SB, "sb0")), $(arg(HAS_SB, "sb1")), $(arg(BIAS, "b0")), $(arg(BIAS, "b1")));
                             qc::stage2(base + (mi * 64 + h * 8) * EPI_PITCH + jj * 8 * (int)sizeof(out_t), x, y);
                         }
                     }

@@ -811,15 +811,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
         for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                float &x = acc[mt][nt][2 * h], &y = acc[mt][nt][2 * h + 1];
-% if SB == "col" or SB == "tensor" then
-                x = __fmul_rn(x, s0);
-                y = __fmul_rn(y, s1);
-% end
-% if BIAS then
-                x = __fadd_rn(x, b0);
-                y = __fadd_rn(y, b1);
-% end
+                qc::finish2(acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1], 0.f, $(arg(HAS_SB, "s0")),
+                            $(arg(HAS_SB, "s1")), $(arg(BIAS, "b0")), $(arg(BIAS, "b1")));
             }
         }
     }
