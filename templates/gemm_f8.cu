@@ -25,11 +25,7 @@
 %   -- 430 TFLOP/s at 128x128x128 w2x4 s3 on H100 (e4m3 row/col, 8192^3), where 128x128x64
 %   -- w2x2 spills.
 %   default = function(m) return choose(128, 128, 128, 2, 4, 3) end,
-%   space = spaces{
-%     default = {config(128, 128, 64, 2, 2, 3), config(128, 256, 64, 2, 4, 3), config(64, 128, 64, 2, 2, 3),
-%                config(64, 64, 64, 2, 2, 3), config(128, 128, 64, 2, 2, 4)},
-%     ["small-m"] = {config(64, 128, 64, 2, 2, 3), config(64, 64, 64, 2, 2, 3), config(64, 64, 64, 2, 2, 4)},
-%   },
+%   space = quant_mma_space, -- gemm_stage_plan.cuh
 %   plan = function()
 %     local FP4 = A == "e2m1"
 %     local MX = SA == "mx"

@@ -34,11 +34,7 @@
 %     if SB == "group" then return choose(64, 64, 64, 2, 2, 3) end
 %     return choose(128, 128, 64, 2, 2, 3)
 %   end,
-%   space = spaces{
-%     default = {config(128, 128, 64, 2, 2, 3), config(128, 256, 64, 2, 4, 3), config(64, 128, 64, 2, 2, 3),
-%                config(64, 64, 64, 2, 2, 3), config(128, 128, 64, 2, 2, 4)},
-%     ["small-m"] = {config(64, 128, 64, 2, 2, 3), config(64, 64, 64, 2, 2, 3), config(64, 64, 64, 2, 2, 4)},
-%   },
+%   space = quant_mma_space, -- gemm_stage_plan.cuh
 %   plan = function()
 %     if A ~= "s8" or (B ~= "s8" and B ~= "s4") then unsupported("A must be s8 and B s8 or s4") end
 %     if OUT ~= "f16" and OUT ~= "bf16" and OUT ~= "f32" then unsupported("OUT must be f16, bf16 or f32") end

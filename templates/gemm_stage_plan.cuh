@@ -18,3 +18,12 @@
 %   end
 %   return np, smem
 % end
+% --
+% -- quant_mma_space: the configurations the quantized mma.sync families (mma_wq, mma_i8,
+% -- mma_f8) sweep: 64x64 warp tiles over 64..256-wide tiles of BK 64, and for small M
+% -- tiles of 64 rows.  Their family{...} says `space = quant_mma_space`.
+% quant_mma_space = spaces{
+%   default = {config(128, 128, 64, 2, 2, 3), config(128, 256, 64, 2, 4, 3), config(64, 128, 64, 2, 2, 3),
+%              config(64, 64, 64, 2, 2, 3), config(128, 128, 64, 2, 2, 4)},
+%   ["small-m"] = {config(64, 128, 64, 2, 2, 3), config(64, 64, 64, 2, 2, 3), config(64, 64, 64, 2, 2, 4)},
+% }

@@ -31,11 +31,7 @@
 %     if m == 0 or m <= 64 then return choose(16, 128, 128, 1, 4, 3) end
 %     return choose(128, 128, 64, 2, 2, 3)
 %   end,
-%   space = spaces{
-%     default = {config(128, 128, 64, 2, 2, 3), config(128, 256, 64, 2, 4, 3), config(64, 128, 64, 2, 2, 3),
-%                config(64, 64, 64, 2, 2, 3), config(128, 128, 64, 2, 2, 4)},
-%     ["small-m"] = {config(64, 128, 64, 2, 2, 3), config(64, 64, 64, 2, 2, 3), config(64, 64, 64, 2, 2, 4)},
-%   },
+%   space = quant_mma_space, -- gemm_stage_plan.cuh
 %   plan = function()
 %     local ok_b = {s4 = {col = 1, group = 1}, u4 = {col = 1, group = 1}, s8 = {col = 1, tensor = 1}, e2m1 = {mx = 1}}
 %     if A ~= "f16" and A ~= "bf16" then unsupported("gemm_wq: A must be f16 or bf16, not " .. A) end
