@@ -89,12 +89,7 @@ using qc::u64;
 using qc::u8;
 using qc::out_t;
 
-constexpr int BM = $(BM), BN = $(BN), BK = $(BK);
-constexpr int WM = $(WM), WN = $(WN);
-constexpr int STAGES = $(STAGES);
-constexpr int THREADS = 32 * WM * WN;
-constexpr int WTM = BM / WM, WTN = BN / WN; // warp tile
-constexpr int MT = WTM / 16, NT = WTN / 8;  // m16n8k32 tiles per warp
+% include("gemm_mma_tile.cuh")
 constexpr int KSTEPS = BK / 32;             // k32 steps per K tile
 constexpr int ROW_BYTES = $(ROW_BYTES);     // one tile row of K in shared memory
 constexpr int CPR = ROW_BYTES / 16;         // 16-byte chunks per row: 2, 4 or 8
@@ -102,7 +97,6 @@ constexpr int A_BYTES = BM * ROW_BYTES, B_BYTES = BN * ROW_BYTES;
 constexpr int STAGE_BYTES = $(STAGE_BYTES);
 static_assert(STAGES * STAGE_BYTES <= 227 * 1024, "gemm_f8: tile and stages need more shared memory than an SM has");
 constexpr int LD_ROWS = THREADS / CPR;      // tile rows one cp.async pass covers
-constexpr int GROUP_M = 8;                  // tile rows per rasterization band
 
 // Chunk c of row r lives at chunk c ^ f(r): the 8 rows that one ldmatrix phase reads (and
 // the 8 chunks one cp.async wavefront writes) fall in 8 different 16-byte bank groups.

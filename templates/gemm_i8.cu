@@ -74,17 +74,11 @@ using qc::u32;
 using qc::u64;
 using qc::out_t;
 
-constexpr int BM = $(BM), BN = $(BN), BK = $(BK);
-constexpr int WM = $(WM), WN = $(WN);
-constexpr int STAGES = $(STAGES);
-constexpr int THREADS = 32 * WM * WN;
-constexpr int WTM = BM / WM, WTN = BN / WN; // warp tile
-constexpr int MT = WTM / 16, NT = WTN / 8;  // m16n8k32 tiles per warp
+% include("gemm_mma_tile.cuh")
 constexpr int KSTEPS = BK / 32;
 constexpr int A_ROW = BK, B_ROW = $(B_ROW); // bytes per shared-memory row
 constexpr int A_CPR = A_ROW / 16, B_CPR = B_ROW / 16; // 16-byte chunks per row
 constexpr int A_BYTES = BM * A_ROW, STAGE_BYTES = A_BYTES + BN * B_ROW;
-constexpr int GROUP_M = 8; // tile rows per rasterization band
 
 // Chunk c of row r lives at chunk c ^ f(r), so that the 8 rows one ldmatrix phase reads sit
 // in 8 different 16-byte bank groups. Rows shorter than 128 bytes share a line, so f takes

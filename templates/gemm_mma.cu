@@ -70,18 +70,12 @@ using qc::ldsm_x4;
 using qc::bias_at;
 % end
 
-constexpr int BM = $(BM), BN = $(BN), BK = $(BK);
-constexpr int WM = $(WM), WN = $(WN);
-constexpr int STAGES = $(STAGES);
-constexpr int THREADS = 32 * WM * WN;
-constexpr int WTM = BM / WM, WTN = BN / WN; // warp tile
-constexpr int MT = WTM / 16, NT = WTN / 8;  // m16n8k16 tiles per warp
+% include("gemm_mma_tile.cuh")
 constexpr int KSTEPS = BK / 16;
 constexpr int CPR = BK / 8;                 // 16-byte chunks per shared-memory row
 constexpr int ROW_BYTES = BK * 2;
 constexpr int A_BYTES = BM * ROW_BYTES, STAGE_BYTES = (BM + BN) * ROW_BYTES;
 constexpr int LD_ROWS = THREADS / CPR;      // tile rows one cp.async pass covers
-constexpr int GROUP_M = 8;                  // tile rows per rasterization band
 
 // Chunk c of row r lives at chunk c ^ f(r): the 8 rows that one ldmatrix phase reads (and
 // the 8 chunks one cp.async wavefront writes) fall in 8 different 16-byte bank groups.

@@ -110,12 +110,7 @@
 namespace {
 using namespace qc;
 
-constexpr int BM = $(BM), BN = $(BN), BK = $(BK);
-constexpr int WM = $(WM), WN = $(WN);
-constexpr int STAGES = $(STAGES);
-constexpr int THREADS = $(THREADS);
-constexpr int WTM = BM / WM, WTN = BN / WN; // warp tile
-constexpr int MT = WTM / 16, NT = WTN / 8;  // m16n8 tiles per warp
+% include("gemm_mma_tile.cuh")
 constexpr int BITS = $(BITS);
 constexpr int KC = $(KC);                   // k values per 16-byte chunk of B (one step)
 constexpr int KSTEPS = BK / KC;
@@ -127,7 +122,6 @@ constexpr int SC_OFF = A_BYTES + B_BYTES, SC_N = BN * GPT;
 constexpr int STAGE_BYTES = $(STAGE_BYTES);
 constexpr int LDA_ROWS = THREADS / CPRA, LDB_ROWS = THREADS / CPRB; // rows per cp.async pass
 constexpr int SC_PER = (SC_N + THREADS - 1) / THREADS;              // scale entries per thread
-constexpr int GROUP_M = 8;                  // tile rows per rasterization band
 static_assert(STAGES * STAGE_BYTES <= $(SMEM), "gemm_wq: the ring needs more shared memory than the launch asks for");
 
 // A: chunk c of row r sits at c ^ fa(r).  The consumer reads per 8-lane phase rows 2p, 2p+1
