@@ -336,6 +336,56 @@ class TestTorchCPU(unittest.TestCase):
         deq = qjit.unpack4(q, "s4").double() * s.double().repeat_interleave(128, dim=1)
         self.assertLess((deq - w.double()).abs().max().item(), s.double().max().item())
 
+    def test_quant_linear_weights(self):
+        """qjit.nn.quantize_weight for every scheme: the layout each GEMM reads, and a
+        dequantized weight within half a quantization step (or the fp8 rounding) of it."""
+        import qjit.nn
+        torch.manual_seed(5)
+        w = torch.randn(96, 256)
+        for scheme in qjit.nn.SCHEMES:
+            q, s = qjit.nn.quantize_weight(w, scheme)
+            if scheme in ("w4a16", "w4a8"):
+                self.assertEqual((q.dtype, tuple(q.shape), tuple(s.shape)),
+                                 (torch.uint8, (96, 128), (96, 2)), scheme)
+                self.assertEqual(s.dtype, torch.bfloat16 if scheme == "w4a16" else torch.float32)
+                deq = qjit.unpack4(q, "s4").double() * s.double().repeat_interleave(128, dim=1)
+                step = s.double().repeat_interleave(128, dim=1)
+            elif scheme in ("w8a16", "w8a8"):
+                self.assertEqual((q.dtype, tuple(s.shape), s.dtype), (torch.int8, (96,), torch.float32))
+                deq = q.double() * s.double()[:, None]
+                step = s.double()[:, None].expand(-1, 256)
+            elif scheme == "fp8":
+                self.assertEqual((q.dtype, tuple(s.shape)), (torch.float8_e4m3fn, (96,)))
+                deq = q.double() * s.double()[:, None]
+                step = deq.abs() / 8 + s.double()[:, None] / 512  # 3 mantissa bits; subnormals
+            else:
+                self.assertEqual((q.dtype, tuple(s.shape), s.dtype),
+                                 (torch.float8_e4m3fn, (96, 8), torch.uint8))
+                scale = torch.pow(2.0, s.double() - 127).repeat_interleave(32, dim=1)
+                deq = q.double() * scale
+                step = deq.abs() / 8 + scale / 512
+            self.assertTrue(((deq - w.double()).abs() <= step / 2 + 1e-12).all(), scheme)
+        with self.assertRaises(ValueError):
+            qjit.nn.quantize_weight(torch.randn(8, 100), "w4a16")  # K off the group
+        with self.assertRaises(ValueError):
+            qjit.nn.quantize_weight(w, "w3a3")
+
+    def test_quant_linear_shapes_through_the_fakes(self):
+        """QuantLinear.forward for every scheme on [..., K] activations: the output's shape
+        and dtype through the torch.library fakes (what torch.compile traces)."""
+        import qjit.nn
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        lin = torch.nn.Linear(256, 96, bias=True).to(torch.bfloat16)
+        layers = {s: qjit.nn.QuantLinear.from_linear(lin, s) for s in qjit.nn.SCHEMES}
+        for scheme, layer in layers.items():
+            self.assertIn(scheme, repr(layer))
+            self.assertEqual((layer.in_features, layer.out_features), (256, 96))
+            with FakeTensorMode(allow_non_fake_inputs=True):
+                y = layer(torch.empty(3, 5, 256, dtype=torch.bfloat16))
+                self.assertEqual((tuple(y.shape), y.dtype), ((3, 5, 96), torch.bfloat16), scheme)
+        with self.assertRaises(TypeError):
+            layers["w8a8"](torch.empty(2, 256, dtype=torch.float16))
+
     def test_launch_checks_before_anything_runs(self):
         g = qjit.get_gemm("gemm a=bf16 b=bf16 out=bf16")
         a = torch.zeros(4, 64, dtype=torch.bfloat16)
@@ -615,6 +665,29 @@ class TestTorchGPU(unittest.TestCase):
         for m in (1, 4, 64):
             x = torch.randn(m, dims[0], device=self.dev, dtype=torch.bfloat16)
             self.assertTrue(torch.equal(compiled(x), eager(x)), m)
+
+    def test_quant_linear_layers(self):
+        """qjit.nn.QuantLinear for every scheme against the float Linear it was made from
+        (the bound is the scheme's quantization error), then captured in a CUDA graph and
+        replayed with new inputs, bitwise equal to eager."""
+        import qjit.nn
+        bound = {"w4a16": 0.12, "w4a8": 0.12, "w8a16": 0.02, "w8a8": 0.03, "fp8": 0.08, "mxfp8": 0.08}
+        lin = torch.nn.Linear(1024, 520, bias=True).to(self.dev, torch.bfloat16)
+        for scheme in qjit.nn.SCHEMES:
+            layer = qjit.nn.QuantLinear.from_linear(lin, scheme)
+            for m in (1, 5, 64):
+                x = torch.randn(2, m, 1024, device=self.dev, dtype=torch.bfloat16)
+                ref = x.double() @ lin.weight.double().t() + lin.bias.double()
+                self.assertLess(self.nerr(layer(x), ref), bound[scheme], (scheme, m))
+            x = torch.randn(4, 1024, device=self.dev, dtype=torch.bfloat16)
+            layer(x)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                y = layer(x)
+            for _ in range(10):
+                x.copy_(torch.randn(4, 1024, device=self.dev, dtype=torch.bfloat16))
+                graph.replay()
+                self.assertTrue(torch.equal(y, layer(x)), scheme)
 
     def test_torch_compile(self):
         desc = "gemm a=bf16 b=bf16 out=bf16"
