@@ -65,6 +65,22 @@ if [ "${QJIT_TUNE:-0}" = 1 ]; then
     "gemm a=bf16 b=bf16 out=bf16" 2>&1 | tee "$out/tune.log" | tail -n 30
 fi
 if [ "${QJIT_SKIP_BENCH:-0}" != 1 ]; then
+  # compile on a miss of each new Hopper kernel on this machine's CPU, one at a time, with
+  # an empty HOME so that NVRTC's own cache (~/.nv) cannot turn a miss into a hit
+  echo "== compile on a miss, new Hopper kernels (qjit-precompile -j1)"
+  jit="$(mktemp -d)"
+  cat > "$jit/m.txt" <<'MANIFEST'
+gemm a=s8 b=s8 sa=row sb=col out=bf16 arch=sm_90a kernel=wgmma_i8
+gemm a=s8 b=s4 sa=row sb=group:128 gs=f32 out=bf16 arch=sm_90a kernel=wgmma_i8
+gemm a=e4m3 b=e4m3 sa=mx sb=mx out=bf16 arch=sm_90a kernel=wgmma_mx
+gemm a=e2m1 b=e2m1 sa=mx sb=mx out=bf16 arch=sm_90a kernel=wgmma_mx
+gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 arch=sm_90a kernel=wgmma_wq
+gemm a=bf16 b=s8 sb=col out=bf16 arch=sm_90a kernel=wgmma_wq
+MANIFEST
+  mkdir -p "$jit/home"
+  HOME="$jit/home" timeout "$limit" "$build/tools/qjit-precompile" -j1 --cache-dir "$jit/cache" \
+    "$jit/m.txt" 2>&1 | grep -E "compiled|failed" | tee "$out/jit_new.log" | tail -n 8
+  rm -rf "$jit"
   echo "== qjit-bench $*"
   timeout "$limit" "$build/tools/qjit-bench" "$@" 2>&1 | tee "$out/bench.log" | tail -n 60
   echo "== qjit-bench, bf16 decode: auto against mma with K split across a cluster (split=8)"
