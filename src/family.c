@@ -108,8 +108,8 @@ static const char *mode_name(qjit_scale_mode m)
 }
 
 /* The descriptor as the globals every template reads (docs/TEMPLATES.md). */
-#define NPARAMS 20
-static void params_of(const qjit_gemm_desc *r, qjit_tparam p[NPARAMS])
+#define NPARAMS 21
+static void params_of(const qjit_gemm_desc *r, bool named, qjit_tparam p[NPARAMS])
 {
     const qjit_tparam q[NPARAMS] = {
         {"A", QJIT_TP_STR, 0, qjit_desc_dtype_name(r->a)},
@@ -125,6 +125,7 @@ static void params_of(const qjit_gemm_desc *r, qjit_tparam p[NPARAMS])
         {"ARCH", QJIT_TP_INT, (int)r->arch, NULL},
         {"SMEM_LIMIT", QJIT_TP_INT, qjit_arch_smem_limit(r->arch), NULL},
         {"KERNEL", QJIT_TP_STR, 0, qjit_kernel_name(r->kernel)},
+        {"NAMED", QJIT_TP_BOOL, named, NULL},
         {"BM", QJIT_TP_INT, r->bm, NULL},
         {"BN", QJIT_TP_INT, r->bn, NULL},
         {"BK", QJIT_TP_INT, r->bk, NULL},
@@ -194,7 +195,7 @@ static qjit_status query(qjit_families *fs, qjit_kernel k, const qjit_gemm_desc 
     qjit_tparam p[NPARAMS];
     qjit_gemm_desc r = *d;
     r.kernel = k;
-    params_of(&r, p);
+    params_of(&r, d->kernel == k, p); /* NAMED: the descriptor names this family */
     pthread_mutex_lock(&fs->mu);
     qjit_status st = load(fs, i);
     if (st == QJIT_OK)
@@ -360,7 +361,7 @@ qjit_status qjit_family_plan(qjit_families *fs, const qjit_gemm_desc *r, qjit_pl
 qjit_status qjit_family_expand(qjit_families *fs, const qjit_gemm_desc *r, qjit_expansion *e)
 {
     qjit_tparam p[NPARAMS];
-    params_of(r, p);
+    params_of(r, true, p);
     const char *t = qjit_family_template(r->kernel);
     if (!t)
         return qjit_err_set(QJIT_ERROR_UNSUPPORTED, "no template for kernel %d", (int)r->kernel);

@@ -45,8 +45,12 @@
 %   -- of ring; the output leaves in passes), the tile CUTLASS's int8 Hopper kernels favour.
 %   -- Group scales keep a part and a total: 128x128x128, two consumer warpgroups, 4 stages.
 %   default = function(m)
-%     -- decode (M <= 64, no tile named) stays with mma_i8, listed after this family
-%     if m ~= 0 and m <= 64 and BM == 0 then return nil end
+%     -- decode (M <= 64, no tile named): under auto it stays with mma_i8, listed after
+%     -- this family; named, one consumer warpgroup of 64 rows
+%     if m ~= 0 and m <= 64 and BM == 0 then
+%       if not NAMED then return nil end
+%       return choose(64, 128, 128, 1, 1, 6)
+%     end
 %     local c = SB == "group" and choose(128, 128, 128, 2, 1, 4) or choose(128, 256, 128, 2, 1, B == "s4" and 3 or 4)
 %     if BM ~= 0 and WM == 0 then c.wm, c.wn = BM >= 128 and 2 or 1, 1 end
 %     return c

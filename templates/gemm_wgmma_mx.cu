@@ -34,8 +34,12 @@
 %   -- Predicted, not measured: wgmma_f8's tile (part and total accumulators, consumer tiles
 %   -- of 64x128) with 5 stages; MXFP4 (both operands through the expanding producer) 4.
 %   default = function(m)
-%     -- decode (M <= 64, no tile named) stays with mma_f8, listed after this family
-%     if m ~= 0 and m <= 64 and BM == 0 then return nil end
+%     -- decode (M <= 64, no tile named): under auto it stays with mma_f8, listed after
+%     -- this family; named, one consumer warpgroup of 64 rows
+%     if m ~= 0 and m <= 64 and BM == 0 then
+%       if not NAMED then return nil end
+%       return choose(64, 128, 128, 1, 1, 6)
+%     end
 %     local c = choose(128, 128, 128, 2, 1, A == "e2m1" and 4 or 5)
 %     if BM ~= 0 and WM == 0 then c.wm, c.wn = BM >= 128 and 2 or 1, 1 end
 %     return c

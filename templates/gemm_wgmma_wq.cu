@@ -36,8 +36,12 @@
 %   -- Predicted, not measured: the f16/bf16 wgmma tile (128x256x64, two consumer warpgroups,
 %   -- 3 stages; 1.00x cuBLAS at bf16 8192^3), its B operand dequantized by the producer.
 %   default = function(m)
-%     -- decode (M <= 64, no tile named) stays with mma_wq, listed after this family
-%     if m ~= 0 and m <= 64 and BM == 0 then return nil end
+%     -- decode (M <= 64, no tile named): under auto it stays with mma_wq, listed after
+%     -- this family; named, one consumer warpgroup of 64 rows
+%     if m ~= 0 and m <= 64 and BM == 0 then
+%       if not NAMED then return nil end
+%       return choose(64, 128, 64, 1, 1, 6)
+%     end
 %     local c = choose(128, 256, 64, 2, 1, 3)
 %     if BM ~= 0 and WM == 0 then c.wm, c.wn = BM >= 128 and 2 or 1, 1 end
 %     return c

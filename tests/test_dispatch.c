@@ -467,8 +467,8 @@ static void test_sweep_families(void)
     for (size_t i = 0; i < n && i < 64; i++)
         all &= pts[i].kernel == QJIT_KERNEL_WGMMA_I8;
     CHECK(all, "wgmma_i8 sweep has %zu points, not all wgmma_i8", n);
-    /* a handle's variants: auto keeps mma_i8 in every bucket; named, wgmma_i8 in every one
-     * (its default(m) leaves M <= 64 to others, so a named one takes its general choice) */
+    /* a handle's variants: auto keeps mma_i8 in every bucket; named, wgmma_i8 in every one,
+     * with one consumer warpgroup of 64 rows up to M = 64 (its default(m) answers NAMED) */
     qjit_gemm_variant v[QJIT_M_BUCKETS];
     size_t nv = 0;
     d.kernel = QJIT_KERNEL_AUTO;
@@ -478,8 +478,12 @@ static void test_sweep_families(void)
     d.kernel = QJIT_KERNEL_WGMMA_I8;
     CHECK_OK(qjit_gemm_variants(ctx, &d, QJIT_ARCH_SM90A, v, QJIT_M_BUCKETS, &nv));
     CHECK(nv >= 1, "no wgmma_i8 variants");
-    for (size_t i = 0; i < nv && i < QJIT_M_BUCKETS; i++)
+    for (size_t i = 0; i < nv && i < QJIT_M_BUCKETS; i++) {
         CHECK(v[i].desc.kernel == QJIT_KERNEL_WGMMA_I8, "named wgmma_i8 variant %s", v[i].text);
+        CHECK((v[i].m_max <= 64) == (v[i].desc.bm == 64), "named wgmma_i8 variant for M %lld..%lld: %s",
+              (long long)v[i].m_min, (long long)v[i].m_max, v[i].text);
+    }
+    CHECK(nv == 2, "named wgmma_i8: %zu variants, expected 2 (M <= 64, M > 64)", nv);
     qjit_context_destroy(ctx);
 }
 
