@@ -200,6 +200,25 @@ __device__ __forceinline__ void finish2(float &x, float &y, float sa, float sb0,
 % end
 }
 
+% if SB == "group" then
+// A group scale as stored (GS: f32, f16 or bf16) and as f32.
+%   if GS == "f32" then
+typedef float gs_t;
+__device__ __forceinline__ float gs_f32(float s) { return s; }
+%   elseif GS == "f16" then
+typedef u16 gs_t;
+__device__ __forceinline__ float gs_f32(u16 s)
+{
+    float f;
+    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(s));
+    return f;
+}
+%   else
+typedef u16 gs_t;
+__device__ __forceinline__ float gs_f32(u16 s) { return __uint_as_float((u32)s << 16); }
+%   end
+% end
+
 // bias[n] (of type OUT) as f32.
 __device__ __forceinline__ float bias_at(const out_t *bias, long long n)
 {

@@ -153,21 +153,8 @@ template <bool V> struct flag { static constexpr bool value = V; };
 constexpr int MAGIC_BITS = 0x4B400000;
 constexpr float MAGIC = 12582912.0f;
 
-%   if GS == "f32" then
-typedef float gs_t;
-__device__ __forceinline__ float gs_f32(float s) { return s; }
-%   elseif GS == "f16" then
-typedef u16 gs_t;
-__device__ __forceinline__ float gs_f32(u16 s)
-{
-    float f;
-    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(s));
-    return f;
-}
-%   else
-typedef u16 gs_t;
-__device__ __forceinline__ float gs_f32(u16 s) { return __uint_as_float((u32)s << 16); }
-%   end
+using qc::gs_t;
+using qc::gs_f32;
 % end
 
 } // namespace

@@ -1,4 +1,4 @@
-// gemm_wgmma_q.cuh — the kernel body of the quantized Hopper GEMMs (wgmma_f8, wgmma_i8, wgmma_mx),
+// gemm_wgmma_q.cuh — the kernel body of the quantized Hopper GEMMs (wgmma_f8, wgmma_i8, wgmma_mx, wgmma_wq),
 // sm_90a: one producer warpgroup fills a STAGES-deep ring of 128-byte-swizzled tiles (one
 // 128-byte row holds BK = 128 one-byte values of K) with cp.async and mbarriers
 // (gemm_hopper.cuh); WM×WN consumer warpgroups run wgmma.mma_async m64nNk32 on both operands
@@ -96,7 +96,7 @@ __device__ __forceinline__ void wgmma(acc_t (&d)[WGN / 2], u64 a, u64 b, int add
 __device__ __forceinline__ float to_f32(float x) { return x; }
 __device__ __forceinline__ float to_f32(int x) { return __int2float_rn(x); }
 
-% if PACKED_A or PACKED_B then
+% if (PACKED_A or PACKED_B) and not WQ then
 %   if A == "e2m1" then
 // e2m1 nibbles -> e4m3 bytes worth value·2^-6, exactly: e2m1's sign, exponent and mantissa
 // bits land on e4m3's sign and lowest bits, whose subnormals extend the same way (0.5 ->
@@ -117,21 +117,23 @@ typedef qh::nibble_expand<nib> expand4;
 % end
 
 % if SB == "group" then
-%   if GS == "f32" then
-typedef float gs_t;
-__device__ __forceinline__ float gs_f32(float s) { return s; }
-%   elseif GS == "f16" then
-typedef unsigned short gs_t;
-__device__ __forceinline__ float gs_f32(unsigned short s)
-{
-    float f;
-    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(s));
-    return f;
-}
-%   else
-typedef unsigned short gs_t;
-__device__ __forceinline__ float gs_f32(unsigned short s) { return __uint_as_float((u32)s << 16); }
+using qc::gs_t;
+using qc::gs_f32;
+% end
+
+% if SA == "mx" or SB == "mx" then
+%   local OFF = A == "e2m1" and 6 or 0
+// e8m0 code c as f32: 2^(c − 127 + $(OFF)), exactly (2^-127 is an f32 subnormal); 0xFF is NaN.
+%   if OFF > 0 then
+// The 2^6 undoes nib's 2^-6 on each operand; codes above 248 (2^121) then leave f32's range
+// and give inf, a limit of this kernel (real MXFP4 scales sit far below it).
 %   end
+__device__ __forceinline__ float e8m0(u32 c)
+{
+    const u32 e = c + $(OFF);
+    return c == 0xFFu ? __uint_as_float(0x7FC00000u) : e >= 255 ? __uint_as_float(0x7F800000u)
+                      : e == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(e << 23);
+}
 % end
 
 % if WQ then
@@ -170,9 +172,7 @@ struct wq_conv {
                 const bool in = n < N && grp < NG;
                 const long long at = (long long)n * NG + grp;
 %     if SB == "mx" then
-                // e8m0: 2^(c − 127) (c = 0 is the subnormal 2^-127), 0xFF NaN
-                const u32 c = in ? sg[at] : 127u;
-                s[i][g] = c == 0xFFu ? __uint_as_float(0x7FC00000u) : c == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(c << 23);
+                s[i][g] = e8m0(in ? sg[at] : 127u); // 0xFF is NaN
 %     else
                 s[i][g] = in ? gs_f32(sg[at]) : 0.f;
 %     end
@@ -290,19 +290,6 @@ struct group_side {
 % end
 
 % if MX then
-%   local OFF = A == "e2m1" and 6 or 0
-// e8m0 code c as f32: 2^(c − 127 + $(OFF)), exactly (2^-127 is an f32 subnormal); 0xFF is NaN.
-%   if OFF > 0 then
-// The 2^6 undoes nib's 2^-6 on each operand; codes above 248 (2^121) then leave f32's range
-// and give inf, a limit of this kernel (real MXFP4 scales sit far below it).
-%   end
-__device__ __forceinline__ float e8m0(u32 c)
-{
-    const u32 e = c + $(OFF);
-    return c == 0xFFu ? __uint_as_float(0x7FC00000u) : e >= 255 ? __uint_as_float(0x7F800000u)
-                      : e == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(e << 23);
-}
-
 // The producer's side data (gemm_hopper.cuh): stage s's K tile kt spans the 32-blocks
 // 4kt .. 4kt+3; their codes for the tile's BM rows of A and BN rows of B are read (a row's
 // four codes by four adjacent threads), decoded, and stored as f32 A [BM][4] and B [4][BN].
