@@ -149,6 +149,21 @@ template <int BM, int BN, int ES> struct tile_walk {
     }
 };
 
+// Issues one operand's copies of one K tile: ROWS rows, PASS_ROWS of them a pass of the 128
+// producer threads, one 16-byte chunk a thread, into rows PITCH bytes apart from dst (the
+// thread's first destination).  src: the thread's first row and chunk at this K tile; pass:
+// bytes between its rows; rows: the operand's rows left from the thread's first; ok: its
+// chunk is inside K.
+template <int ROWS, int PASS_ROWS, int PITCH>
+__device__ __forceinline__ void issue_rows(u32 dst, const char *src, long long pass, int rows, bool ok)
+{
+#pragma unroll
+    for (int i = 0; i < ROWS / PASS_ROWS; ++i) {
+        qc::cp_async16(dst + i * PASS_ROWS * PITCH, src, ok && i * PASS_ROWS < rows ? 16 : 0);
+        src = advance(src, pass);
+    }
+}
+
 // What a producer writes beside each stage's tiles: nothing (the plain GEMMs).  A family
 // with per-stage side data (scales that travel with their K tile) passes a type with
 // ARRIVES = true and operator()(stage, m0, n0, kt, tid), which every producer thread calls
@@ -188,18 +203,8 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
             const u32 st = ring + s * STAGE_BYTES + ld_off;
             const int k = kt * ROW_BYTES;
             const bool k_ok = k + ld_chunk * 16 < K_BYTES; // a chunk is all in or all out
-            const char *src = a_src + k;
-#pragma unroll
-            for (int i = 0; i < BM / LD_ROWS; ++i) {
-                qc::cp_async16(st + i * LD_ROWS * ROW_BYTES, src, k_ok && i * LD_ROWS < a_rows ? 16 : 0);
-                src = advance(src, a_pass);
-            }
-            src = b_src + k;
-#pragma unroll
-            for (int i = 0; i < BN / LD_ROWS; ++i) {
-                qc::cp_async16(st + A_BYTES + i * LD_ROWS * ROW_BYTES, src, k_ok && i * LD_ROWS < b_rows ? 16 : 0);
-                src = advance(src, b_pass);
-            }
+            issue_rows<BM, LD_ROWS, ROW_BYTES>(st, a_src + k, a_pass, a_rows, k_ok);
+            issue_rows<BN, LD_ROWS, ROW_BYTES>(st + A_BYTES, b_src + k, b_pass, b_rows, k_ok);
             cp_async_arrive(full0 + 8 * s);
             if (Side::ARRIVES) {
                 side(s, m0, n0, kt, tid);
@@ -212,21 +217,6 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
         }
     }
     asm volatile("cp.async.wait_all;\n" ::: "memory");
-}
-
-// Issues one operand's copies of one K tile: ROWS rows, PASS_ROWS of them a pass of the 128
-// producer threads, one 16-byte chunk a thread, into rows PITCH bytes apart from dst (the
-// thread's first destination).  src: the thread's first row and chunk at this K tile; pass:
-// bytes between its rows; rows: the operand's rows left from the thread's first; ok: its
-// chunk is inside K.
-template <int ROWS, int PASS_ROWS, int PITCH>
-__device__ __forceinline__ void issue_rows(u32 dst, const char *src, long long pass, int rows, bool ok)
-{
-#pragma unroll
-    for (int i = 0; i < ROWS / PASS_ROWS; ++i) {
-        qc::cp_async16(dst + i * PASS_ROWS * PITCH, src, ok && i * PASS_ROWS < rows ? 16 : 0);
-        src = advance(src, pass);
-    }
 }
 
 // 16 values of 4 bits (8 bytes, value 2i in the low nibble of byte i) as 16 bytes in K order:
