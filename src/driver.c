@@ -74,6 +74,9 @@ static void load(void)
         }
         memcpy((char *)&api + syms[i].off, &f, sizeof f);
     }
+    /* optional: the TMA kernels' tensor maps (gemm.c) */
+    void *encode = dlsym(lib, "cuTensorMapEncodeTiled");
+    memcpy(&api.TensorMapEncodeTiled, &encode, sizeof encode);
     CUresult r = api.Init(0);
     if (r != CUDA_SUCCESS) {
         const char *n = "?";

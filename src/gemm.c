@@ -510,63 +510,126 @@ static qjit_status check_args(const kernel *g, const qjit_gemm_args *a)
     return QJIT_OK;
 }
 
-/* The grid, and for kernels that split K across a cluster (cluster_k), how many CTAs share
- * each output tile: when there are no more tiles than SMs, enough for about two CTAs per
- * SM, at most cluster_k and one K chunk each.  It depends only on the sizes, so a replayed launch
- * splits the same way and sums the partial tiles in the same order. */
-static unsigned fill_config(const kernel *g, const qjit_gemm_args *a, unsigned grid[3],
-                            qjit_kernel_params *p)
+/* The grid and the cluster shape.  Kernels that split K across a cluster (cluster_k) give
+ * each output tile, when there are no more tiles than SMs, enough CTAs for about two a SM,
+ * at most cluster_k and one K chunk each (clusters along z).  Kernels that share B across
+ * CTAs of the same columns (cluster_m) go in clusters of cluster_m along x when the output
+ * has that many tile rows, on a one-dimensional grid of whole clusters that walk the units
+ * of cluster_m tiles (at most one CTA a SM when persistent).  Both depend only on the sizes,
+ * so a replayed launch splits and groups the same way. */
+static void fill_config(const kernel *g, const qjit_gemm_args *a, unsigned grid[3],
+                        unsigned cluster[3], qjit_kernel_params *p)
 {
     *p = (qjit_kernel_params){a->a,       a->b,       a->d,       a->bias, a->scale_a,
                        a->scale_b, a->zeros_b, a->m,       a->n,    a->k,
                        a->lda,     a->ldb,     a->ldd};
+    cluster[0] = cluster[1] = cluster[2] = 1;
     grid[0] = (unsigned)((a->n + g->desc.bn - 1) / g->desc.bn);
     grid[1] = (unsigned)((a->m + g->desc.bm - 1) / g->desc.bm);
     /* a kernel that splits K across a cluster splits it only as chosen below */
     grid[2] = g->plan.cluster_k > 1 ? 1 : (unsigned)g->desc.split_k;
     uint64_t tiles = (uint64_t)grid[0] * grid[1];
+    if (g->plan.cluster_m > 1) {
+        const unsigned cl = grid[1] >= (unsigned)g->plan.cluster_m ? (unsigned)g->plan.cluster_m : 1;
+        uint64_t units = (uint64_t)grid[0] * ((grid[1] + cl - 1) / cl);
+        if (g->persistent_ctas && units > (uint64_t)g->persistent_ctas / cl)
+            units = (uint64_t)g->persistent_ctas / cl; /* the clusters walk the units */
+        grid[0] = (unsigned)(units * cl);
+        grid[1] = 1;
+        cluster[0] = cl;
+        return;
+    }
     if (g->persistent_ctas && tiles > (uint64_t)g->persistent_ctas) {
         grid[0] = (unsigned)g->persistent_ctas; /* the CTAs walk the tiles */
         grid[1] = 1;
     }
-    unsigned cluster = 1;
     if (g->cluster_k > 1 && tiles <= (uint64_t)g->sms) {
         const int64_t chunks = (a->k + g->k_chunk - 1) / g->k_chunk;
-        cluster = (unsigned)(2 * (uint64_t)g->sms / tiles); /* about two CTAs per SM */
-        if (cluster > (unsigned)g->cluster_k)
-            cluster = (unsigned)g->cluster_k;
-        if ((int64_t)cluster > chunks) /* k > 0 here, so chunks >= 1 */
-            cluster = (unsigned)chunks;
-        grid[2] = cluster;
+        unsigned c = (unsigned)(2 * (uint64_t)g->sms / tiles); /* about two CTAs per SM */
+        if (c > (unsigned)g->cluster_k)
+            c = (unsigned)g->cluster_k;
+        if ((int64_t)c > chunks) /* k > 0 here, so chunks >= 1 */
+            c = (unsigned)chunks;
+        grid[2] = cluster[2] = c;
     }
-    return cluster;
 }
 
+/* The tensor maps of a TMA kernel (plan.tma): A's rows [m][k] and B's [n][k] of one-byte
+ * values, 128-byte swizzle, boxes of 128 values by BM rows (A) and BN/2 rows (B: two boxes a
+ * tile, or one from each CTA of a cluster pair), zeros outside the tensor.  The kernel's
+ * tiles are laid out the way these boxes land (gemm_hopper.cuh, produce_tma).  Host work
+ * only, no device call: legal while a stream is captured. */
+static qjit_status encode_maps(const kernel *g, const qjit_gemm_args *a, CUtensorMap maps[2])
+{
+    if (!g->cu->TensorMapEncodeTiled)
+        return qjit_err_set(QJIT_ERROR_NO_DEVICE,
+                            "%s: this CUDA driver has no cuTensorMapEncodeTiled (CUDA 12 or later "
+                            "is needed for TMA kernels)",
+                            g->text);
+    const struct {
+        const void *base;
+        int64_t rows, ld;
+        unsigned box_rows;
+        const char *what;
+    } op[2] = {{a->a, a->m, a->lda, (unsigned)g->desc.bm, "cuTensorMapEncodeTiled(a)"},
+               {a->b, a->n, a->ldb, (unsigned)g->desc.bn / 2, "cuTensorMapEncodeTiled(b)"}};
+    for (int i = 0; i < 2; i++) {
+        const cuuint64_t dims[2] = {(cuuint64_t)a->k, (cuuint64_t)op[i].rows};
+        const cuuint64_t strides[1] = {(cuuint64_t)op[i].ld}; /* bytes: one-byte values */
+        const cuuint32_t box[2] = {128, op[i].box_rows}, step[2] = {1, 1};
+        CUresult r = g->cu->TensorMapEncodeTiled(
+            &maps[i], CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, (void *)op[i].base, dims, strides, box,
+            step, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+        if (r != CUDA_SUCCESS)
+            return qjit_err_prefix(qjit_drv_fail(g->cu, r, op[i].what), "%s", g->text);
+    }
+    return QJIT_OK;
+}
+
+/* The kernel a launch runs, with its arguments and context checked. */
+static qjit_status checked(const qjit_gemm *h, const qjit_gemm_args *a, CUstream stream,
+                           const kernel **out)
+{
+    const kernel *k = pick(h, a);
+    qjit_status st = check_args(k, a);
+    if (st == QJIT_OK)
+        st = qjit_drv_check_context(k->cu, k->cuctx, k->dev, stream, k->text);
+    *out = k;
+    return st;
+}
+
+qjit_status qjit_gemm_check_launch(const qjit_gemm *h, const qjit_gemm_args *a)
+{
+    const kernel *k;
+    return checked(h, a, NULL, &k);
+}
 
 qjit_status qjit_gemm_launch(const qjit_gemm *h, const qjit_gemm_args *a,
                              struct CUstream_st *stream)
 {
     if (!h || !a)
         return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "qjit_gemm_launch: NULL argument");
-    const kernel *k = pick(h, a);
-    qjit_status st = check_args(k, a);
-    if (st == QJIT_OK)
-        st = qjit_drv_check_context(k->cu, k->cuctx, k->dev, (CUstream)stream, k->text);
+    const kernel *k;
+    qjit_status st = checked(h, a, (CUstream)stream, &k);
     if (st != QJIT_OK || a->m == 0 || a->n == 0)
         return st;
     qjit_kernel_params p;
-    unsigned grid[3];
-    const unsigned cluster = fill_config(k, a, grid, &p);
-    void *params[] = {&p};
+    unsigned grid[3], cluster[3];
+    fill_config(k, a, grid, cluster, &p);
+    CUtensorMap maps[2];
+    void *params[] = {&p, &maps[0], &maps[1]};
+    if (k->plan.tma && (st = encode_maps(k, a, maps)) != QJIT_OK)
+        return st;
     CUresult r;
     const char *what = "cuLaunchKernel";
-    if (cluster > 1) {
+    if (cluster[0] * cluster[1] * cluster[2] > 1) {
         CUlaunchAttribute attr;
         memset(&attr, 0, sizeof attr);
         attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        attr.value.clusterDim.x = 1;
-        attr.value.clusterDim.y = 1;
-        attr.value.clusterDim.z = cluster;
+        attr.value.clusterDim.x = cluster[0];
+        attr.value.clusterDim.y = cluster[1];
+        attr.value.clusterDim.z = cluster[2];
         CUlaunchConfig cfg;
         memset(&cfg, 0, sizeof cfg);
         cfg.gridDimX = grid[0];
@@ -595,15 +658,21 @@ qjit_status qjit_gemm_launch_config(const qjit_gemm *h, const qjit_gemm_args *a,
     if (!h || !a || !cfg)
         return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
                             "qjit_gemm_launch_config: NULL argument");
-    const kernel *g = pick(h, a);
-    qjit_status st = check_args(g, a);
-    if (st == QJIT_OK)
-        st = qjit_drv_check_context(g->cu, g->cuctx, g->dev, NULL, g->text);
+    const kernel *g;
+    qjit_status st = checked(h, a, NULL, &g);
     if (st != QJIT_OK)
         return st;
+    if (g->plan.tma)
+        return qjit_err_set(QJIT_ERROR_UNSUPPORTED,
+                            "%s: this kernel takes tensor maps beside its parameter, which "
+                            "qjit_launch_config does not describe; launch it with "
+                            "qjit_gemm_launch",
+                            g->text);
     memset(cfg, 0, sizeof *cfg);
     qjit_kernel_params p;
-    cfg->cluster_z = fill_config(g, a, cfg->grid, &p);
+    unsigned cluster[3];
+    fill_config(g, a, cfg->grid, cluster, &p);
+    cfg->cluster_z = cluster[2];
     cfg->function = g->fn;
     cfg->block[0] = g->plan.threads;
     cfg->block[1] = cfg->block[2] = 1;

@@ -84,6 +84,7 @@ QJIT_HIDDEN bool qjit_arch_at_least(qjit_arch a, qjit_arch floor);
     X(QJIT_KERNEL_MMA_WQ, "mma_wq", "gemm_wq.cu")                                        \
     X(QJIT_KERNEL_WGMMA_I8, "wgmma_i8", "gemm_wgmma_i8.cu")                              \
     X(QJIT_KERNEL_MMA_I8, "mma_i8", "gemm_i8.cu")                                        \
+    X(QJIT_KERNEL_WGMMA_TMA, "wgmma_tma", "gemm_wgmma_tma.cu")                           \
     X(QJIT_KERNEL_WGMMA_F8, "wgmma_f8", "gemm_wgmma_f8.cu")                              \
     X(QJIT_KERNEL_WGMMA_MX, "wgmma_mx", "gemm_wgmma_mx.cu")                              \
     X(QJIT_KERNEL_MMA_F8, "mma_f8", "gemm_f8.cu")
@@ -117,6 +118,10 @@ typedef struct qjit_plan {
     int persistent; /* 1: a grid of at most one CTA per SM that walks the tiles */
     int cluster_k;  /* > 1: K may be split across up to this many CTAs of a cluster */
     int k_chunk;    /* with cluster_k: each CTA's share of K is a multiple of this */
+    int tma;        /* 1: the kernel takes tensor maps of A and B after its parameter struct
+                       (gemm.c encodes them at each launch: encode_maps) */
+    int cluster_m;  /* > 1: CTAs go in clusters of this many along M when the output has
+                       that many tile rows (the kernel shares B across them) */
 } qjit_plan;
 
 typedef struct qjit_families qjit_families; /* one per context: its templates' declarations */
@@ -411,6 +416,12 @@ typedef struct qjit_cu_api qjit_cu_api;
 QJIT_HIDDEN qjit_status qjit_drv_load(const qjit_cu_api **out);
 /* "CUDA_ERROR_...: description" of a result. */
 QJIT_HIDDEN const char *qjit_drv_error_name(qjit_cu_result r);
+
+/* ---------------------------------------------------------------- gemm.c */
+/* What qjit_gemm_launch checks before it runs anything (the kernel for the launch's M, its
+ * arguments, the current context), without launching: the linear helper checks its GEMM
+ * before its quantizer runs. */
+QJIT_HIDDEN qjit_status qjit_gemm_check_launch(const qjit_gemm *h, const qjit_gemm_args *a);
 
 /* ---------------------------------------------------------------- context.c */
 typedef struct qjit_map_entry qjit_map_entry;

@@ -372,8 +372,7 @@ qjit_status qjit_linear_launch(const qjit_quant *q, const qjit_gemm *g,
     float clip;
     if ((st = check_args(q, &qa, &clip)) != QJIT_OK)
         return st;
-    qjit_launch_config cfg;
-    if (ga.m > 0 && ga.n > 0 && (st = qjit_gemm_launch_config(g, &ga, &cfg)) != QJIT_OK)
+    if (ga.m > 0 && ga.n > 0 && (st = qjit_gemm_check_launch(g, &ga)) != QJIT_OK)
         return st;
     if ((st = qjit_quant_launch(q, &qa, stream)) != QJIT_OK)
         return st;

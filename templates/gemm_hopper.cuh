@@ -1,7 +1,8 @@
-// gemm_hopper.cuh — the sm_90a machinery that gemm_wgmma.cu and gemm_wgmma_f8.cu share:
-// mbarriers, the async-proxy fence, wgmma group control, shared-memory matrix descriptors,
-// bulk stores, the persistent tile walk, the cp.async producer warpgroup and the sending of
-// one staged output pass.  Include after gemm_common.cuh: `% include("gemm_hopper.cuh")`.
+// gemm_hopper.cuh — the sm_90a machinery that gemm_wgmma.cu and the quantized Hopper body
+// (gemm_wgmma_q.cuh) share: mbarriers, the async-proxy fence, wgmma group control,
+// shared-memory matrix descriptors, bulk stores, the persistent tile walk, the producers
+// (cp.async, packed operands expanded in the producer, TMA with cluster multicast) and the
+// sending of one staged output pass.  Include after gemm_common.cuh: `% include("gemm_hopper.cuh")`.
 //
 // The ring: STAGES stages, each A rows [0, BM) then B rows [0, BN) of one K tile, 128 bytes
 // a row (64 halves or 128 fp8 values) in the 128-byte swizzle layout.  full[s] (8 bytes at
@@ -110,7 +111,7 @@ struct ring_addrs {
     u32 base, full0, empty0;
 };
 template <int STAGES, int NC, int FULL_ARRIVALS = 128>
-__device__ __forceinline__ ring_addrs make_ring(const unsigned char *smem, int ring_bytes, int tid)
+__device__ __forceinline__ ring_addrs make_ring(const unsigned char *smem, int ring_bytes, int tid, int peers = 1)
 {
     ring_addrs r;
     r.base = (qc::smem_addr(smem) + 1023) & ~1023u;
@@ -120,7 +121,7 @@ __device__ __forceinline__ ring_addrs make_ring(const unsigned char *smem, int r
 #pragma unroll
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(r.full0 + 8 * s, FULL_ARRIVALS);
-            mbar_init(r.empty0 + 8 * s, 4 * NC);
+            mbar_init(r.empty0 + 8 * s, 4 * NC * peers);
         }
     }
     __syncthreads();
@@ -132,19 +133,23 @@ __device__ __forceinline__ ring_addrs make_ring(const unsigned char *smem, int r
 // than the tile count makes the kernel persistent: each CTA walks the tiles with a stride of
 // the grid, and its producer runs ahead into the next tile while the consumers store the last.
 // Every tile has k_tiles K tiles of one 128-byte ring row each (ES: element size in bytes).
+// In clusters of cl CTAs along x (produce_tma's multicast), a cluster walks units of cl tiles
+// down M with the same columns, CTA `rank` taking the rank-th; a unit past M's last tile
+// gives its CTA a tile of rows past M (all zeros, nothing stored).
 template <int BM, int BN, int ES> struct tile_walk {
-    int tiles_n, tiles_m, tiles, first, stride, k_tiles;
-    __device__ __forceinline__ tile_walk(const qjit_params &p)
-        : tiles_n(((int)p.n + BN - 1) / BN), tiles_m(((int)p.m + BM - 1) / BM),
-          tiles(tiles_n * tiles_m), first(blockIdx.y * gridDim.x + blockIdx.x),
-          stride(gridDim.x * gridDim.y), k_tiles((int)((p.k * ES + ROW_BYTES - 1) / ROW_BYTES))
+    int tiles_n, tiles_m, tiles, first, stride, k_tiles, cl, rank;
+    __device__ __forceinline__ tile_walk(const qjit_params &p, int cl_ = 1, int rank_ = 0)
+        : tiles_n(((int)p.n + BN - 1) / BN), tiles_m((((int)p.m + BM - 1) / BM + cl_ - 1) / cl_),
+          tiles(tiles_n * tiles_m), first((int)(blockIdx.y * gridDim.x + blockIdx.x) / cl_),
+          stride((int)(gridDim.x * gridDim.y) / cl_), k_tiles((int)((p.k * ES + ROW_BYTES - 1) / ROW_BYTES)),
+          cl(cl_), rank(rank_)
     {
     }
     __device__ __forceinline__ void origin(int t, int &m0, int &n0) const
     {
         const int band = t / (GROUP_M * tiles_n), in_band = t % (GROUP_M * tiles_n);
         const int band_rows = tiles_m - band * GROUP_M < GROUP_M ? tiles_m - band * GROUP_M : GROUP_M;
-        m0 = (band * GROUP_M + in_band % band_rows) * BM;
+        m0 = ((band * GROUP_M + in_band % band_rows) * cl + rank) * BM;
         n0 = (in_band / band_rows) * BN;
     }
 };
@@ -217,6 +222,114 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
         }
     }
     asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+
+// ---- TMA (the wgmma_tma family) ----
+// A tensor map as the kernel receives it: the driver's 128-byte CUtensorMap, which the library
+// encodes at each launch (gemm.c: the operand's rows of K, 128-byte swizzle, boxes of one
+// 128-byte ring row by BM rows for A and BN/2 rows for B, zeros outside the tensor) and passes
+// by value after qjit_params, as a __grid_constant__ parameter whose address the copies take.
+struct alignas(64) tmap {
+    u64 opaque[16];
+};
+
+__device__ __forceinline__ u32 cluster_rank()
+{
+    u32 r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ u32 cluster_size()
+{
+    u32 r;
+    asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(r));
+    return r;
+}
+// Every thread of every CTA of the cluster (a launch without clusters is a cluster of one).
+__device__ __forceinline__ void cluster_sync()
+{
+    asm volatile("barrier.cluster.arrive.release;\n"
+                 "barrier.cluster.wait.acquire;\n" ::: "memory");
+}
+// After mbarrier.init by this thread, before the cluster barrier that lets other CTAs use them.
+__device__ __forceinline__ void fence_barrier_init()
+{
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+// One arrival on the barrier at the same offset in cluster CTA `rank`'s shared memory, with
+// the default (CTA-scope release) semantics, as CUTLASS's cluster pipelines arrive: the
+// .cluster-scope release costs a MEMBAR.ALL.GPU a stage.
+__device__ __forceinline__ void mbar_arrive_peer(u32 bar, u32 rank)
+{
+    asm volatile("{\n.reg .b32 ra;\n"
+                 "mapa.shared::cluster.u32 ra, %0, %1;\n"
+                 "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n"
+                 :: "r"(bar), "r"(rank) : "memory");
+}
+// One arrival that also expects `bytes` more of async copies in the barrier's current phase.
+__device__ __forceinline__ void mbar_expect_tx(u32 bar, u32 bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void tma_prefetch(const tmap &m)
+{
+    asm volatile("prefetch.tensormap [%0];\n" :: "l"(reinterpret_cast<u64>(&m)) : "memory");
+}
+// The box of m at (x = value of K, y = row) into shared `dst`; its bytes complete on `bar`.
+__device__ __forceinline__ void tma_load(u32 dst, const tmap &m, int x, int y, u32 bar)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3}], [%4];\n"
+                 :: "r"(dst), "l"(reinterpret_cast<u64>(&m)), "r"(x), "r"(y), "r"(bar) : "memory");
+}
+// The same, written at `dst` and completed on `bar` in every CTA of the cluster in `mask`.
+__device__ __forceinline__ void tma_load_multicast(u32 dst, const tmap &m, int x, int y, u32 bar, unsigned short mask)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%2, %3}], [%4], %5;\n"
+                 :: "r"(dst), "l"(reinterpret_cast<u64>(&m)), "r"(x), "r"(y), "r"(bar), "h"(mask) : "memory");
+}
+
+// The TMA producer: one thread (the caller's) issues each K tile of each tile of the walk as
+// bulk tensor copies, which land in the layout produce's cp.async copies make (the 128-byte
+// swizzle of a 1024-byte aligned tile is the address-bit swizzle TMA applies) and count their
+// bytes on full[s], armed by one expect_tx arrival (make_ring<..., 1>).  Alone (w.cl == 1) it
+// loads A's BM rows and B's two halves of BN/2 rows; in a cluster of two along M, the CTAs
+// work on tiles of the same columns (tile_walk), so each loads its own A and half `rank` of B,
+// multicast into both CTAs' stage: each B row leaves L2 once a pair.  Stage s is refilled
+// after empty[s] completes, which counts the consumer warps of every CTA it is written into
+// (make_ring's peers).  Operands of one byte a value (ES = 1).
+template <int BM, int BN, int STAGES>
+__device__ __forceinline__ void produce_tma(const tmap &ta, const tmap &tb, const tile_walk<BM, BN, 1> &w,
+                                            u32 ring, u32 full0, u32 empty0)
+{
+    constexpr int A_BYTES = BM * ROW_BYTES, HALF_B = BN / 2 * ROW_BYTES, STAGE_BYTES = A_BYTES + 2 * HALF_B;
+    tma_prefetch(ta);
+    tma_prefetch(tb);
+    int s = 0, n = 0; // stage, K tiles issued
+    u32 phase = 0;
+    for (int t = w.first; t < w.tiles; t += w.stride) {
+        int m0, n0;
+        w.origin(t, m0, n0);
+        for (int kt = 0; kt < w.k_tiles; ++kt, ++n) {
+            if (n >= STAGES)
+                mbar_wait(empty0 + 8 * s, phase ^ 1);
+            const u32 st = ring + s * STAGE_BYTES, bar = full0 + 8 * s;
+            const int k = kt * ROW_BYTES; // values of K
+            mbar_expect_tx(bar, STAGE_BYTES);
+            tma_load(st, ta, k, m0, bar);
+            if (w.cl > 1) {
+                tma_load_multicast(st + A_BYTES + w.rank * HALF_B, tb, k, n0 + w.rank * (BN / 2), bar, 3);
+            } else {
+                tma_load(st + A_BYTES, tb, k, n0, bar);
+                tma_load(st + A_BYTES + HALF_B, tb, k, n0 + BN / 2, bar);
+            }
+            if (++s == STAGES) {
+                s = 0;
+                phase ^= 1;
+            }
+        }
+    }
 }
 
 // 16 values of 4 bits (8 bytes, value 2i in the low nibble of byte i) as 16 bytes in K order:

@@ -23,6 +23,12 @@
 //   ES       bytes of a value in the tiles: 1 (above), or 2 for the weight-only pairs:
 //   WQ       A f16/bf16, B s4/u4/s8/e2m1 in IB bits, dequantized by the producer into A's
 //            type (wq_conv); wgmma m64nNk16, one f32 accumulator over all of K
+//   TMA      one producer thread loads the tiles with bulk tensor copies (produce_tma in
+//            gemm_hopper.cuh; the kernel takes the two tensor maps after qjit_params), and in a
+//            cluster of two CTAs along M (the launch's choice: tiles of two rows or more) each
+//            loads half of B for both; plain one-byte operands, no side data
+//   OVERLAP  (with PROMOTE, not FINE) two parts: K tile kt's wgmma run into one while kt − 1's
+//            is promoted from the other, so the tensor cores do not wait for the promotion
 // tensor/row/col scales and bias come last, each step rounded alone:
 // D = cast_out(((tot·sa)·sb) + bias), tot converted to f32 first when it is s32.
 // Launch needs, from the plan (docs/TEMPLATES.md):
@@ -325,19 +331,37 @@ struct mx_side {
 
 } // namespace
 
+% if TMA then
+extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const qjit_params p, const __grid_constant__ qh::tmap ta,
+                                                                         const __grid_constant__ qh::tmap tb)
+% else
 extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const qjit_params p)
+% end
 {
     extern __shared__ __align__(1024) unsigned char smem[];
     const int M = (int)p.m, N = (int)p.n;
     const int tid = threadIdx.x;
 
+% if TMA then
+    // A cluster of two shares B (produce_tma); peer: the other CTA's rank, or -1 alone.
+    const int cl = (int)qh::cluster_size(), rank = (int)qh::cluster_rank(), peer = cl > 1 ? rank ^ 1 : -1;
+    const qh::tile_walk<BM, BN, ES> w(p, cl, rank);
+% else
     const qh::tile_walk<BM, BN, ES> w(p);
+% end
     const int first = w.first, tiles = w.tiles, stride = w.stride, KT = w.k_tiles;
 
     // The ring (gemm_hopper.cuh) runs on across a CTA's tiles.
     // full[s]: with side data, produce's cp.async arrival and a plain one per producer thread;
-    // produce_packed's plain one.
+    // produce_packed's plain one; produce_tma's expect_tx arrival.
+% if TMA then
+    const qh::ring_addrs rg = qh::make_ring<STAGES, NC, 1>(smem, RING_BYTES, tid, cl);
+    if (tid == 0)
+        qh::fence_barrier_init();
+    qh::cluster_sync(); // the peer's barriers are initialized before anything reaches them
+% else
     const qh::ring_addrs rg = qh::make_ring<STAGES, NC$(FINE and not (PACKED_A or PACKED_B) and ", 256" or "")>(smem, RING_BYTES + SIDE_BYTES + SLOT_BYTES, tid);
+% end
     const u32 ring = rg.base, full0 = rg.full0, empty0 = rg.empty0;
     const u32 sc0 = ring + RING_BYTES; // side data, then packed B's slots
 
@@ -371,7 +395,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 % elseif PACKED_A or PACKED_B then
         expand4 conv;
 % end
-% if PACKED_A or PACKED_B then
+% if TMA then
+        if (tid == 0)
+            qh::produce_tma<BM, BN, STAGES>(ta, tb, w, ring, full0, empty0);
+% elseif PACKED_A or PACKED_B then
         qh::produce_packed<BM, BN, STAGES, $(PACKED_A and "true" or "false"), $(PACKED_B and "true" or "false"), ES, IB>(
             p, w, ring, full0, empty0, sc0 + SIDE_BYTES, tid, conv, side);
 % else
@@ -391,6 +418,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
         const u32 epi = full0 + 128;
         const bool vec = (u64)p.d % 16 == 0 && p.ldd * (long long)sizeof(out_t) % 16 == 0;
         const bool sender = (tid & 127) < WGM;
+        // A consumer warp's release of a stage: to every CTA whose producer writes into it.
+        auto release = [&](u32 bar) {
+            mbar_arrive(bar);
+% if TMA then
+            if (peer >= 0)
+                qh::mbar_arrive_peer(bar, (u32)peer);
+% end
+        };
 % if SA == "block" then
         const float *__restrict__ SAB = static_cast<const float *>(p.scale_a);
 % end
@@ -424,7 +459,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
             const int bcol = n0 + wg_n * WGN;
             const float *sb_row = bcol < N ? SBB + (long long)(bcol / 128) * KT : nullptr;
 % end
-% if PROMOTE then
+% if OVERLAP then
+            float tot[MI][WGN / 2];
+            float part[2][MI][WGN / 2];
+% elseif PROMOTE then
             float tot[MI][WGN / 2];
             acc_t part[MI][WGN / 2];
 % else
@@ -436,6 +474,81 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                 for (int j = 0; j < WGN / 2; ++j)
                     tot[mi][j] = 0;
 
+% if OVERLAP then
+%   if FINE or not PROMOTE then error("gemm_wgmma_q: OVERLAP is for PROMOTE without FINE") end
+            // K tile kt's wgmma run into part[kt & 1] while kt − 1's part is promoted.  The loop
+            // body is straight-line (two K tiles a pass, the last one or two after it) so that
+            // ptxas can see that the part being promoted has no wgmma outstanding.
+            float sblk0[MI][2], sblk1[MI][2]; // block scales of the K tile in part 0 / part 1
+            int sq0 = 0, sq1 = 0;             // and its stage
+            (void)sblk0, (void)sblk1;
+%   local function issue(P, kt)
+%     if BLOCK then
+#pragma unroll
+                for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h)
+%       if SA == "block" and SB == "block" then
+                        sblk$(P)[mi][h] = sa_rows[mi][h] && sb_row ? sa_rows[mi][h][$(kt)] * sb_row[$(kt)] : 0.f;
+%       elseif SA == "block" then
+                        sblk$(P)[mi][h] = sa_rows[mi][h] ? sa_rows[mi][h][$(kt)] : 0.f;
+%       else
+                        sblk$(P)[mi][h] = sb_row ? sb_row[$(kt)] : 0.f;
+%       end
+%     end
+                mbar_wait(full0 + 8 * s, phase);
+%     if not TMA then
+                fence_proxy_async(); // wgmma reads what cp.async wrote
+%     end
+                qh::wgmma_fence();
+#pragma unroll
+                for (int ks = 0; ks < BK / 32; ++ks)
+#pragma unroll
+                    for (int mi = 0; mi < MI; ++mi)
+                        wgmma(part[$(P)][mi], smem_desc(a_tile + s * STAGE_BYTES + mi * 64 * ROW_BYTES + ks * 32),
+                              smem_desc(b_tile + s * STAGE_BYTES + ks * 32), ks);
+                qh::wgmma_commit();
+                sq$(P) = s;
+                if (++s == STAGES) {
+                    s = 0;
+                    phase ^= 1;
+                }
+%   end
+%   local function promote(Q)
+                if (lane == 0)
+                    release(empty0 + 8 * sq$(Q));
+#pragma unroll
+                for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+                    for (int j = 0; j < WGN / 2; ++j)
+%     if BLOCK then
+                        tot[mi][j] = fmaf(part[$(Q)][mi][j], sblk$(Q)[mi][(j >> 1) & 1], tot[mi][j]);
+%     else
+                        tot[mi][j] += part[$(Q)][mi][j];
+%     end
+%   end
+%   issue(0, "0")
+            int kt = 1; // part 0 holds K tile kt − 1
+#pragma unroll 1
+            for (; kt + 1 < KT; kt += 2) {
+%   issue(1, "kt")
+                qh::wgmma_wait<1>();
+%   promote(0)
+%   issue(0, "kt + 1")
+                qh::wgmma_wait<1>();
+%   promote(1)
+            }
+            if (kt < KT) {
+%   issue(1, "kt")
+                qh::wgmma_wait<1>();
+%   promote(0)
+                qh::wgmma_wait<0>();
+%   promote(1)
+            } else {
+                qh::wgmma_wait<0>();
+%   promote(0)
+            }
+% else
 #pragma unroll 1
             for (int kt = 0; kt < KT; ++kt) {
 % if BLOCK then
@@ -455,7 +568,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 %   end
 % end
                 mbar_wait(full0 + 8 * s, phase);
+%   if not TMA then
                 fence_proxy_async(); // wgmma reads what cp.async wrote
+%   end
 % if FINE then
                 // Every PK of K apart: its wgmma, then its promotion with its scales; the other
                 // consumer warpgroups' wgmma run meanwhile.
@@ -504,7 +619,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                     }
                 }
                 if (lane == 0)
-                    mbar_arrive(empty0 + 8 * s); // tiles and scales read: the stage is free
+                    release(empty0 + 8 * s); // tiles and scales read: the stage is free
                 if (++s == STAGES) {
                     s = 0;
                     phase ^= 1;
@@ -527,12 +642,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 % if PROMOTE then
                 qh::wgmma_wait<0>();
                 if (lane == 0)
-                    mbar_arrive(empty0 + 8 * s); // the stage is free for the producer
+                    release(empty0 + 8 * s); // the stage is free for the producer
 % else
                 // One group stays in flight: the one before it is done, and so is its stage.
                 qh::wgmma_wait<1>();
                 if (lane == 0 && kt > 0)
-                    mbar_arrive(empty0 + 8 * (s == 0 ? STAGES - 1 : s - 1));
+                    release(empty0 + 8 * (s == 0 ? STAGES - 1 : s - 1));
 % end
                 if (++s == STAGES) {
                     s = 0;
@@ -552,10 +667,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 % end
 % end
             }
+% end
 % if not PROMOTE then
             qh::wgmma_wait<0>();
             if (lane == 0 && KT > 0)
-                mbar_arrive(empty0 + 8 * (s == 0 ? STAGES - 1 : s - 1)); // the tile's last stage
+                release(empty0 + 8 * (s == 0 ? STAGES - 1 : s - 1)); // the tile's last stage
 % end
 
             // Epilogue, staged as in gemm_wgmma.cu: pass q stages columns [q*SEG, (q+1)*SEG)
@@ -629,4 +745,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
         if (sender)
             bulk_wait<true>();
     }
+% if TMA then
+    // No CTA leaves while its peer may still write into its stages or arrive on its barriers.
+    qh::cluster_sync();
+% end
 }

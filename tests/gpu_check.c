@@ -154,7 +154,8 @@ static double bound_for(const qjit_gemm_desc *d)
     /* Hopper's fp8 wgmma adds its products into an accumulator of fewer bits than f32
      * (about 14, as DeepSeek-V3 reports); wgmma_f8 promotes every 128 of K into f32, so
      * the error is that of one K block's sum: up to 1.03e-4 measured on the H100. */
-    if (d->kernel == QJIT_KERNEL_WGMMA_F8)
+    if (d->kernel == QJIT_KERNEL_WGMMA_F8 ||
+        (d->kernel == QJIT_KERNEL_WGMMA_TMA && d->a != QJIT_DTYPE_S8)) /* the same promotion */
         work = 3e-4;
     /* wgmma_mx promotes every 32 of K: at most wgmma_f8's error of one K block (e2m1 is
      * expanded to e4m3 exactly, so MXFP4 has the same bound) */
@@ -209,9 +210,12 @@ static void diagnose(const qjit_gemm_desc *d, const char *text, const double *go
 }
 
 /* A GEMM's sizes; leading dimensions 0 take padded defaults (K plus one or two
- * ld_multiples, N + 3). */
+ * ld_multiples, N + 3).  twin (may be NULL): another handle of the same pair, run on the
+ * same operands into its own poisoned output, which must equal g's byte for byte (a kernel
+ * that claims the same sums in the same order as another). */
 typedef struct problem {
     int64_t m, n, k, lda, ldb, ldd;
+    qjit_gemm *twin;
 } problem;
 
 /* Runs g (descriptor d, facts info) once on fresh random data of problem p with D poisoned,
@@ -277,6 +281,29 @@ static bool run_problem(qjit_gemm *g, const qjit_gemm_desc *d, const qjit_gemm_i
     }
     CK(cudaDeviceSynchronize());
     CK(cudaMemcpy(D.h, D.d, D.n, cudaMemcpyDeviceToHost));
+    if (p.twin) {
+        buf T;
+        buf_make(&T, D.n);
+        CK(cudaMemset(T.d, 0xff, T.n));
+        devargs.d = T.d;
+        if ((s = qjit_gemm_launch(p.twin, &devargs, NULL)) != QJIT_OK) {
+            fprintf(stderr, "  launch of the twin of %s: %s\n", info->text, qjit_last_error());
+            ok = false;
+        } else {
+            CK(cudaDeviceSynchronize());
+            CK(cudaMemcpy(T.h, T.d, T.n, cudaMemcpyDeviceToHost));
+            long differ = 0;
+            const size_t eb = (size_t)bits_of(d->out) / 8;
+            for (size_t i = 0; i < D.n / eb; i++)
+                differ += memcmp((char *)D.h + i * eb, (char *)T.h + i * eb, eb) != 0;
+            if (differ) {
+                fprintf(stderr, "  %s m=%lld n=%lld k=%lld: %ld outputs differ from its twin's\n",
+                        info->text, (long long)m, (long long)n, (long long)k, differ);
+                ok = false;
+            }
+        }
+        buf_free(&T);
+    }
     double *ref = malloc((size_t)(m * n) * sizeof(double));
     double *got = malloc((size_t)(m * n) * sizeof(double));
     long poisoned = 0, stray = 0;

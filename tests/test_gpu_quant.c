@@ -107,11 +107,111 @@ static void test_cluster_split(qjit_context *ctx, const char *text)
         buf_free(all[i]);
 }
 
+/* wgmma_tma does wgmma_f8's sums in wgmma_f8's order (its promotion overlaps the next K
+ * tile's wgmma; its tiles arrive by TMA, B multicast across a CTA pair when M has two tile
+ * rows or more), so at the same tile its output must equal wgmma_f8's byte for byte: at
+ * M = 1 and 64 (one tile row: no cluster), 333 (an odd count of tile rows: one CTA of the
+ * last pair works past M), 1000 and 4097, N and K off the tile, against the reference too.
+ * Then a graph of one launch at M = 333 replays bit for bit like eager launches over 20
+ * rounds of new inputs (the tensor maps are captured with the launch). */
+static void test_tma_twins(qjit_context *ctx)
+{
+    static const char *const pairs[] = {
+        "gemm a=e4m3 b=e4m3 sa=row sb=col out=bf16",
+        "gemm a=e4m3 b=e4m3 sa=block sb=block out=bf16",
+        "gemm a=e5m2 b=e4m3 sa=tensor sb=block out=f32 bias=1",
+        "gemm a=e4m3 b=e4m3 sa=row sb=tensor out=f16",
+    };
+    static const char *const tiles[] = {" tile=128x128x128 warps=2x1 stages=5",
+                                        " tile=64x128x128 warps=1x1 stages=6"};
+    static const int64_t ms[] = {1, 64, 333, 1000, 4097};
+    const int64_t N = 520, K = 128 * 8 + 48;
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
+        for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
+            char text[256], twin[256];
+            snprintf(text, sizeof text, "%s kernel=wgmma_tma%s", pairs[i], tiles[t]);
+            snprintf(twin, sizeof twin, "%s kernel=wgmma_f8%s", pairs[i], tiles[t]);
+            qjit_gemm_desc d, dt;
+            qjit_gemm *g, *gt;
+            CHECK_OK(qjit_gemm_desc_parse(text, &d));
+            CHECK_OK(qjit_gemm_desc_parse(twin, &dt));
+            CHECK_OK(qjit_context_get_gemm(ctx, &d, NULL, &g));
+            CHECK_OK(qjit_context_get_gemm(ctx, &dt, NULL, &gt));
+            qjit_gemm_info info;
+            qjit_gemm_get_info(g, &info);
+            double worst = 0;
+            for (size_t j = 0; j < sizeof ms / sizeof ms[0]; j++) {
+                double err = 0;
+                long mism = 0;
+                CHECK(run_problem(g, &info.desc, &info, (problem){ms[j], N, K, 0, 0, 0, gt}, &err,
+                                  &mism) &&
+                          err <= bound_for(&info.desc),
+                      "%s m=%lld: error %.3g (bound %.1e), or it differs from wgmma_f8", text,
+                      (long long)ms[j], err, bound_for(&info.desc));
+                worst = err > worst ? err : worst;
+            }
+            printf("%-96s = wgmma_f8 byte for byte, error %.2e (M 1..4097)\n", info.text, worst);
+        }
+
+    /* graph replay at M = 333: clusters of two, the last pair half past M */
+    qjit_gemm_desc d;
+    qjit_gemm *g;
+    CHECK_OK(qjit_gemm_desc_parse("gemm a=e4m3 b=e4m3 sa=row sb=col out=bf16 kernel=wgmma_tma", &d));
+    CHECK_OK(qjit_context_get_gemm(ctx, &d, NULL, &g));
+    const int64_t M = 333;
+    buf A, B, SA, SB, D[2];
+    buf_make(&A, bytes_of(d.a, M, K));
+    buf_make(&B, bytes_of(d.b, N, K));
+    buf_make(&SA, (size_t)M * 4);
+    buf_make(&SB, (size_t)N * 4);
+    for (int i = 0; i < 2; i++)
+        buf_make(&D[i], bytes_of(d.out, M, N));
+    fill_scales(QJIT_DTYPE_F32, SA.h, (size_t)M, 0.5f, 1.5f);
+    fill_scales(QJIT_DTYPE_F32, SB.h, (size_t)N, 0.5f, 1.5f);
+    buf_up(&SA);
+    buf_up(&SB);
+    qjit_gemm_args a = {A.d, B.d, D[1].d, NULL, SA.d, SB.d, NULL, M, N, K, K, K, N};
+    cudaStream_t st;
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    CHECK_OK(qjit_gemm_launch(g, &a, (struct CUstream_st *)st));
+    CK(cudaStreamEndCapture(st, &graph));
+    CK(cudaGraphInstantiate(&exec, graph, 0));
+    int same = 0;
+    for (int round = 0; round < 20; round++) {
+        fill_elems(d.a, A.h, (size_t)(M * K));
+        fill_elems(d.b, B.h, (size_t)(N * K));
+        buf_up(&A);
+        buf_up(&B);
+        for (int i = 0; i < 2; i++)
+            CK(cudaMemset(D[i].d, 0xff, D[i].n));
+        a.d = D[0].d;
+        CHECK_OK(qjit_gemm_launch(g, &a, (struct CUstream_st *)st));
+        CK(cudaGraphLaunch(exec, st));
+        CK(cudaStreamSynchronize(st));
+        for (int i = 0; i < 2; i++)
+            CK(cudaMemcpy(D[i].h, D[i].d, D[i].n, cudaMemcpyDeviceToHost));
+        CHECK(memcmp(D[0].h, D[1].h, D[0].n) == 0, "wgmma_tma round %d: graph replay differs from eager",
+              round);
+        same += memcmp(D[0].h, D[1].h, D[0].n) == 0;
+    }
+    printf("wgmma_tma m=%lld: %d/20 graph replays equal to eager\n", (long long)M, same);
+    CK(cudaGraphExecDestroy(exec));
+    CK(cudaGraphDestroy(graph));
+    CK(cudaStreamDestroy(st));
+    buf *all[] = {&A, &B, &SA, &SB, &D[0], &D[1]};
+    for (int i = 0; i < 6; i++)
+        buf_free(all[i]);
+}
+
 /* Configurations, appended to each descriptor that contains one of `only`'s '|'-separated
  * parts (NULL: every one).  The
  * required ones must be supported; the others run where the kernel supports them and are
  * reported where not.  The kernels named by name are those `auto` does not choose yet. */
 #define WEIGHT_ONLY "a=f16 b=|a=bf16 b=" /* W4A16, W8A16, f16/bf16 x e2m1 */
+#define TMA_PAIRS "b=e4m3 sa=tensor|b=e4m3 sa=row|b=e4m3 sa=block|a=s8 b=s8" /* FP8 (not MX), W8A8 */
 static const struct {
     const char *fields, *only;
     bool required;
@@ -130,6 +230,9 @@ static const struct {
     {" kernel=wgmma_wq", WEIGHT_ONLY, true},
     {" kernel=wgmma_wq tile=64x128x64 warps=1x1 stages=6", WEIGHT_ONLY, true},
     {" kernel=wgmma_wq tile=128x128x64 warps=2x1 stages=5", WEIGHT_ONLY, true},
+    {" kernel=wgmma_tma", TMA_PAIRS, true},
+    {" kernel=wgmma_tma tile=64x128x128 warps=1x1 stages=6", TMA_PAIRS, true},
+    {" kernel=wgmma_tma tile=128x64x128 warps=2x1 stages=6", TMA_PAIRS, true},
 };
 #define NCONFIGS (int)(sizeof configs / sizeof configs[0])
 
@@ -294,6 +397,8 @@ int main(int argc, char **argv)
         test_cluster_split(ctx, "gemm a=f16 b=f16 out=f32 bias=0 kernel=mma tile=64x64x32 "
                                 "warps=2x2 stages=3 split=4");
     }
+    if (!filter || strstr("kernel=wgmma_tma", filter))
+        test_tma_twins(ctx);
     printf("%-96s %-22s %s\n", "descriptor (resolved)", "max error (bound)", "shapes");
     for (int i = 0; i < ndesc; i++) {
         for (int c = 0; c < NCONFIGS; c++) {

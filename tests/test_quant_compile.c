@@ -3,7 +3,7 @@
  * no GPU, for sm_80, sm_89 and sm_90a at its default configuration; a pair an
  * architecture cannot run (fp8 and MX below sm_89) is refused up front with the
  * supports message, and never reaches NVRTC.  The kernels that `auto` does not choose yet
- * (wgmma_i8, wgmma_mx, wgmma_wq) compile by name for sm_90a and are refused elsewhere with a message
+ * (wgmma_i8, wgmma_mx, wgmma_wq, wgmma_tma) compile by name for sm_90a and are refused elsewhere with a message
  * naming it.
  */
 #include "qjit.h"
@@ -75,6 +75,8 @@ static void test_named(void)
         {"a=s8 b=s", "wgmma_i8", " tile=64x128x128 warps=1x1 stages=6"},
         {"sa=mx sb=mx", "wgmma_mx", " tile=64x128x128 warps=1x1 stages=6"},
         {"a=f16 b=|a=bf16 b=", "wgmma_wq", " tile=64x128x64 warps=1x1 stages=6"},
+        {"b=e4m3 sa=tensor|b=e4m3 sa=row|b=e4m3 sa=block|a=s8 b=s8", "wgmma_tma",
+         " tile=64x128x128 warps=1x1 stages=6"},
     };
     for (size_t n = 0; n < sizeof named / sizeof named[0]; n++) {
         int compiled = 0;
