@@ -17,16 +17,19 @@ rc=0
 # Every test under a time limit: a kernel that deadlocks (a producer/consumer barrier
 # mismatch) must cost minutes, not the session.
 limit="${QJIT_TEST_LIMIT:-900}"
-# The kernels not yet run on a GPU first (by name: kernel=wgmma_i8, wgmma_mx, wgmma_wq),
-# alone, so that their verdict comes early; QJIT_NEW_FIRST=0 skips this pass.
+# The kernels not yet run on a GPU first (by name: kernel=wgmma_i8, wgmma_mx, wgmma_wq;
+# then wgmma_tma, whose clusters and TMA are the likeliest to hang, in a pass of its own),
+# alone, so that their verdict comes early; QJIT_NEW_FIRST=0 skips these passes.
 if [ "${QJIT_NEW_FIRST:-1}" = 1 ] && [ -x "$build/tests/test_gpu_quant" ]; then
-  echo "== test_gpu_quant, new Hopper kernels only (QJIT_TEST_FILTER=kernel=wgmma_)"
-  QJIT_TEST_FILTER=kernel=wgmma_ timeout "$limit" "$build/tests/test_gpu_quant" \
-    > "$out/test_gpu_quant.new.log" 2>&1
-  code=$?
-  tail -n 60 "$out/test_gpu_quant.new.log"
-  [ $code -eq 124 ] && echo "   (timed out after $limit s: a kernel may hang)"
-  [ $code -eq 0 ] || [ $code -eq 77 ] || rc=1
+  for f in "kernel=wgmma_i8|kernel=wgmma_mx|kernel=wgmma_wq" "kernel=wgmma_tma"; do
+    log="$out/test_gpu_quant.new.${f##*=}.log"
+    echo "== test_gpu_quant, new Hopper kernels only (QJIT_TEST_FILTER='$f')"
+    QJIT_TEST_FILTER="$f" timeout "$limit" "$build/tests/test_gpu_quant" > "$log" 2>&1
+    code=$?
+    tail -n 60 "$log"
+    [ $code -eq 124 ] && echo "   (timed out after $limit s: a kernel may hang)"
+    [ $code -eq 0 ] || [ $code -eq 77 ] || rc=1
+  done
 fi
 # QJIT_SANITIZE=1: the new kernels at their two smallest shapes under compute-sanitizer's
 # memcheck (out-of-bounds global and shared accesses) and synccheck (barrier misuse).
@@ -76,6 +79,8 @@ gemm a=e4m3 b=e4m3 sa=mx sb=mx out=bf16 arch=sm_90a kernel=wgmma_mx
 gemm a=e2m1 b=e2m1 sa=mx sb=mx out=bf16 arch=sm_90a kernel=wgmma_mx
 gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 arch=sm_90a kernel=wgmma_wq
 gemm a=bf16 b=s8 sb=col out=bf16 arch=sm_90a kernel=wgmma_wq
+gemm a=e4m3 b=e4m3 sa=row sb=col out=bf16 arch=sm_90a kernel=wgmma_tma
+gemm a=s8 b=s8 sa=row sb=col out=bf16 arch=sm_90a kernel=wgmma_tma
 MANIFEST
   mkdir -p "$jit/home"
   HOME="$jit/home" timeout "$limit" "$build/tools/qjit-precompile" -j1 --cache-dir "$jit/cache" \

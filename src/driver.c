@@ -77,6 +77,8 @@ static void load(void)
     /* optional: the TMA kernels' tensor maps (gemm.c) */
     void *encode = dlsym(lib, "cuTensorMapEncodeTiled");
     memcpy(&api.TensorMapEncodeTiled, &encode, sizeof encode);
+    void *clusters = dlsym(lib, "cuOccupancyMaxActiveClusters");
+    memcpy(&api.OccupancyMaxActiveClusters, &clusters, sizeof clusters);
     CUresult r = api.Init(0);
     if (r != CUDA_SUCCESS) {
         const char *n = "?";

@@ -27,6 +27,7 @@ typedef struct kernel {
     qjit_plan plan;
     unsigned registers;
     int persistent_ctas; /* > 0: persistent grid of at most this many CTAs (the SM count) */
+    int max_clusters;    /* cluster_m > 1: clusters of cluster_m that fit on the GPU at once */
     int cluster_k, k_chunk, sms; /* K split across a cluster, chosen at launch (fill_config) */
     int out_bytes;
 } kernel;
@@ -50,6 +51,33 @@ static void kernel_destroy(void *p)
         k->cu->CtxPopCurrent(&popped);
     }
     free(k);
+}
+
+/* How many clusters of plan.cluster_m CTAs the GPU holds at once for kernel k (a GPC with an
+ * odd count of free SMs holds one CTA fewer than half of them), so that a persistent grid
+ * of clusters is one wave; half the SMs when the driver cannot say. */
+static int max_clusters(const kernel *k)
+{
+    int n = 0;
+    if (k->cu->OccupancyMaxActiveClusters) {
+        CUlaunchAttribute attr;
+        memset(&attr, 0, sizeof attr);
+        attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attr.value.clusterDim.x = (unsigned)k->plan.cluster_m;
+        attr.value.clusterDim.y = attr.value.clusterDim.z = 1;
+        CUlaunchConfig cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.gridDimX = (unsigned)(k->plan.cluster_m * (k->sms > 0 ? k->sms : 1));
+        cfg.gridDimY = cfg.gridDimZ = 1;
+        cfg.blockDimX = k->plan.threads;
+        cfg.blockDimY = cfg.blockDimZ = 1;
+        cfg.sharedMemBytes = k->plan.smem;
+        cfg.attrs = &attr;
+        cfg.numAttrs = 1;
+        if (k->cu->OccupancyMaxActiveClusters(&n, k->fn, &cfg) != CUDA_SUCCESS)
+            n = 0;
+    }
+    return n > 0 ? n : k->sms / k->plan.cluster_m;
 }
 
 /* Build (or load from a cache) and load the kernel of a resolved, checked descriptor. */
@@ -103,6 +131,8 @@ static qjit_status kernel_make(qjit_context *ctx, const qjit_cu_api *cu, CUconte
                              text);
         goto fail;
     }
+    if (plan->cluster_m > 1)
+        k->max_clusters = max_clusters(k);
     int regs = 0;
     if (cu->FuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, k->fn) == CUDA_SUCCESS)
         k->registers = (unsigned)regs;
@@ -532,8 +562,10 @@ static void fill_config(const kernel *g, const qjit_gemm_args *a, unsigned grid[
     if (g->plan.cluster_m > 1) {
         const unsigned cl = grid[1] >= (unsigned)g->plan.cluster_m ? (unsigned)g->plan.cluster_m : 1;
         uint64_t units = (uint64_t)grid[0] * ((grid[1] + cl - 1) / cl);
-        if (g->persistent_ctas && units > (uint64_t)g->persistent_ctas / cl)
-            units = (uint64_t)g->persistent_ctas / cl; /* the clusters walk the units */
+        /* persistent: as many CTAs (or clusters) as fit at once walk the units */
+        const uint64_t most = cl > 1 ? (uint64_t)g->max_clusters : (uint64_t)g->persistent_ctas;
+        if (g->persistent_ctas && most > 0 && units > most)
+            units = most;
         grid[0] = (unsigned)(units * cl);
         grid[1] = 1;
         cluster[0] = cl;

@@ -6,8 +6,8 @@
  * match the reference's f32 epilogue bit for bit; every other pair must stay within the
  * normalized-error bound printed beside it.
  * Also: bad launch input (missing scale or zero pointer, K off the group) is refused
- * with nothing written.  Skips without an sm_90 GPU.  QJIT_TEST_FILTER=substring runs
- * the descriptors whose text contains it; QJIT_TEST_SHAPES=n only the first n shapes (a
+ * with nothing written.  Skips without an sm_90 GPU.  QJIT_TEST_FILTER=a|b|... runs
+ * the descriptors whose text contains one of the substrings; QJIT_TEST_SHAPES=n only the first n shapes (a
  * quick pass, e.g. under compute-sanitizer).
  */
 #include "qjit.h"
@@ -300,6 +300,22 @@ static void bad_input(qjit_gemm *g, const qjit_gemm_desc *d, const qjit_gemm_inf
     cudaFree(dBias);
 }
 
+/* Whether a part of the '|'-separated filter is in `text` (the filter selects it). */
+static bool filter_names(const char *filter, const char *text)
+{
+    char part[64];
+    for (const char *p = filter;;) {
+        const char *bar = strchr(p, '|');
+        size_t n = bar ? (size_t)(bar - p) : strlen(p);
+        snprintf(part, sizeof part, "%.*s", (int)n, p);
+        if (n > 0 && strstr(text, part))
+            return true;
+        if (!bar)
+            return false;
+        p = bar + 1;
+    }
+}
+
 /* Compile every listed kernel first, on all cores (precompile fills the context's
  * cache; the gets below are then disk hits). */
 typedef struct pc_job {
@@ -320,7 +336,7 @@ static void *pc_worker(void *p)
             return NULL;
         char text[256];
         qjit_gemm_desc d;
-        if (!config_text(i / NCONFIGS, i % NCONFIGS, text, sizeof text) || (j->filter && !strstr(text, j->filter)) || qjit_gemm_desc_parse(text, &d) != QJIT_OK)
+        if (!config_text(i / NCONFIGS, i % NCONFIGS, text, sizeof text) || (j->filter && !matches_any(text, j->filter)) || qjit_gemm_desc_parse(text, &d) != QJIT_OK)
             continue;
         qjit_gemm_precompile(j->ctx, &d, QJIT_ARCH_SM90A, NULL); /* failures show at the get */
     }
@@ -397,13 +413,13 @@ int main(int argc, char **argv)
         test_cluster_split(ctx, "gemm a=f16 b=f16 out=f32 bias=0 kernel=mma tile=64x64x32 "
                                 "warps=2x2 stages=3 split=4");
     }
-    if (!filter || strstr("kernel=wgmma_tma", filter))
+    if (!filter || filter_names(filter, "kernel=wgmma_tma"))
         test_tma_twins(ctx);
     printf("%-96s %-22s %s\n", "descriptor (resolved)", "max error (bound)", "shapes");
     for (int i = 0; i < ndesc; i++) {
         for (int c = 0; c < NCONFIGS; c++) {
             char text[256];
-            if (!config_text(i, c, text, sizeof text) || (filter && !strstr(text, filter)))
+            if (!config_text(i, c, text, sizeof text) || (filter && !matches_any(text, filter)))
                 continue;
             qjit_gemm_desc d;
             qjit_status st = qjit_gemm_desc_parse(text, &d);
