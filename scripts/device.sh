@@ -95,6 +95,14 @@ MANIFEST
     --sweep-config "kernel=mma tile=64x128x32 warps=2x2 stages=4 split=8" \
     --sweep-config "kernel=mma tile=64x64x32 warps=2x2 stages=3 split=8" 2>&1 |
     tee "$out/bench_split.log" | tail -n 30
+  echo "== qjit-bench, bf16 prefill: auto (wgmma) against wgmma_tma (TMA, B multicast across CTA pairs)"
+  timeout "$limit" "$build/tools/qjit-bench" gemm --no-default-shapes --dtype bf16 \
+    --shape 4096x4096x4096 --shape 8192x8192x8192 --shape 4096x28672x8192 \
+    --sweep-config "kernel=wgmma tile=128x256x64 warps=2x1 stages=3" \
+    --sweep-config "kernel=wgmma_tma tile=128x256x64 warps=2x1 stages=4" \
+    --sweep-config "kernel=wgmma_tma tile=128x256x64 warps=2x1 stages=3" \
+    --sweep-config "kernel=wgmma_tma tile=256x128x64 warps=2x1 stages=4" 2>&1 |
+    tee "$out/bench_tma.log" | tail -n 30
   if python3 -c 'import torch' 2>/dev/null; then
     echo "== bench_quant.py (qjit vs torch peers, same run)"
     PYTHONUNBUFFERED=1 timeout "$limit" python3 "$root/tools/bench_quant.py" --lib "$build/libqjit.so" 2>&1 |

@@ -586,9 +586,10 @@ static void fill_config(const kernel *g, const qjit_gemm_args *a, unsigned grid[
     }
 }
 
-/* The tensor maps of a TMA kernel (plan.tma): A's rows [m][k] and B's [n][k] of one-byte
- * values, 128-byte swizzle, boxes of 128 values by BM rows (A) and BN/2 rows (B: two boxes a
- * tile, or one from each CTA of a cluster pair), zeros outside the tensor.  The kernel's
+/* The tensor maps of a TMA kernel (plan.tma): A's rows [m][k] and B's [n][k] of one- or
+ * two-byte values (A and B alike), 128-byte swizzle, boxes of one 128-byte row of K by BM
+ * rows (A) and BN/2 rows (B: two boxes a tile, or one from each CTA of a cluster pair),
+ * zeros outside the tensor.  The kernel's
  * tiles are laid out the way these boxes land (gemm_hopper.cuh, produce_tma).  Host work
  * only, no device call: legal while a stream is captured. */
 static qjit_status encode_maps(const kernel *g, const qjit_gemm_args *a, CUtensorMap maps[2])
@@ -605,12 +606,14 @@ static qjit_status encode_maps(const kernel *g, const qjit_gemm_args *a, CUtenso
         const char *what;
     } op[2] = {{a->a, a->m, a->lda, (unsigned)g->desc.bm, "cuTensorMapEncodeTiled(a)"},
                {a->b, a->n, a->ldb, (unsigned)g->desc.bn / 2, "cuTensorMapEncodeTiled(b)"}};
+    const int es = dtype_bytes(g->desc.a); /* 1 or 2: the plan takes A and B of one size */
     for (int i = 0; i < 2; i++) {
         const cuuint64_t dims[2] = {(cuuint64_t)a->k, (cuuint64_t)op[i].rows};
-        const cuuint64_t strides[1] = {(cuuint64_t)op[i].ld}; /* bytes: one-byte values */
-        const cuuint32_t box[2] = {128, op[i].box_rows}, step[2] = {1, 1};
+        const cuuint64_t strides[1] = {(cuuint64_t)(op[i].ld * es)}; /* bytes */
+        const cuuint32_t box[2] = {(cuuint32_t)(128 / es), op[i].box_rows}, step[2] = {1, 1};
         CUresult r = g->cu->TensorMapEncodeTiled(
-            &maps[i], CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, (void *)op[i].base, dims, strides, box,
+            &maps[i], es == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 2,
+            (void *)op[i].base, dims, strides, box,
             step, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
         if (r != CUDA_SUCCESS)

@@ -227,7 +227,8 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
 // ---- TMA (the wgmma_tma family) ----
 // A tensor map as the kernel receives it: the driver's 128-byte CUtensorMap, which the library
 // encodes at each launch (gemm.c: the operand's rows of K, 128-byte swizzle, boxes of one
-// 128-byte ring row by BM rows for A and BN/2 rows for B, zeros outside the tensor) and passes
+// 128-byte ring row (128/ES values) by BM rows for A and BN/2 rows for B, zeros outside the
+// tensor) and passes
 // by value after qjit_params, as a __grid_constant__ parameter whose address the copies take.
 struct alignas(64) tmap {
     u64 opaque[16];
@@ -298,9 +299,9 @@ __device__ __forceinline__ void tma_load_multicast(u32 dst, const tmap &m, int x
 // work on tiles of the same columns (tile_walk), so each loads its own A and half `rank` of B,
 // multicast into both CTAs' stage: each B row leaves L2 once a pair.  Stage s is refilled
 // after empty[s] completes, which counts the consumer warps of every CTA it is written into
-// (make_ring's peers).  Operands of one byte a value (ES = 1).
-template <int BM, int BN, int STAGES>
-__device__ __forceinline__ void produce_tma(const tmap &ta, const tmap &tb, const tile_walk<BM, BN, 1> &w,
+// (make_ring's peers).  ES: bytes of a value (a K tile is 128/ES values).
+template <int BM, int BN, int STAGES, int ES>
+__device__ __forceinline__ void produce_tma(const tmap &ta, const tmap &tb, const tile_walk<BM, BN, ES> &w,
                                             u32 ring, u32 full0, u32 empty0)
 {
     constexpr int A_BYTES = BM * ROW_BYTES, HALF_B = BN / 2 * ROW_BYTES, STAGE_BYTES = A_BYTES + 2 * HALF_B;
@@ -315,7 +316,7 @@ __device__ __forceinline__ void produce_tma(const tmap &ta, const tmap &tb, cons
             if (n >= STAGES)
                 mbar_wait(empty0 + 8 * s, phase ^ 1);
             const u32 st = ring + s * STAGE_BYTES, bar = full0 + 8 * s;
-            const int k = kt * ROW_BYTES; // values of K
+            const int k = kt * (ROW_BYTES / ES); // values of K
             mbar_expect_tx(bar, STAGE_BYTES);
             tma_load(st, ta, k, m0, bar);
             if (w.cl > 1) {

@@ -26,7 +26,7 @@
 //   TMA      one producer thread loads the tiles with bulk tensor copies (produce_tma in
 //            gemm_hopper.cuh; the kernel takes the two tensor maps after qjit_params), and in a
 //            cluster of two CTAs along M (the launch's choice: tiles of two rows or more) each
-//            loads half of B for both; plain one-byte operands, no side data
+//            loads half of B for both; plain operands (ES bytes a value), no side data
 //   OVERLAP  (with PROMOTE, not FINE) two parts: K tile kt's wgmma run into one while kt − 1's
 //            is promoted from the other, so the tensor cores do not wait for the promotion
 // tensor/row/col scales and bias come last, each step rounded alone:
@@ -397,7 +397,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 % end
 % if TMA then
         if (tid == 0)
-            qh::produce_tma<BM, BN, STAGES>(ta, tb, w, ring, full0, empty0);
+            qh::produce_tma<BM, BN, STAGES, ES>(ta, tb, w, ring, full0, empty0);
 % elseif PACKED_A or PACKED_B then
         qh::produce_packed<BM, BN, STAGES, $(PACKED_A and "true" or "false"), $(PACKED_B and "true" or "false"), ES, IB>(
             p, w, ring, full0, empty0, sc0 + SIDE_BYTES, tid, conv, side);

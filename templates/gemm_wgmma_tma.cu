@@ -1,7 +1,7 @@
-// gemm_wgmma_tma.cu — the fp8 and int8 Hopper GEMMs of wgmma_f8 and wgmma_i8 with the loads of
-// a peer-class kernel, sm_90a only: A e4m3|e5m2 × B e4m3 (tensor|row|block × tensor|col|block)
-// and A s8 × B s8 (none|tensor|row × none|tensor|col), DESIGN §2.  The body is gemm_wgmma_q.cuh
-// with two of its switches on:
+// gemm_wgmma_tma.cu — the Hopper GEMMs of wgmma_f8, wgmma_i8 and wgmma with the loads of a
+// peer-class kernel, sm_90a only: A e4m3|e5m2 × B e4m3 (tensor|row|block × tensor|col|block),
+// A s8 × B s8 (none|tensor|row × none|tensor|col) and f16×f16, bf16×bf16 (no scales),
+// DESIGN §2.  The body is gemm_wgmma_q.cuh with two of its switches on:
 // - TMA: one producer thread loads each K tile with bulk tensor copies (produce_tma in
 //   gemm_hopper.cuh) from two tensor maps that the library encodes at each launch, instead of
 //   128 threads issuing 16-byte cp.async; the boxes land in the same 128-byte swizzle layout.
@@ -13,12 +13,13 @@
 //   kt's wgmma run into one while kt − 1's is promoted from the other, so a consumer never
 //   waits for its own wgmma before issuing the next ones.  Same sums, same order, same
 //   rounding as wgmma_f8: its results are bit-identical to wgmma_f8's at the same tile.
-// int8 keeps one exact s32 accumulator over all of K, as wgmma_i8 does.
+// int8 keeps one exact s32 accumulator over all of K, as wgmma_i8 does; f16/bf16 one f32
+// accumulator over all of K, as wgmma does (wgmma m64nNk16, BK = 64 values a 128-byte row).
 //
-// Parameters: BK = 128.  WM, WN count the consumer warpgroups; each owns a (BM/WM)×(BN/WN)
+// Parameters: BK = 128 one-byte values or 64 two-byte ones.  WM, WN count the consumer warpgroups; each owns a (BM/WM)×(BN/WN)
 // tile, BM/WM a multiple of 64, BN/WN a multiple of 16 up to 256; BM ≤ 256 and BN ≤ 512 (TMA
 // boxes of at most 256 rows).  Accumulators: fp8 three sets (two parts and a total) of
-// (BM/WM)·(BN/WN)/128 registers, int8 one, beside ~40 others.  sb=block needs consumer tiles
+// (BM/WM)·(BN/WN)/128 registers, int8 and f16/bf16 one, beside ~40 others.  sb=block needs consumer tiles
 // whose width divides 128.
 // Block: 128·(WM·WN + 1) threads.  Shared memory: the ring (STAGES·(BM+BN)·128 bytes), 2 KB of
 // alignment slack and mbarriers, and the output staging buffer (in NP column passes).
@@ -31,26 +32,34 @@
 % include("gemm_hopper_plan.cuh")
 % local function fp8() return one_of(A, "e4m3", "e5m2") and B == "e4m3" and one_of(SA, "none", "tensor", "row", "block") and one_of(SB, "none", "tensor", "col", "block") end
 % local function int8() return A == "s8" and B == "s8" and one_of(SA, "none", "tensor", "row") and one_of(SB, "none", "tensor", "col") end
+% local function half() return one_of(A, "f16", "bf16") and B == A and SA == "none" and SB == "none" end
 % family {
 %   floor = 90,
 %   -- not yet run on a GPU: kernel=auto neither picks nor sweeps it (by name only)
 %   measured = false,
-%   serves = function() return fp8() or int8() end,
+%   serves = function() return fp8() or int8() or half() end,
 %   -- Predicted, not measured.  fp8: two parts and a total fit consumer tiles of 64x128 (192
 %   -- registers): 128x128x128 with two consumer warpgroups, 5 stages, wgmma_f8's tile.  int8:
-%   -- wgmma_i8's 128x256x128, two consumer warpgroups, 4 stages.
+%   -- wgmma_i8's 128x256x128, two consumer warpgroups, 4 stages.  f16/bf16: wgmma's 128x256x64
+%   -- with two consumer warpgroups, 4 stages (the output leaves in passes).
 %   default = function(m)
 %     -- decode (M <= 64, no tile named): under auto the families after this one; named, one
 %     -- consumer warpgroup of 64 rows
 %     if m ~= 0 and m <= 64 and BM == 0 then
 %       if not NAMED then return nil end
-%       return choose(64, 128, 128, 1, 1, 6)
+%       return choose(64, 128, half() and 64 or 128, 1, 1, 6)
 %     end
-%     local c = A == "s8" and choose(128, 256, 128, 2, 1, 4) or choose(128, 128, 128, 2, 1, 5)
+%     local c = half() and choose(128, 256, 64, 2, 1, 4) or A == "s8" and choose(128, 256, 128, 2, 1, 4) or choose(128, 128, 128, 2, 1, 5)
 %     if BM ~= 0 and WM == 0 then c.wm, c.wn = BM >= 128 and 2 or 1, 1 end
 %     return c
 %   end,
 %   space = function(name)
+%     if half() then
+%       if name == "small-m" then return {config(64, 128, 64, 1, 1, 8), config(64, 256, 64, 1, 1, 6), config(128, 128, 64, 2, 1, 6)} end
+%       if name ~= "default" then return nil end
+%       return {config(128, 256, 64, 2, 1, 4), config(128, 256, 64, 2, 1, 3), config(128, 128, 64, 2, 1, 6),
+%               config(256, 128, 64, 2, 1, 4), config(128, 256, 64, 2, 2, 4)}
+%     end
 %     if name == "small-m" then return {config(64, 128, 128, 1, 1, 6), config(64, 64, 128, 1, 1, 8), config(128, 128, 128, 2, 1, 5)} end
 %     if name ~= "default" then return nil end
 %     if A == "s8" then
@@ -61,18 +70,19 @@
 %             config(64, 128, 128, 1, 1, 6), config(128, 64, 128, 2, 1, 6)}
 %   end,
 %   plan = function()
-%     if not (fp8() or int8()) then
-%       unsupported(string.format("gemm_wgmma_tma takes a=e4m3|e5m2 b=e4m3 with sa=none|tensor|row|block sb=none|tensor|col|block, or a=s8 b=s8 with sa=none|tensor|row sb=none|tensor|col (got a=%s b=%s sa=%s sb=%s)", A, B, SA, SB))
+%     if not (fp8() or int8() or half()) then
+%       unsupported(string.format("gemm_wgmma_tma takes a=e4m3|e5m2 b=e4m3 with sa=none|tensor|row|block sb=none|tensor|col|block, a=s8 b=s8 with sa=none|tensor|row sb=none|tensor|col, or a=b=f16|bf16 with no scales (got a=%s b=%s sa=%s sb=%s)", A, B, SA, SB))
 %     end
 %     if not one_of(OUT, "f16", "bf16", "f32") then unsupported("gemm_wgmma_tma: out must be f16, bf16 or f32") end
 %     if BM > 256 or BN > 512 then unsupported(string.format("gemm_wgmma_tma: a TMA box holds at most 256 rows: BM <= 256 and BN <= 512 (tile=%dx%dx%d)", BM, BN, BK)) end
-%     local F8 = A ~= "s8"
-%     local plan = hopper_tile_plan{name = "gemm_wgmma_tma", acc = F8 and 3 or 1}
+%     local F8, ES = fp8(), half() and 2 or 1
+%     local plan = hopper_tile_plan{name = "gemm_wgmma_tma", acc = F8 and 3 or 1, es = ES}
 %     if SB == "block" and 128 % plan.WGN ~= 0 then unsupported(string.format("gemm_wgmma_tma: sb=block needs consumer tiles whose width divides 128 (BN/WN=%d)", plan.WGN)) end
 %     -- rows of K are 16-byte aligned for the tensor maps (their strides and base addresses)
-%     plan.k_multiple, plan.ld_multiple, plan.align = 16, 16, 16
+%     plan.k_multiple, plan.ld_multiple, plan.align = 16 // ES, 16 // ES, 16
 %     plan.tma, plan.cluster_m = 1, 2
-%     plan.TMA, plan.MMA, plan.ACC_INT = true, F8 and ("f32." .. A .. "." .. B) or "s32.s8.s8", not F8
+%     plan.TMA, plan.ES, plan.ACC_INT = true, ES, A == "s8"
+%     plan.MMA = A == "s8" and "s32.s8.s8" or ("f32." .. A .. "." .. B)
 %     plan.PROMOTE, plan.OVERLAP, plan.BLOCK = F8, F8, SA == "block" or SB == "block"
 %     return plan
 %   end,

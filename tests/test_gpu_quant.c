@@ -109,49 +109,53 @@ static void test_cluster_split(qjit_context *ctx, const char *text)
 
 /* wgmma_tma does wgmma_f8's sums in wgmma_f8's order (its promotion overlaps the next K
  * tile's wgmma; its tiles arrive by TMA, B multicast across a CTA pair when M has two tile
- * rows or more), so at the same tile its output must equal wgmma_f8's byte for byte: at
+ * rows or more), and wgmma's for f16/bf16, so at the same tile its output must equal
+ * theirs byte for byte: at
  * M = 1 and 64 (one tile row: no cluster), 333 (an odd count of tile rows: one CTA of the
  * last pair works past M), 1000 and 4097, N and K off the tile, against the reference too.
  * Then a graph of one launch at M = 333 replays bit for bit like eager launches over 20
  * rounds of new inputs (the tensor maps are captured with the launch). */
 static void test_tma_twins(qjit_context *ctx)
 {
-    static const char *const pairs[] = {
-        "gemm a=e4m3 b=e4m3 sa=row sb=col out=bf16",
-        "gemm a=e4m3 b=e4m3 sa=block sb=block out=bf16",
-        "gemm a=e5m2 b=e4m3 sa=tensor sb=block out=f32 bias=1",
-        "gemm a=e4m3 b=e4m3 sa=row sb=tensor out=f16",
+    static const struct {
+        const char *pair, *twin, *tile;
+    } cases[] = {
+        {"gemm a=e4m3 b=e4m3 sa=row sb=col out=bf16", "wgmma_f8", " tile=128x128x128 warps=2x1 stages=5"},
+        {"gemm a=e4m3 b=e4m3 sa=row sb=col out=bf16", "wgmma_f8", " tile=64x128x128 warps=1x1 stages=6"},
+        {"gemm a=e4m3 b=e4m3 sa=block sb=block out=bf16", "wgmma_f8", " tile=128x128x128 warps=2x1 stages=5"},
+        {"gemm a=e4m3 b=e4m3 sa=block sb=block out=bf16", "wgmma_f8", " tile=128x64x128 warps=2x1 stages=6"},
+        {"gemm a=e5m2 b=e4m3 sa=tensor sb=block out=f32 bias=1", "wgmma_f8", " tile=128x128x128 warps=2x1 stages=5"},
+        {"gemm a=e4m3 b=e4m3 sa=row sb=tensor out=f16", "wgmma_f8", " tile=64x128x128 warps=1x1 stages=6"},
+        /* f16/bf16: one f32 accumulator over K, the same wgmma in the same order as wgmma */
+        {"gemm a=bf16 b=bf16 out=bf16", "wgmma", " tile=128x256x64 warps=2x1 stages=3"},
+        {"gemm a=f16 b=f16 out=f32", "wgmma", " tile=128x128x64 warps=2x1 stages=4"},
     };
-    static const char *const tiles[] = {" tile=128x128x128 warps=2x1 stages=5",
-                                        " tile=64x128x128 warps=1x1 stages=6"};
     static const int64_t ms[] = {1, 64, 333, 1000, 4097};
     const int64_t N = 520, K = 128 * 8 + 48;
-    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
-        for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
-            char text[256], twin[256];
-            snprintf(text, sizeof text, "%s kernel=wgmma_tma%s", pairs[i], tiles[t]);
-            snprintf(twin, sizeof twin, "%s kernel=wgmma_f8%s", pairs[i], tiles[t]);
-            qjit_gemm_desc d, dt;
-            qjit_gemm *g, *gt;
-            CHECK_OK(qjit_gemm_desc_parse(text, &d));
-            CHECK_OK(qjit_gemm_desc_parse(twin, &dt));
-            CHECK_OK(qjit_context_get_gemm(ctx, &d, NULL, &g));
-            CHECK_OK(qjit_context_get_gemm(ctx, &dt, NULL, &gt));
-            qjit_gemm_info info;
-            qjit_gemm_get_info(g, &info);
-            double worst = 0;
-            for (size_t j = 0; j < sizeof ms / sizeof ms[0]; j++) {
-                double err = 0;
-                long mism = 0;
-                CHECK(run_problem(g, &info.desc, &info, (problem){ms[j], N, K, 0, 0, 0, gt}, &err,
-                                  &mism) &&
-                          err <= bound_for(&info.desc),
-                      "%s m=%lld: error %.3g (bound %.1e), or it differs from wgmma_f8", text,
-                      (long long)ms[j], err, bound_for(&info.desc));
-                worst = err > worst ? err : worst;
-            }
-            printf("%-96s = wgmma_f8 byte for byte, error %.2e (M 1..4097)\n", info.text, worst);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[256], twin[256];
+        snprintf(text, sizeof text, "%s kernel=wgmma_tma%s", cases[i].pair, cases[i].tile);
+        snprintf(twin, sizeof twin, "%s kernel=%s%s", cases[i].pair, cases[i].twin, cases[i].tile);
+        qjit_gemm_desc d, dt;
+        qjit_gemm *g, *gt;
+        CHECK_OK(qjit_gemm_desc_parse(text, &d));
+        CHECK_OK(qjit_gemm_desc_parse(twin, &dt));
+        CHECK_OK(qjit_context_get_gemm(ctx, &d, NULL, &g));
+        CHECK_OK(qjit_context_get_gemm(ctx, &dt, NULL, &gt));
+        qjit_gemm_info info;
+        qjit_gemm_get_info(g, &info);
+        double worst = 0;
+        for (size_t j = 0; j < sizeof ms / sizeof ms[0]; j++) {
+            double err = 0;
+            long mism = 0;
+            CHECK(run_problem(g, &info.desc, &info, (problem){ms[j], N, K, 0, 0, 0, gt}, &err, &mism) &&
+                      err <= bound_for(&info.desc),
+                  "%s m=%lld: error %.3g (bound %.1e), or it differs from %s", text,
+                  (long long)ms[j], err, bound_for(&info.desc), cases[i].twin);
+            worst = err > worst ? err : worst;
         }
+        printf("%-96s = %s byte for byte, error %.2e (M 1..4097)\n", info.text, cases[i].twin, worst);
+    }
 
     /* graph replay at M = 333: clusters of two, the last pair half past M */
     qjit_gemm_desc d;

@@ -101,6 +101,23 @@ static void test_named(void)
         }
         CHECK(compiled >= 2, "only %d %s kernels compiled", compiled, named[n].kernel);
     }
+    /* wgmma_tma also serves f16/bf16 (not in the quantized list) */
+    static const char *const halves[] = {
+        "gemm a=bf16 b=bf16 out=bf16 kernel=wgmma_tma",
+        "gemm a=f16 b=f16 out=f32 bias=1 kernel=wgmma_tma tile=64x128x64 warps=1x1 stages=8",
+    };
+    for (size_t i = 0; i < sizeof halves / sizeof halves[0]; i++) {
+        qjit_gemm_desc d;
+        char why[512] = "";
+        CHECK_OK(qjit_gemm_desc_parse(halves[i], &d));
+        qjit_status st = qjit_gemm_precompile(ctx, &d, QJIT_ARCH_SM90A, NULL);
+        CHECK(st == QJIT_OK, "%s on sm_90a: %s: %s", halves[i], qjit_status_string(st),
+              qjit_last_error());
+        st = qjit_gemm_supports(ctx, &d, QJIT_ARCH_SM89, why, sizeof why);
+        CHECK(st == QJIT_ERROR_UNSUPPORTED && strstr(why, "sm_90a"),
+              "%s on sm_89: %s '%s' (expected a refusal naming sm_90a)", halves[i],
+              qjit_status_string(st), why);
+    }
 }
 
 int main(void)
