@@ -158,10 +158,11 @@ typedef struct qjit_gemm_desc {
     int wm, wn;             /* warps along M and N; 0 = auto */
     int stages;             /* pipeline depth; 0 = auto.  The descriptor takes 2..32; each kernel
                                family takes its own range (qjit_gemm_supports says which) */
-    int split_k;            /* 1 = none; 0 = auto.  mma on sm_90a takes 2..8: the most CTAs of
-                               a cluster one output tile's K is split across, chosen at launch
-                               when the tiles leave SMs idle and summed in a fixed order;
-                               mma_wq makes that choice itself (up to 8) at split=1 */
+    int split_k;            /* 1 = none; 0 = auto.  mma and mma_i8 on sm_90a take 2..8: the
+                               most CTAs of a cluster one output tile's K is split across,
+                               chosen at launch when the tiles leave SMs idle and summed in a
+                               fixed order (int32 sums exactly); mma_wq makes that choice
+                               itself (up to 8) at split=1 */
 } qjit_gemm_desc;
 
 /* Fill with defaults: a=f16 b=f16 out=f16, no scales, no bias, everything else auto. */

@@ -234,15 +234,30 @@ __device__ __forceinline__ float bias_at(const out_t *bias, long long n)
 }
 
 // K split across a cluster of gridDim.z CTAs (sm_90, the launch's cluster dimension), each
-// having summed its share of K into v[NV] (its f32 accumulators, thread tid of THREADS):
-// every rank leaves them in its shared memory at smem0 (free by now; NV·THREADS·4 bytes),
-// value j of thread tid at word j·THREADS + tid, and rank 0 adds ranks 1, 2, ... in that
-// order, so the sum does not depend on timing.  The second cluster barrier keeps each
-// rank's shared memory alive until rank 0 has read it.  True where the tile is then
-// complete (rank 0, or no split): that CTA goes on to the epilogue, the others return.
-// With a split, it first waits for the block's cp.async copies and synchronizes the block.
-template <int NV, int THREADS>
-__device__ __forceinline__ bool cluster_sum(float *v, u32 smem0, int tid)
+// having summed its share of K into v[NV] (its f32 or exact int32 accumulators, thread tid
+// of THREADS): every rank leaves them in its shared memory at smem0 (free by now; NV·THREADS·4
+// bytes), value j of thread tid at word j·THREADS + tid, and rank 0 adds ranks 1, 2, ... in
+// that order, so the sum does not depend on timing (int32 sums are exact in any order).  The
+// second cluster barrier keeps each rank's shared memory alive until rank 0 has read it.
+// True where the tile is then complete (rank 0, or no split): that CTA goes on to the
+// epilogue, the others return.  With a split, it first waits for the block's cp.async copies
+// and synchronizes the block.
+__device__ __forceinline__ void cluster_put(u32 at, float x) { asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(at), "f"(x) : "memory"); }
+__device__ __forceinline__ void cluster_put(u32 at, int x) { asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"(x) : "memory"); }
+__device__ __forceinline__ void cluster_add(float &v, u32 at)
+{
+    float x;
+    asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(x) : "r"(at) : "memory");
+    v += x;
+}
+__device__ __forceinline__ void cluster_add(int &v, u32 at)
+{
+    int x;
+    asm volatile("ld.shared::cluster.b32 %0, [%1];\n" : "=r"(x) : "r"(at) : "memory");
+    v += x;
+}
+template <int NV, int THREADS, class T>
+__device__ __forceinline__ bool cluster_sum(T *v, u32 smem0, int tid)
 {
     if (gridDim.z <= 1)
         return true;
@@ -254,20 +269,15 @@ __device__ __forceinline__ bool cluster_sum(float *v, u32 smem0, int tid)
     };
 #pragma unroll
     for (int j = 0; j < NV; ++j)
-        asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(smem0 + (j * THREADS + tid) * 4), "f"(v[j])
-                     : "memory");
+        cluster_put(smem0 + (j * THREADS + tid) * 4, v[j]);
     cluster_sync();
     if (blockIdx.z == 0)
         for (int r = 1; r < (int)gridDim.z; ++r) {
             u32 base;
             asm("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(base) : "r"(smem0), "r"(r));
 #pragma unroll
-            for (int j = 0; j < NV; ++j) {
-                float x;
-                asm volatile("ld.shared::cluster.f32 %0, [%1];\n"
-                             : "=f"(x) : "r"(base + (j * THREADS + tid) * 4) : "memory");
-                v[j] += x;
-            }
+            for (int j = 0; j < NV; ++j)
+                cluster_add(v[j], base + (j * THREADS + tid) * 4);
         }
     cluster_sync();
     return blockIdx.z == 0;

@@ -42,7 +42,11 @@
 %     if SB ~= "none" and SB ~= "tensor" and SB ~= "col" and SB ~= "group" then unsupported("sb must be none, tensor, col or group:g (sb=" .. SB .. ")") end
 %     if ZEROS then unsupported("zero points are for u4 weights") end
 %     if ARCH < 80 then unsupported("needs sm_80 or newer") end
-%     if SPLIT_K ~= 1 then unsupported("SPLIT_K must be 1 (split=" .. SPLIT_K .. ")") end
+%     -- split=S (2..8, sm_90a): K split across a cluster of up to S CTAs per output tile when the
+%     -- tiles alone leave SMs idle (chosen at launch); each CTA sums whole groups, and rank 0
+%     -- adds the others' sums in rank order (exact int32 sums, or f32 totals with groups)
+%     if SPLIT_K ~= 1 and ARCH < 90 then unsupported("kernel mma_i8 splits K across a cluster: split=" .. SPLIT_K .. " needs sm_90a") end
+%     if SPLIT_K > 8 then unsupported("kernel mma_i8 splits K across at most 8 CTAs of a cluster (split=" .. SPLIT_K .. ")") end
 %     if BK ~= 64 and BK ~= 128 then unsupported("BK must be 64 or 128 (tile=" .. BM .. "x" .. BN .. "x" .. BK .. ")") end
 %     if STAGES < 2 or STAGES > 6 then unsupported("STAGES must be 2..6") end
 %     if BM % (16 * WM) ~= 0 or BN % (16 * WN) ~= 0 then unsupported("warps=" .. WM .. "x" .. WN .. " do not split tile " .. BM .. "x" .. BN .. " into multiples of 16x16") end
@@ -57,13 +61,21 @@
 %     local NP, SMEM = ring_staging("gemm_i8", STAGES * (BM * BK + BN * B_ROW), WTN)
 %     local KMUL = S4 and 32 or 16
 %     local DISPATCH = S4 and not GROUPED -- x16 unpack for K < 2^17, exact beyond (see unpack_x16)
+%     local SPLIT = SPLIT_K > 1
+%     if SPLIT then SMEM = math.max(SMEM, BM * BN * 4) end -- a rank's sums, for rank 0 to add
+%     -- K tiles a rank's share is a multiple of: whole groups
+%     local GT = GROUPED and GROUP > BK and GROUP // BK or 1
 %     return {threads = 32 * WM * WN, smem = SMEM, k_multiple = KMUL, ld_multiple = KMUL, align = 16,
+%             cluster_k = SPLIT and SPLIT_K or 1, k_chunk = SPLIT and GT * BK or 0, SPLIT = SPLIT, GT = GT,
 %             S4 = S4, GROUPED = GROUPED, WTM = WTM, WTN = WTN, B_ROW = B_ROW, NP = NP, SMEM = SMEM,
 %             KMUL = KMUL, DISPATCH = DISPATCH}
 %   end,
 % }
 // Launch needs, from the plan above (docs/TEMPLATES.md):
 // qjit: threads=$(threads) smem=$(smem) k_multiple=$(k_multiple) ld_multiple=$(ld_multiple) align=$(align)
+% if SPLIT then
+// qjit: cluster_k=$(cluster_k) k_chunk=$(k_chunk)
+% end
 % include("gemm_common.cuh")
 
 namespace {
@@ -169,6 +181,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     const int warp_m = warp / WN, warp_n = warp % WN;
 
 % include("gemm_tile_walk.cuh")
+% if SPLIT then
+    // K tiles [kt0, kt1) of this CTA: with K split across the gridDim.z CTAs of a cluster,
+    // rank blockIdx.z's share, a whole number of groups (GT K tiles each; see the plan).
+    const int KT = (K + BK - 1) / BK;
+    const int per = ((KT + (int)gridDim.z - 1) / (int)gridDim.z + $(GT) - 1) / $(GT) * $(GT);
+    const int kt0 = min(KT, (int)blockIdx.z * per), kt1 = min(KT, kt0 + per);
+% end
 
     // Loads: thread t copies chunk t % CPR of rows t / CPR + i * (THREADS / CPR). A chunk
     // is 16 bytes: 16 values of A or s8 B, 32 of s4 B; K is a multiple of that.
@@ -320,8 +339,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
             for (int j = 0; j < 2; ++j)
                 s[nt][j] = col0 + nt * 8 + j < N && kg < KG ? gs_f32(s_col[(nt * 8 + j) * KG + kg]) : 0.f;
     };
+% if SPLIT then
+    load_scales(sc, kt0 * BK / $(GROUP));
+    load_scales(sc_next, kt0 * BK / $(GROUP) + 1);
+% else
     load_scales(sc, 0);
     load_scales(sc_next, 1);
+% end
     // Ends group kg: tot += (float)acc * s, then the scales move up one group.
     auto flush = [&](int kg) {
 #pragma unroll
@@ -357,24 +381,33 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
         // Pipeline: tile kt sits in stage kt % STAGES. Before the last k32 step of a tile the
         // next tile is waited for, and one barrier both publishes it and frees the stage read
         // during the previous tile, which the first k32 step of each tile then refills.
-        const int KT = (K + BK - 1) / BK;
+% if SPLIT then
+#pragma unroll 1 // the prologue: rolled, it compiles faster and runs once
+        for (int s = 0; s < STAGES - 1; ++s) {
+            if (kt0 + s < kt1)
+                load_tile(smem0 + s * STAGE_BYTES, kt0 + s);
+            qc::cp_async_commit();
+        }
+% else
+        const int KT = (K + BK - 1) / BK, kt0 = 0, kt1 = KT;
 #pragma unroll 1 // the prologue: rolled, it compiles faster and runs once
         for (int s = 0; s < STAGES - 1; ++s) {
             if (s < KT)
                 load_tile(smem0 + s * STAGE_BYTES, s);
             qc::cp_async_commit();
         }
+% end
         qc::cp_async_wait<STAGES - 2>();
         __syncthreads();
 
         const u32 smem_end = smem0 + STAGES * STAGE_BYTES;
         u32 rd = smem0, wr = smem0 + (STAGES - 1) * STAGE_BYTES;
-        int kt_next = STAGES - 1;
+        int kt_next = $(SPLIT and "kt0 + " or "")STAGES - 1;
         u32 af[2][MT][4]; // double-buffered across k32 steps
         bfrag_t bf[2];
         load_frags(af[0], bf[0], rd, 0);
 
-        for (int kt = 0; kt < KT; ++kt) {
+        for (int kt = kt0; kt < kt1; ++kt) {
 #pragma unroll
             for (int ks = 0; ks < KSTEPS; ++ks) {
                 if (ks == KSTEPS - 1) {
@@ -384,7 +417,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                 }
                 load_frags(af[(ks + 1) & 1], bf[(ks + 1) & 1], rd, (ks + 1) % KSTEPS);
                 if (ks == 0) {
-                    if (kt_next < KT)
+                    if (kt_next < kt1)
                         load_tile(wr, kt_next);
                     qc::cp_async_commit(); // possibly empty: keeps the group count in step
                     ++kt_next;
@@ -416,6 +449,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     }
 % else
     k_loop(flag<$(S4 and "true" or "false")>());
+% end
+% if SPLIT then
+    // K split across the cluster (qc::cluster_sum): rank 0 adds the other ranks' sums (exact
+    // int32, or f32 totals of whole groups), passed through their shared memory, in rank
+    // order; then it alone goes on.
+    if (!qc::cluster_sum<MT * NT * 4, THREADS>(&$(GROUPED and "tot" or "acc")[0][0][0], smem0, tid))
+        return;
 % end
 
     // Epilogue: each value is finished in f32 in place (the steps above, each rounded
