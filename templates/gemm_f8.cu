@@ -62,14 +62,22 @@
 %       unsupported(string.format("gemm_f8: warps=%dx%d: more than 8 warps leave under 128 registers a thread", WM, WN))
 %     end
 %     if STAGES < 2 or STAGES > 8 then unsupported(string.format("gemm_f8: stages=%d, takes 2..8", STAGES)) end
-%     if SPLIT_K ~= 1 then unsupported(string.format("gemm_f8: no split-K (split=%d)", SPLIT_K)) end
+%     -- split=S (2..8, sm_90a): K split across a cluster of up to S CTAs per output tile when the
+%     -- tiles alone leave SMs idle (chosen at launch); each CTA sums whole 128-blocks of K
+%     -- (block scales) or K tiles, and rank 0 adds the others' f32 sums in rank order
+%     if SPLIT_K ~= 1 and ARCH < 90 then unsupported(string.format("gemm_f8 splits K across a cluster: split=%d needs sm_90a", SPLIT_K)) end
+%     if SPLIT_K > 8 then unsupported(string.format("gemm_f8 splits K across at most 8 CTAs of a cluster (split=%d)", SPLIT_K)) end
 %     -- promote once per K tile where a second accumulator set fits (see the top)
 %     local PART = not NATIVE and not MX and (WTM // 16) * (WTN // 8) <= 16
 %     local EBITS = FP4 and 4 or 8
 %     local ROW_BYTES = BK * EBITS // 8
 %     local STAGE_BYTES = (BM + BN) * ROW_BYTES + (MX and (BM + BN) * (BK // 32) * 4 or 0)
 %     local NP, SMEM = ring_staging("gemm_f8", STAGES * STAGE_BYTES, WTN)
+%     local SPLIT = SPLIT_K > 1
+%     if SPLIT then SMEM = math.max(SMEM, BM * BN * 4) end -- a rank's f32 sums, for rank 0 to add
+%     local GT = BLOCK and 128 // BK or 1 -- K tiles a rank's share is a multiple of
 %     return {threads = 32 * WM * WN, smem = SMEM, k_multiple = KMUL, ld_multiple = KMUL, align = 16,
+%             cluster_k = SPLIT and SPLIT_K or 1, k_chunk = SPLIT and GT * BK or 0, SPLIT = SPLIT, GT = GT,
 %             FP4 = FP4, MX = MX, BLOCK = BLOCK, NATIVE = NATIVE, WTM = WTM, WTN = WTN, UNIT_N = UNIT_N,
 %             KMUL = KMUL, PART = PART, EBITS = EBITS, ROW_BYTES = ROW_BYTES, STAGE_BYTES = STAGE_BYTES,
 %             NP = NP, SMEM = SMEM}
@@ -421,28 +429,34 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     // next tile is waited for, and one barrier both publishes it and frees the stage read
     // during the previous tile, which the first k32 step of each tile then refills.
     const int KT = (K_BYTES + ROW_BYTES - 1) / ROW_BYTES;
+% if SPLIT then
+    // K tiles [kt0, kt1) of this CTA: with K split across the gridDim.z CTAs of a cluster,
+    // rank blockIdx.z's share, whole 128-blocks with block scales (GT K tiles; see the plan).
+    const int per = ((KT + (int)gridDim.z - 1) / (int)gridDim.z + $(GT) - 1) / $(GT) * $(GT);
+    const int kt0 = min(KT, (int)blockIdx.z * per), kt1 = min(KT, kt0 + per);
+% end
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < KT)
-            load_tile(smem0 + s * STAGE_BYTES, s);
+        if ($(SPLIT and "kt0 + s < kt1" or "s < KT"))
+            load_tile(smem0 + s * STAGE_BYTES, $(SPLIT and "kt0 + " or "")s);
         qc::cp_async_commit();
 % if MX then
-        fetch_scales(s);
+        fetch_scales($(SPLIT and "kt0 + " or "")s);
         store_scales(smem0 + s * STAGE_BYTES);
 % end
     }
 % if MX then
-    fetch_scales(STAGES - 1);
+    fetch_scales($(SPLIT and "kt0 + " or "")STAGES - 1);
 % end
 % if BLOCK then
-    fetch_block(0);
+    fetch_block($(SPLIT and "kt0 / TILES_PER_BLOCK" or "0"));
 % end
     qc::cp_async_wait<STAGES - 2>();
     __syncthreads();
 
     const u32 smem_end = smem0 + STAGES * STAGE_BYTES;
     u32 rd = smem0, wr = smem0 + (STAGES - 1) * STAGE_BYTES, wr_prev = wr;
-    int kt_next = STAGES - 1;
+    int kt_next = $(SPLIT and "kt0 + " or "")STAGES - 1;
     // Fragments of the coming k32 step.  Each step first turns them into mma operands (B
     // for all n8 tiles, then A one m16 tile at a time) and refills each set with the next
     // step's fragments as soon as it is consumed, which keeps one set of registers.
@@ -455,7 +469,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
         load_a(af[mt], rd, 0, mt);
     load_b(bf, rd, 0);
 
-    for (int kt = 0; kt < KT; ++kt) {
+    for (int kt = $(SPLIT and "kt0" or "0"); kt < $(SPLIT and "kt1" or "KT"); ++kt) {
 % if BLOCK then
         if (kt % TILES_PER_BLOCK == 0) {
             take_block();
@@ -483,7 +497,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
             const int kn = (ks + 1) % KSTEPS; // the next step, in rd's tile
             load_b(bf, rd, kn);
             if (ks == 0) {
-                if (kt_next < KT)
+                if (kt_next < $(SPLIT and "kt1" or "KT"))
                     load_tile(wr, kt_next);
                 qc::cp_async_commit(); // possibly empty: keeps the group count in step
                 ++kt_next;
@@ -534,6 +548,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 % end
     }
 
+% if SPLIT then
+    // K split across the cluster (qc::cluster_sum): rank 0 adds the other ranks' f32 sums,
+    // passed through their shared memory, in rank order; then it alone goes on.
+    if (!qc::cluster_sum<MT * NT * 4, THREADS>(&acc[0][0][0], smem0, tid))
+        return;
+% end
     // Epilogue. acc[mt][nt] holds rows g and g+8, columns 2*tig and +1.  Each value is
     // finished in f32 in place, scales and bias past M or N reading as 0, then staged out
     // through shared memory (gemm_common.cuh), which writes nothing past M or N.

@@ -432,6 +432,16 @@ int main(int argc, char **argv)
                                 "tile=16x128x128 warps=1x4 stages=4 split=8");
         test_cluster_split(ctx, "gemm a=s8 b=s4 sa=row sb=group:256 gs=bf16 out=f32 kernel=mma_i8 "
                                 "tile=16x128x64 warps=1x4 stages=4 split=4");
+        /* fp8 and MX decode on mma_f8, K split across a cluster when named: f32 sums of
+         * whole K tiles (whole 128-blocks with block scales) */
+        test_cluster_split(ctx, "gemm a=e4m3 b=e4m3 sa=row sb=col out=bf16 kernel=mma_f8 "
+                                "tile=16x128x128 warps=1x4 stages=4 split=8");
+        test_cluster_split(ctx, "gemm a=e4m3 b=e4m3 sa=block sb=block out=bf16 kernel=mma_f8 "
+                                "tile=16x128x64 warps=1x4 stages=4 split=8");
+        test_cluster_split(ctx, "gemm a=e4m3 b=e4m3 sa=mx sb=mx out=bf16 kernel=mma_f8 "
+                                "tile=16x128x128 warps=1x4 stages=4 split=8");
+        test_cluster_split(ctx, "gemm a=e2m1 b=e2m1 sa=mx sb=mx out=f32 kernel=mma_f8 "
+                                "tile=16x128x128 warps=1x4 stages=4 split=4");
     }
     if (!filter || filter_names(filter, "kernel=wgmma_tma"))
         test_tma_twins(ctx);

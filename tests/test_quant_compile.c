@@ -3,7 +3,7 @@
  * no GPU, for sm_80, sm_89 and sm_90a at its default configuration; a pair an
  * architecture cannot run (fp8 and MX below sm_89) is refused up front with the
  * supports message, and never reaches NVRTC.  The kernels that `auto` does not choose yet
- * (wgmma_i8, wgmma_mx, wgmma_wq, wgmma_tma, and mma_i8 with split) compile by name for sm_90a and are refused elsewhere with a message
+ * (wgmma_i8, wgmma_mx, wgmma_wq, wgmma_tma, and mma_i8 and mma_f8 with split) compile by name for sm_90a and are refused elsewhere with a message
  * naming it.
  */
 #include "qjit.h"
@@ -102,13 +102,17 @@ static void test_named(void)
         CHECK(compiled >= 2, "only %d %s kernels compiled", compiled, named[n].kernel);
     }
     /* wgmma_tma also serves f16/bf16 (not in the quantized list); mma_i8 splits K across a
-     * cluster when named with split=2..8 (sm_90a only) */
+     * cluster when named with split=2..8 (sm_90a only), and so does mma_f8 */
     static const char *const halves[] = {
         "gemm a=bf16 b=bf16 out=bf16 kernel=wgmma_tma",
         "gemm a=f16 b=f16 out=f32 bias=1 kernel=wgmma_tma tile=64x128x64 warps=1x1 stages=8",
         "gemm a=s8 b=s8 sa=row sb=col out=bf16 kernel=mma_i8 tile=16x128x128 warps=1x4 stages=4 split=8",
         "gemm a=s8 b=s4 sa=row sb=group:256 gs=bf16 out=f32 bias=1 kernel=mma_i8 tile=16x128x64 "
         "warps=1x4 stages=4 split=4",
+        "gemm a=e4m3 b=e4m3 sa=block sb=block out=bf16 kernel=mma_f8 tile=16x128x64 warps=1x4 "
+        "stages=4 split=8",
+        "gemm a=e2m1 b=e2m1 sa=mx sb=mx out=f32 bias=1 kernel=mma_f8 tile=16x128x128 warps=1x4 "
+        "stages=4 split=4",
     };
     for (size_t i = 0; i < sizeof halves / sizeof halves[0]; i++) {
         qjit_gemm_desc d;
