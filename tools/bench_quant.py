@@ -152,9 +152,11 @@ def main():
             fw = lambda: q.launch(gw, args8)
         except RuntimeError as e:
             fw, werr = None, str(e).splitlines()[0][:80]
-        # ... and with TMA loads and B multicast across CTA pairs (by name, not yet measured)
+        # ... and with TMA loads and B multicast across CTA pairs (by name, not yet measured);
+        # for decode, mma_i8 with K split across a cluster (by name, not yet measured)
         try:
-            gt = q.get("gemm a=s8 b=s8 sa=row sb=col out=bf16 kernel=wgmma_tma")
+            gt = q.get("gemm a=s8 b=s8 sa=row sb=col out=bf16 kernel=wgmma_tma" if m > 64 else
+                       "gemm a=s8 b=s8 sa=row sb=col out=bf16 kernel=mma_i8 tile=16x128x128 warps=1x4 stages=4 split=8")
             ft = lambda: q.launch(gt, args8)
         except RuntimeError as e:
             ft, terr = None, str(e).splitlines()[0][:80]
@@ -171,7 +173,8 @@ def main():
         it = iter(ts)
         row("qjit W8A8 s8 x s8 row/col -> bf16", (m, n, k), next(it) if fq else None, nbytes, "" if fq else err)
         row("qjit W8A8 kernel=wgmma_i8", (m, n, k), next(it) if fw else None, nbytes, "" if fw else werr)
-        row("qjit W8A8 kernel=wgmma_tma", (m, n, k), next(it) if ft else None, nbytes, "" if ft else terr)
+        row("qjit W8A8 kernel=wgmma_tma" if m > 64 else "qjit W8A8 mma_i8 split=8", (m, n, k),
+            next(it) if ft else None, nbytes, "" if ft else terr)
         row("torch._int_mm (int32 out)", (m, n, k), next(it) if fp else None, m * k + n * k + 4 * m * n,
             pad if fp else perr)
 
@@ -191,7 +194,8 @@ def main():
                 fq, err = None, str(e).splitlines()[0][:80]
             # the TMA / multicast / overlapped-promotion kernel by name (not yet measured)
             try:
-                gt = q.get(f"gemm a=e4m3 b=e4m3 sa={qa} sb={qb} out=bf16 kernel=wgmma_tma")
+                gt = q.get(f"gemm a=e4m3 b=e4m3 sa={qa} sb={qb} out=bf16 kernel=wgmma_tma" if m > 64 else
+                           f"gemm a=e4m3 b=e4m3 sa={qa} sb={qb} out=bf16 kernel=mma_f8 tile=16x128x128 warps=1x4 stages=4 split=8")
                 ft = (lambda gt=gt, argsf=argsf: q.launch(gt, argsf))
             except RuntimeError as e:
                 ft, terr = None, str(e).splitlines()[0][:80]
@@ -209,7 +213,8 @@ def main():
             ts = time_pair([f for f in (fq, ft, fp) if f], o.warmup, o.reps)
             it = iter(ts)
             row(f"qjit FP8 e4m3 {mode}", (m, n, k), next(it) if fq else None, nbytes, "" if fq else err)
-            row(f"qjit FP8 {mode} kernel=wgmma_tma", (m, n, k), next(it) if ft else None, nbytes, "" if ft else terr)
+            row(f"qjit FP8 {mode} kernel=wgmma_tma" if m > 64 else f"qjit FP8 {mode} mma_f8 split=8", (m, n, k),
+                next(it) if ft else None, nbytes, "" if ft else terr)
             row(f"torch._scaled_mm {mode}", (m, n, k), next(it) if fp else None, nbytes, pad if fp else perr)
 
         # pairs with no torch peer on this GPU: timed alone
@@ -237,6 +242,12 @@ def main():
             ("qjit W4A8 kernel=wgmma_i8", "gemm a=s8 b=s4 sa=row sb=group:128 gs=f32 out=bf16 kernel=wgmma_i8",
              Args(ptr(a8), ptr(wq), ptr(out16), None, ptr(sa), ptr(sb4), None, m, n, k, k, k, n),
              m * k + n * k // 2 + sb4.numel() * 4 + m * n * 2),
+            ("qjit W4A8 g128 mma_i8 split=8", "gemm a=s8 b=s4 sa=row sb=group:128 gs=f32 out=bf16 kernel=mma_i8 tile=16x128x128 warps=1x4 stages=4 split=8",
+             Args(ptr(a8), ptr(wq), ptr(out16), None, ptr(sa), ptr(sb4), None, m, n, k, k, k, n),
+             m * k + n * k // 2 + sb4.numel() * 4 + m * n * 2),
+            ("qjit MXFP8 mma_f8 split=8", "gemm a=e4m3 b=e4m3 sa=mx sb=mx out=bf16 kernel=mma_f8 tile=16x128x128 warps=1x4 stages=4 split=8",
+             Args(ptr(af), ptr(bf), ptr(out16), None, ptr(e8a), ptr(e8b), None, m, n, k, k, k, n),
+             m * k + n * k + (m + n) * k // 32 + m * n * 2),
             ("qjit W4A8 col kernel=wgmma_i8", "gemm a=s8 b=s4 sa=row sb=col out=bf16 kernel=wgmma_i8",
              Args(ptr(a8), ptr(wq), ptr(out16), None, ptr(sa), ptr(sb), None, m, n, k, k, k, n),
              m * k + n * k // 2 + 4 * (m + n) + m * n * 2),
@@ -257,6 +268,8 @@ def main():
              m * k * 2 + n * k // 2 + n * k // 32 + m * n * 2),
         ]
         for name, text, a, nbytes in alone:
+            if "split=" in name and m > 64:
+                continue  # the decode tiles with K split across a cluster: decode shapes only
             try:
                 g = q.get(text)
                 (us,) = time_pair([lambda g=g, a=a: q.launch(g, a)], o.warmup, o.reps)
