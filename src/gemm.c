@@ -1,7 +1,8 @@
 /*
  * gemm.c — GEMM handles: qjit_get_gemm (the warm path: one lock and one probe of the
  * context's map; the cold path: select, build and load each kernel once), and launch
- * (check the arguments, pick the kernel, cuLaunchKernel) with nothing else on its path.
+ * (check the arguments, pick the kernel, cuLaunchKernel) with nothing else on its path but,
+ * for TMA kernels, the host-side encoding of two tensor maps (no device call).
  */
 #define _GNU_SOURCE
 #include "driver.h"
