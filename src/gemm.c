@@ -27,9 +27,7 @@ typedef struct kernel {
     CUfunction fn;
     qjit_plan plan;
     unsigned registers;
-    int persistent_ctas; /* > 0: persistent grid of at most this many CTAs (the SM count) */
-    int max_clusters;    /* cluster_m > 1: clusters of cluster_m that fit on the GPU at once */
-    int cluster_k, k_chunk, sms; /* K split across a cluster, chosen at launch (fill_config) */
+    qjit_grid_facts gf; /* what the launch geometry depends on besides the sizes */
     int out_bytes;
 } kernel;
 
@@ -68,7 +66,7 @@ static int max_clusters(const kernel *k)
         attr.value.clusterDim.y = attr.value.clusterDim.z = 1;
         CUlaunchConfig cfg;
         memset(&cfg, 0, sizeof cfg);
-        cfg.gridDimX = (unsigned)(k->plan.cluster_m * (k->sms > 0 ? k->sms : 1));
+        cfg.gridDimX = (unsigned)(k->plan.cluster_m * (k->gf.sms > 0 ? k->gf.sms : 1));
         cfg.gridDimY = cfg.gridDimZ = 1;
         cfg.blockDimX = k->plan.threads;
         cfg.blockDimY = cfg.blockDimZ = 1;
@@ -78,7 +76,7 @@ static int max_clusters(const kernel *k)
         if (k->cu->OccupancyMaxActiveClusters(&n, k->fn, &cfg) != CUDA_SUCCESS)
             n = 0;
     }
-    return n > 0 ? n : k->sms / k->plan.cluster_m;
+    return n > 0 ? n : k->gf.sms / k->plan.cluster_m;
 }
 
 /* Build (or load from a cache) and load the kernel of a resolved, checked descriptor. */
@@ -113,19 +111,21 @@ static qjit_status kernel_make(qjit_context *ctx, const qjit_cu_api *cu, CUconte
     k->dev = dev;
     k->plan = *plan;
     k->out_bytes = dtype_bytes(r->out);
-    if (plan->persistent || plan->cluster_k > 1) {
+    k->gf = (qjit_grid_facts){r->bm, r->bn, r->split_k, 0, 1, 0, 1, 0, 0};
+    if (plan->persistent || plan->cluster_k > 1 || plan->cluster_m > 1) {
         int sms = 0;
         if (cu->DeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) ==
                 CUDA_SUCCESS &&
             sms > 0) {
-            k->persistent_ctas = plan->persistent ? sms : 0;
-            k->sms = sms;
+            k->gf.persistent_ctas = plan->persistent ? sms : 0;
+            k->gf.sms = sms;
         }
     }
-    if (plan->cluster_k > 1 && plan->k_chunk > 0 && k->sms > 0) {
-        k->cluster_k = plan->cluster_k;
-        k->k_chunk = plan->k_chunk;
+    if (plan->cluster_k > 1 && plan->k_chunk > 0 && k->gf.sms > 0) {
+        k->gf.cluster_k = plan->cluster_k;
+        k->gf.k_chunk = plan->k_chunk;
     }
+    k->gf.cluster_m = plan->cluster_m;
     if ((cr = cu->FuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                    (int)plan->smem)) != CUDA_SUCCESS) {
         st = qjit_err_prefix(qjit_drv_fail(cu, cr, "cuFuncSetAttribute(max dynamic smem)"), "%s",
@@ -133,7 +133,7 @@ static qjit_status kernel_make(qjit_context *ctx, const qjit_cu_api *cu, CUconte
         goto fail;
     }
     if (plan->cluster_m > 1)
-        k->max_clusters = max_clusters(k);
+        k->gf.max_clusters = max_clusters(k);
     int regs = 0;
     if (cu->FuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, k->fn) == CUDA_SUCCESS)
         k->registers = (unsigned)regs;
@@ -541,50 +541,56 @@ static qjit_status check_args(const kernel *g, const qjit_gemm_args *a)
     return QJIT_OK;
 }
 
-/* The grid and the cluster shape.  Kernels that split K across a cluster (cluster_k) give
- * each output tile, when there are no more tiles than SMs, enough CTAs for about two a SM,
- * at most cluster_k and one K chunk each (clusters along z).  Kernels that share B across
- * CTAs of the same columns (cluster_m) go in clusters of cluster_m along x when the output
- * has that many tile rows, on a one-dimensional grid of whole clusters that walk the units
- * of cluster_m tiles (at most one CTA a SM when persistent).  Both depend only on the sizes,
- * so a replayed launch splits and groups the same way. */
+/* The grid and the cluster shape (qjit_internal.h).  Kernels that split K across a cluster
+ * (cluster_k) give each output tile, when there are no more tiles than SMs, enough CTAs for
+ * about two a SM, at most cluster_k and one K chunk each (clusters along z).  Kernels that
+ * share B across CTAs of the same columns (cluster_m) go in clusters of cluster_m along x
+ * when the output has that many tile rows, on a one-dimensional grid of whole clusters that
+ * walk the units of cluster_m tiles (when persistent, as many as fit at once).  Both depend
+ * only on the sizes, so a replayed launch splits and groups the same way. */
+void qjit_launch_grid(const qjit_grid_facts *f, int64_t m, int64_t n, int64_t k, unsigned grid[3],
+                      unsigned cluster[3])
+{
+    cluster[0] = cluster[1] = cluster[2] = 1;
+    grid[0] = (unsigned)((n + f->bn - 1) / f->bn);
+    grid[1] = (unsigned)((m + f->bm - 1) / f->bm);
+    /* a kernel that splits K across a cluster splits it only as chosen below */
+    grid[2] = f->cluster_k > 1 ? 1 : (unsigned)f->split_k;
+    uint64_t tiles = (uint64_t)grid[0] * grid[1];
+    if (f->cluster_m > 1) {
+        const unsigned cl = grid[1] >= (unsigned)f->cluster_m ? (unsigned)f->cluster_m : 1;
+        uint64_t units = (uint64_t)grid[0] * ((grid[1] + cl - 1) / cl);
+        /* persistent: as many CTAs (or clusters) as fit at once walk the units */
+        const uint64_t most = cl > 1 ? (uint64_t)f->max_clusters : (uint64_t)f->persistent_ctas;
+        if (f->persistent_ctas && most > 0 && units > most)
+            units = most;
+        grid[0] = (unsigned)(units * cl);
+        grid[1] = grid[2] = 1;
+        cluster[0] = cl;
+        return;
+    }
+    if (f->persistent_ctas && tiles > (uint64_t)f->persistent_ctas) {
+        grid[0] = (unsigned)f->persistent_ctas; /* the CTAs walk the tiles */
+        grid[1] = 1;
+    }
+    if (f->cluster_k > 1 && f->sms > 0 && tiles <= (uint64_t)f->sms) {
+        const int64_t chunks = (k + f->k_chunk - 1) / f->k_chunk;
+        unsigned c = (unsigned)(2 * (uint64_t)f->sms / tiles); /* about two CTAs per SM */
+        if (c > (unsigned)f->cluster_k)
+            c = (unsigned)f->cluster_k;
+        if ((int64_t)c > chunks) /* k > 0 here, so chunks >= 1 */
+            c = (unsigned)chunks;
+        grid[2] = cluster[2] = c;
+    }
+}
+
 static void fill_config(const kernel *g, const qjit_gemm_args *a, unsigned grid[3],
                         unsigned cluster[3], qjit_kernel_params *p)
 {
     *p = (qjit_kernel_params){a->a,       a->b,       a->d,       a->bias, a->scale_a,
                        a->scale_b, a->zeros_b, a->m,       a->n,    a->k,
                        a->lda,     a->ldb,     a->ldd};
-    cluster[0] = cluster[1] = cluster[2] = 1;
-    grid[0] = (unsigned)((a->n + g->desc.bn - 1) / g->desc.bn);
-    grid[1] = (unsigned)((a->m + g->desc.bm - 1) / g->desc.bm);
-    /* a kernel that splits K across a cluster splits it only as chosen below */
-    grid[2] = g->plan.cluster_k > 1 ? 1 : (unsigned)g->desc.split_k;
-    uint64_t tiles = (uint64_t)grid[0] * grid[1];
-    if (g->plan.cluster_m > 1) {
-        const unsigned cl = grid[1] >= (unsigned)g->plan.cluster_m ? (unsigned)g->plan.cluster_m : 1;
-        uint64_t units = (uint64_t)grid[0] * ((grid[1] + cl - 1) / cl);
-        /* persistent: as many CTAs (or clusters) as fit at once walk the units */
-        const uint64_t most = cl > 1 ? (uint64_t)g->max_clusters : (uint64_t)g->persistent_ctas;
-        if (g->persistent_ctas && most > 0 && units > most)
-            units = most;
-        grid[0] = (unsigned)(units * cl);
-        grid[1] = 1;
-        cluster[0] = cl;
-        return;
-    }
-    if (g->persistent_ctas && tiles > (uint64_t)g->persistent_ctas) {
-        grid[0] = (unsigned)g->persistent_ctas; /* the CTAs walk the tiles */
-        grid[1] = 1;
-    }
-    if (g->cluster_k > 1 && tiles <= (uint64_t)g->sms) {
-        const int64_t chunks = (a->k + g->k_chunk - 1) / g->k_chunk;
-        unsigned c = (unsigned)(2 * (uint64_t)g->sms / tiles); /* about two CTAs per SM */
-        if (c > (unsigned)g->cluster_k)
-            c = (unsigned)g->cluster_k;
-        if ((int64_t)c > chunks) /* k > 0 here, so chunks >= 1 */
-            c = (unsigned)chunks;
-        grid[2] = cluster[2] = c;
-    }
+    qjit_launch_grid(&g->gf, a->m, a->n, a->k, grid, cluster);
 }
 
 /* The tensor maps of a TMA kernel (plan.tma): A's rows [m][k] and B's [n][k] of one- or

@@ -422,6 +422,21 @@ QJIT_HIDDEN const char *qjit_drv_error_name(qjit_cu_result r);
  * arguments, the current context), without launching: the linear helper checks its GEMM
  * before its quantizer runs. */
 QJIT_HIDDEN qjit_status qjit_gemm_check_launch(const qjit_gemm *h, const qjit_gemm_args *a);
+/* What a kernel's launch geometry depends on besides the sizes: its resolved tile and split
+ * field, and from its plan and GPU: a persistent grid of at most persistent_ctas CTAs (0:
+ * not persistent); K split across up to cluster_k CTAs of a cluster in chunks of k_chunk
+ * (1: never); clusters of cluster_m CTAs along M (1: none), max_clusters of which fit at
+ * once (0: unknown); the SM count (0: unknown). */
+typedef struct qjit_grid_facts {
+    int bm, bn, split_k;
+    int persistent_ctas;
+    int cluster_k, k_chunk;
+    int cluster_m, max_clusters;
+    int sms;
+} qjit_grid_facts;
+/* The grid and cluster dimensions of an m×n×k launch: arithmetic only (gemm.c says how). */
+QJIT_HIDDEN void qjit_launch_grid(const qjit_grid_facts *f, int64_t m, int64_t n, int64_t k,
+                                  unsigned grid[3], unsigned cluster[3]);
 
 /* ---------------------------------------------------------------- context.c */
 typedef struct qjit_map_entry qjit_map_entry;
