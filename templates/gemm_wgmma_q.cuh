@@ -356,9 +356,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     // produce_packed's plain one; produce_tma's expect_tx arrival.
 % if TMA then
     const qh::ring_addrs rg = qh::make_ring<STAGES, NC, 1>(smem, RING_BYTES, tid, cl);
-    if (tid == 0)
-        qh::fence_barrier_init();
-    qh::cluster_sync(); // the peer's barriers are initialized before anything reaches them
+    if (cl > 1) { // the peer's barriers are initialized before anything reaches them
+        if (tid == 0)
+            qh::fence_barrier_init();
+        qh::cluster_sync();
+    }
 % else
     const qh::ring_addrs rg = qh::make_ring<STAGES, NC$(FINE and not (PACKED_A or PACKED_B) and ", 256" or "")>(smem, RING_BYTES + SIDE_BYTES + SLOT_BYTES, tid);
 % end
@@ -747,6 +749,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     }
 % if TMA then
     // No CTA leaves while its peer may still write into its stages or arrive on its barriers.
-    qh::cluster_sync();
+    if (cl > 1)
+        qh::cluster_sync();
 % end
 }
