@@ -12,8 +12,10 @@
 // zero, and promoted into f32 registers: tot = fma(part, 2^(ea−127)·2^(eb−127), tot), the
 // product of the two powers of two exact while it stays inside f32's range (scales whose
 // exponents sum below −149 flush to zero, above 127 give inf: far outside real MX data).
-// A consumer waits for each 32's wgmma before promoting it; the other consumer warpgroups'
-// wgmma run meanwhile.  Then D = cast_out(tot + bias).
+// Where two parts and a total fit (consumer tiles up to 64x128), the next 32's wgmma is
+// issued before a 32 is promoted (OVERLAP in gemm_wgmma_q.cuh), so the promotion's FMAs run
+// while the tensor core works; else a consumer waits for each 32's wgmma before promoting it
+// and the other consumer warpgroups' wgmma run meanwhile.  Then D = cast_out(tot + bias).
 //
 // Parameters: BK = 128.  WM, WN count the consumer warpgroups; each owns a (BM/WM)×(BN/WN)
 // tile, BM/WM a multiple of 64, BN/WN a multiple of 16 up to 256; a part and a total
@@ -56,15 +58,19 @@
 %     end
 %     if not one_of(OUT, "f16", "bf16", "f32") then unsupported("gemm_wgmma_mx: out must be f16, bf16 or f32") end
 %     if FP4 and BM % 32 + BN % 32 ~= 0 then unsupported(string.format("gemm_wgmma_mx: e2m1 needs BM and BN multiples of 32 (tile=%dx%dx%d)", BM, BN, BK)) end
-%     -- part and total accumulators; 16 bytes of f32 scales per tile row per stage; e2m1: two
-%     -- staging slots of both operands' packed rows, and a producer of 56 registers
-%     local plan = hopper_tile_plan{name = "gemm_wgmma_mx", acc = 2, side = (BM + BN) * 16,
-%                                   fixed = FP4 and 2 * (BM + BN) * 64 or 0, producer = FP4 and WM * WN <= 2 and 56 or nil}
+%     -- two parts and a total where they fit (the promotion of each 32 of K overlaps the next
+%     -- one's wgmma), else a part and a total; 16 bytes of f32 scales per tile row per stage;
+%     -- e2m1: two staging slots of both operands' packed rows, and a producer of 56 registers
+%     local producer = FP4 and WM * WN <= 2 and 56 or nil
+%     local _, _, _, budget = hopper_regs(WM * WN, producer)
+%     local OVERLAP = WM >= 1 and WN >= 1 and BN % WN == 0 and (BM // WM // 64) * (BN // WN // 2) * 3 + 40 <= budget
+%     local plan = hopper_tile_plan{name = "gemm_wgmma_mx", acc = OVERLAP and 3 or 2, side = (BM + BN) * 16,
+%                                   fixed = FP4 and 2 * (BM + BN) * 64 or 0, producer = producer}
 %     -- K a multiple of 32 (one e8m0 scale per 32, and whole 16-byte chunks of e2m1); leading
 %     -- dimensions of whole 16-byte chunks
 %     plan.k_multiple, plan.ld_multiple, plan.align = 32, FP4 and 32 or 16, 16
 %     plan.MMA, plan.ACC_INT, plan.PROMOTE, plan.BLOCK = "f32.e4m3.e4m3", false, true, false
-%     plan.FINE, plan.MX, plan.PACKED_A, plan.PACKED_B = true, true, FP4, FP4
+%     plan.FINE, plan.MX, plan.PACKED_A, plan.PACKED_B, plan.OVERLAP = true, true, FP4, FP4, OVERLAP
 %     return plan
 %   end,
 % }

@@ -27,8 +27,9 @@
 //            gemm_hopper.cuh; the kernel takes the two tensor maps after qjit_params), and in a
 //            cluster of two CTAs along M (the launch's choice: tiles of two rows or more) each
 //            loads half of B for both; plain operands (ES bytes a value), no side data
-//   OVERLAP  (with PROMOTE, not FINE) two parts: K tile kt's wgmma run into one while kt − 1's
-//            is promoted from the other, so the tensor cores do not wait for the promotion
+//   OVERLAP  (with PROMOTE, not FINE; or MX) two parts: K tile kt's wgmma (MX: 32 of K) run
+//            into one while kt − 1's is promoted from the other, so the tensor cores do not
+//            wait for the promotion
 // tensor/row/col scales and bias come last, each step rounded alone:
 // D = cast_out(((tot·sa)·sb) + bias), tot converted to f32 first when it is s32.
 // Launch needs, from the plan (docs/TEMPLATES.md):
@@ -98,6 +99,26 @@ __device__ __forceinline__ void wgmma(acc_t (&d)[WGN / 2], u64 a, u64 b, int add
                  : "l"(a), "l"(b), "r"(add));
 }
 
+% if OVERLAP and MX then
+// d = A·Bᵀ with no addend (scale-d false): d is output only, so each 32 of K's sum is a new
+// value whose register the compiler need not carry across the loop's back edge by copies
+// (which ptxas would count as reads of an accumulator in flight, C7514).
+__device__ __forceinline__ void wgmma_new(acc_t (&d)[WGN / 2], u64 a, u64 b)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n$(WGN)k$(KS).$(MMA) {"
+%   for i = 0, WGN // 2 - 1 do
+                 "%$(i)$(i + 1 < WGN // 2 and "," or "")"
+%   end
+                 "}, %$(WGN // 2), %$(WGN // 2 + 1), p$(TAIL);\n}\n"
+                 :
+%   for i = 0, WGN // 2 - 1 do
+                 "=f"(d[$(i)])$(i + 1 < WGN // 2 and "," or "")
+%   end
+                 : "l"(a), "l"(b));
+}
+
+% end
 // A sum as f32, where a promotion or the epilogue starts: the reference's t = (float)acc.
 __device__ __forceinline__ float to_f32(float x) { return x; }
 __device__ __forceinline__ float to_f32(int x) { return __int2float_rn(x); }
@@ -476,8 +497,64 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                 for (int j = 0; j < WGN / 2; ++j)
                     tot[mi][j] = 0;
 
-% if OVERLAP then
-%   if FINE or not PROMOTE then error("gemm_wgmma_q: OVERLAP is for PROMOTE without FINE") end
+% if OVERLAP and MX then
+            // MX with two parts: each 32 of K (one scale block, ks = 0..3 of a K tile) is one
+            // wgmma into part[ks & 1], issued before block ks − 1's part is promoted with its
+            // scales, so a consumer keeps a wgmma group in flight through three of the four
+            // promotions of a K tile; the fourth waits for the last group (the other consumer
+            // warpgroups' wgmma run meanwhile).  No group stays in flight across K tiles: where
+            // one did, ptxas could not see which part a wait had retired and serialized every
+            // wgmma (C7514).  Same blocks, same order, same fma as the plain path.
+%   local comp = {"x", "y", "z", "w"}
+%   local function promote(Q, g)
+#pragma unroll
+                for (int jb = 0; jb < WGN / 8; ++jb) {
+                    const float2 cb = lds64(scb + ss + $(g) * BN * 4 + jb * 32);
+#pragma unroll
+                    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+                        for (int h = 0; h < 2; ++h) {
+                            const int j = 4 * jb + 2 * h;
+                            const float r = ra[mi][h].$(comp[g + 1]);
+                            tot[mi][j] = fmaf(part[$(Q)][mi][j], r * cb.x, tot[mi][j]);
+                            tot[mi][j + 1] = fmaf(part[$(Q)][mi][j + 1], r * cb.y, tot[mi][j + 1]);
+                        }
+                }
+%   end
+#pragma unroll 1
+            for (int kt = 0; kt < KT; ++kt) {
+                mbar_wait(full0 + 8 * s, phase);
+                fence_proxy_async(); // wgmma reads what the producer wrote
+                const u32 st = s * STAGE_BYTES, ss = s * SC_BYTES;
+                float4 ra[MI][2]; // this stage's A scales, block ks in x, y, z, w
+#pragma unroll
+                for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h)
+                        ra[mi][h] = lds128(sca + ss + (mi * 64 + h * 8) * 16);
+%   for ks = 0, 3 do
+                qh::wgmma_fence();
+#pragma unroll
+                for (int mi = 0; mi < MI; ++mi)
+                    wgmma_new(part[$(ks % 2)][mi], smem_desc(a_tile + st + mi * 64 * ROW_BYTES + $(ks * 32)),
+                              smem_desc(b_tile + st + $(ks * 32)));
+                qh::wgmma_commit();
+%     if ks > 0 then
+                qh::wgmma_wait<1>(); // block ks − 1 is done
+%       promote((ks - 1) % 2, ks - 1)
+%     end
+%   end
+                qh::wgmma_wait<0>();
+%   promote(1, 3)
+                if (lane == 0)
+                    release(empty0 + 8 * s); // tiles and scales read: the stage is free
+                if (++s == STAGES) {
+                    s = 0;
+                    phase ^= 1;
+                }
+            }
+% elseif OVERLAP then
+%   if FINE or not PROMOTE then error("gemm_wgmma_q: OVERLAP is for PROMOTE without FINE, or MX") end
             // K tile kt's wgmma run into part[kt & 1] while kt − 1's part is promoted.  The loop
             // body is straight-line (two K tiles a pass, the last one or two after it) so that
             // ptxas can see that the part being promoted has no wgmma outstanding.
