@@ -51,7 +51,7 @@
 %   local THREADS, PRODUCER_REGS, CONSUMER_REGS, REG_BUDGET = hopper_regs(NC, o.producer)
 %   local MI = BM // WM // 64
 %   if MI * (WGN // 2) * o.acc + 40 > REG_BUDGET then
-%     unsupported(string.format("%s: a consumer tile of %dx%d needs %d accumulator registers%s, more than fit in %d", name, BM // WM, WGN, MI * (WGN // 2) * o.acc, o.acc > 1 and " (part and total)" or "", REG_BUDGET - 40))
+%     unsupported(string.format("%s: a consumer tile of %dx%d needs %d accumulator registers%s, more than fit in %d", name, BM // WM, WGN, MI * (WGN // 2) * o.acc, o.acc == 2 and " (part and total)" or o.acc == 3 and " (two parts and a total)" or "", REG_BUDGET - 40))
 %   end
 %   local NP, SMEM = hopper_staging(name, STAGES * ((BM + BN) * 128 + (o.side or 0)) + (o.fixed or 0) + 2048, WGN)
 %   return {threads = THREADS, smem = SMEM, persistent = 1, NC = NC, WGN = WGN, NP = NP,
