@@ -166,6 +166,10 @@ __device__ __forceinline__ float e8m0(u32 c)
 % if WQ then
 %   local SCALED = SB == "group" or SB == "mx" -- B̂ carries its scale; col/tensor: the epilogue does
 %   local GSZ = SB == "mx" and 32 or SB == "group" and GROUP or 64
+%   -- 4-bit integers with group scales of A's own type and no zero points: B̂ = (q − o)·s in
+%   -- A's two-lane arithmetic, bit for bit the f32 path's value (see chunk)
+%   local FAST = (B == "s4" or B == "u4") and SB == "group" and not ZEROS and GS == A
+%   local MAGIC = A == "bf16" and 0x4300 or 0x6400 -- 128.0 (bf16), 1024.0 (f16): ulp 1
 // The weight-only pairs' conversion (produce_packed, OB = 2): a K tile of B, 64 values a row
 // ($(16 * (IB or 4) // 2) bytes of the slot), to B̂ in A's type, K order, in the swizzle layout.
 // col/tensor: B̂ = q, exactly (the scale comes in the epilogue).  group: B̂ = (q − z)·s
@@ -187,7 +191,11 @@ struct wq_conv {
     float z[ROWS][G];
 %     end
     int N, NG; // NG: groups a row of K
+%     if FAST then
+    u32 s[ROWS][G]; // the scale twice, in both halves
+%     else
     float s[ROWS][G];
+%     end
     __device__ __forceinline__ void prepare(int, int n0, int kt)
     {
         const int t = threadIdx.x & 127;
@@ -200,6 +208,8 @@ struct wq_conv {
                 const long long at = (long long)n * NG + grp;
 %     if SB == "mx" then
                 s[i][g] = e8m0(in ? sg[at] : 127u); // 0xFF is NaN
+%     elseif FAST then
+                s[i][g] = in ? (u32)sg[at] * 0x10001u : 0u;
 %     else
                 s[i][g] = in ? gs_f32(sg[at]) : 0.f;
 %     end
@@ -230,6 +240,30 @@ struct wq_conv {
 %     end
 %   end
     }
+%   if FAST then
+    // One 16-byte output chunk (8 values, one packed word) with row i's group g, two lanes at
+    // a time: lop3 puts nibbles e and e + 4 into the mantissas of $(string.format("0x%04x", MAGIC)) ($(MAGIC == 0x4300 and "128" or "1024"), whose ulp is
+    // 1; s4 flips each nibble's top bit, so the halves hold $(MAGIC == 0x4300 and "128" or "1024") + q$(B == "s4" and " ^ 8" or ""), exactly.  Subtracting
+    // $(MAGIC == 0x4300 and "128" or "1024")$(B == "s4" and " + 8" or "") leaves the integer value exactly, and one multiply by s rounds the product
+    // once: the f32 path's (q − o)·s, which is exact in f32, rounded once to $(A).  prmt puts
+    // the pairs back in K order.
+    __device__ __forceinline__ uint4 chunk(const u32 *w, int i, int g) const
+    {
+        const u32 x = w[0], bias = $(string.format("0x%08xu", (MAGIC + (B == "s4" and 8 or 0)) * 0x10001));
+        u32 v[4];
+#pragma unroll
+        for (int p = 0; p < 4; ++p) {
+            u32 h;
+            asm("lop3.b32 %0, %1, %2, %3, 0x6a;\n" : "=r"(h) : "r"(x >> (4 * p)), "r"(0x000f000fu),
+                "r"($(string.format("0x%08xu", MAGIC * 0x10001 + (B == "s4" and 0x00080008 or 0)))));
+            asm("sub.rn.$(A)x2 %0, %1, %2;\n" : "=r"(h) : "r"(h), "r"(bias));
+            asm("mul.rn.$(A)x2 %0, %1, %2;\n" : "=r"(v[p]) : "r"(h), "r"(s[i][g]));
+        }
+        // v[p] holds values p (low half) and p + 4 (high half)
+        return make_uint4(__byte_perm(v[0], v[1], 0x5410), __byte_perm(v[2], v[3], 0x5410),
+                          __byte_perm(v[0], v[1], 0x7632), __byte_perm(v[2], v[3], 0x7632));
+    }
+%   else
     // One 16-byte output chunk (8 values) from its packed words, with row i's group g.
     __device__ __forceinline__ uint4 chunk(const u32 *w, int i, int g) const
     {
@@ -250,6 +284,7 @@ struct wq_conv {
         }
         return make_uint4(out[0], out[1], out[2], out[3]);
     }
+%   end
     template <int R> __device__ __forceinline__ void run(u32 tile, u32 slot, int t) const
     {
 #pragma unroll

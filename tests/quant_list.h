@@ -57,6 +57,8 @@ static void build_list(void)
                 OUT);
         }
         add("gemm a=%s b=u4 sb=group:128 gs=f32 zeros=0 out=%s bias=%d", a, OUT);
+        /* u4 with scales of A's type and no zero points (wgmma_wq's two-lane dequantization) */
+        add("gemm a=%s b=u4 sb=group:64 gs=%s out=%s bias=%d", a, a, OUT);
         /* W8A16 */
         add("gemm a=%s b=s8 sb=col out=%s bias=%d", a, OUT);
         /* f16/bf16 x e2m1 mx */
