@@ -45,10 +45,13 @@ if [ "${QJIT_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; the
     [ $code -eq 0 ] || rc=1
   done
 fi
+# test_gpu_quant leaves out the new kernels here when the passes above ran them
+skip_new=""
+[ "${QJIT_NEW_FIRST:-1}" = 1 ] && skip_new="kernel=wgmma_i8|kernel=wgmma_mx|kernel=wgmma_wq|kernel=wgmma_tma"
 for t in "$build"/tests/test_gpu_*; do
   [ -x "$t" ] || continue
   echo "== $(basename "$t")"
-  timeout "$limit" "$t" > "$out/$(basename "$t").log" 2>&1
+  QJIT_TEST_SKIP="$skip_new" timeout "$limit" "$t" > "$out/$(basename "$t").log" 2>&1
   code=$?
   tail -n 40 "$out/$(basename "$t").log"
   [ $code -eq 124 ] && echo "   (timed out after $limit s)"

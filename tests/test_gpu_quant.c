@@ -7,7 +7,8 @@
  * normalized-error bound printed beside it.
  * Also: bad launch input (missing scale or zero pointer, K off the group) is refused
  * with nothing written.  Skips without an sm_90 GPU.  QJIT_TEST_FILTER=a|b|... runs
- * the descriptors whose text contains one of the substrings; QJIT_TEST_SHAPES=n only the first n shapes (a
+ * the descriptors whose text contains one of the substrings, QJIT_TEST_SKIP=a|b|... leaves
+ * out those that contain one; QJIT_TEST_SHAPES=n only the first n shapes (a
  * quick pass, e.g. under compute-sanitizer).
  */
 #include "qjit.h"
@@ -247,12 +248,14 @@ static const struct {
 #define NCONFIGS (int)(sizeof configs / sizeof configs[0])
 
 /* Descriptor i with configuration c in text; false when c does not apply to it. */
+static const char *skip; /* QJIT_TEST_SKIP: descriptors containing one of its parts are left out */
+
 static bool config_text(int i, int c, char *text, size_t cap)
 {
     if (configs[c].only && !matches_any(descs[i], configs[c].only))
         return false;
     snprintf(text, cap, "%s%s", descs[i], configs[c].fields);
-    return true;
+    return !(skip && matches_any(text, skip));
 }
 
 static void bad_input(qjit_gemm *g, const qjit_gemm_desc *d, const qjit_gemm_info *info)
@@ -413,6 +416,9 @@ int main(int argc, char **argv)
     CHECK_OK(qjit_context_create(&o, &ctx));
     build_list();
     const char *filter = getenv("QJIT_TEST_FILTER");
+    skip = getenv("QJIT_TEST_SKIP");
+    if (skip && !*skip)
+        skip = NULL;
     const int max_shapes = getenv("QJIT_TEST_SHAPES") ? atoi(getenv("QJIT_TEST_SHAPES")) : 0;
     precompile_all(ctx, filter);
     if (!filter) {
@@ -443,7 +449,8 @@ int main(int argc, char **argv)
         test_cluster_split(ctx, "gemm a=e2m1 b=e2m1 sa=mx sb=mx out=f32 kernel=mma_f8 "
                                 "tile=16x128x128 warps=1x4 stages=4 split=4");
     }
-    if (!filter || filter_names(filter, "kernel=wgmma_tma"))
+    if ((!filter || filter_names(filter, "kernel=wgmma_tma")) &&
+        !(skip && filter_names(skip, "kernel=wgmma_tma")))
         test_tma_twins(ctx);
     printf("%-96s %-22s %s\n", "descriptor (resolved)", "max error (bound)", "shapes");
     for (int i = 0; i < ndesc; i++) {
