@@ -394,6 +394,9 @@ static int list_only(void)
 
 int main(int argc, char **argv)
 {
+    skip = getenv("QJIT_TEST_SKIP");
+    if (skip && !*skip)
+        skip = NULL;
     if (argc > 1 && strcmp(argv[1], "--list") == 0)
         return list_only();
     int n = 0;
@@ -416,9 +419,7 @@ int main(int argc, char **argv)
     CHECK_OK(qjit_context_create(&o, &ctx));
     build_list();
     const char *filter = getenv("QJIT_TEST_FILTER");
-    skip = getenv("QJIT_TEST_SKIP");
-    if (skip && !*skip)
-        skip = NULL;
+
     const int max_shapes = getenv("QJIT_TEST_SHAPES") ? atoi(getenv("QJIT_TEST_SHAPES")) : 0;
     precompile_all(ctx, filter);
     if (!filter) {
