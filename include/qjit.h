@@ -523,7 +523,9 @@ QJIT_API qjit_status qjit_gemm_launch(const qjit_gemm *g, const qjit_gemm_args *
                                       struct CUstream_st *stream);
 
 /* What a launch would do, without launching: for tools that drive cuLaunchKernel
- * themselves (benchmarks of launch overhead).  Validates like qjit_gemm_launch. */
+ * themselves (benchmarks of launch overhead).  Validates like qjit_gemm_launch.  A kernel
+ * that takes more than its one parameter (kernel=wgmma_tma: tensor maps of A and B, encoded
+ * at each launch) gives QJIT_ERROR_UNSUPPORTED: launch it with qjit_gemm_launch. */
 typedef struct qjit_launch_config {
     void *function;         /* CUfunction */
     unsigned grid[3], block[3];
