@@ -517,6 +517,17 @@ static void test_hopper_refusals(void)
          "arch=sm_80", "sm_90a"},
         {"gemm a=bf16 b=bf16 out=bf16 kernel=mma tile=64x128x32 warps=2x2 stages=4 split=16",
          "at most 8"},
+        /* wgmma_tma: fp8 keeps two parts and a total; the pairs it serves; sm_90a */
+        {"gemm a=e4m3 b=e4m3 sa=row sb=col out=bf16 kernel=wgmma_tma tile=128x128x128 warps=1x1 "
+         "stages=4", "two parts and a total"},
+        {"gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 kernel=wgmma_tma", "does not serve"},
+        {"gemm a=e4m3 b=e4m3 sa=mx sb=mx out=bf16 kernel=wgmma_tma", "does not serve"},
+        {"gemm a=bf16 b=bf16 out=bf16 kernel=wgmma_tma arch=sm_89", "sm_90a"},
+        /* the K split of mma_i8 and mma_f8 is sm_90a's, up to 8 */
+        {"gemm a=s8 b=s8 sa=row sb=col out=bf16 kernel=mma_i8 tile=16x128x128 warps=1x4 stages=4 "
+         "split=8 arch=sm_89", "sm_90a"},
+        {"gemm a=e4m3 b=e4m3 sa=row sb=col out=bf16 kernel=mma_f8 tile=16x128x128 warps=1x4 "
+         "stages=4 split=16", "at most 8"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         qjit_gemm_desc d = parse(cases[i].text);
