@@ -412,17 +412,30 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_q
     }
     const u32 c = bad ? 0xffu : e8m0_of(a);
     ((u8 *)p.scale)[(blockIdx.z * p.k + k) * (p.m / 32) + m0 / 32] = (u8)c;
-%   if OUT == "e2m1" then
-    u8 *qrow = (u8 *)p.q + (blockIdx.z * p.q_batch + k * p.ldq + m0) / 2;
-    for (int r = 0; r < 32; r += 2) {
-        const u32 lo = c == 0xffu ? 0u : encode_mx(tile[r][threadIdx.x], c);
-        const u32 hi = c == 0xffu ? 0u : encode_mx(tile[r + 1][threadIdx.x], c);
-        qrow[r / 2] = (u8)(lo | (hi << 4));
+    // The column's 32 codes, packed as they lie in q's row k (value r at byte r, or nibble r
+    // of byte r/2 for e2m1), leave in 16-byte stores where the row allows: each thread
+    // writes its own row, so a store of one byte a lane would touch 32 lines per warp for
+    // every byte of output.
+%   local WORDS = OUT == "e2m1" and 4 or 8
+%   local PER = OUT == "e2m1" and 8 or 4 -- values a word
+    u32 w[$(WORDS)];
+#pragma unroll
+    for (int i = 0; i < $(WORDS); ++i) {
+        u32 x = 0;
+#pragma unroll
+        for (int j = 0; j < $(PER); ++j)
+            x |= (c == 0xffu ? 0u : encode_mx(tile[i * $(PER) + j][threadIdx.x], c)) << ($(32 // PER) * j);
+        w[i] = x;
     }
-%   else
-    u8 *qrow = (u8 *)p.q + blockIdx.z * p.q_batch + k * p.ldq + m0;
-    for (int r = 0; r < 32; r++)
-        qrow[r] = (u8)(c == 0xffu ? 0u : encode_mx(tile[r][threadIdx.x], c));
-%   end
+    u8 *qrow = (u8 *)p.q + (blockIdx.z * p.q_batch + k * p.ldq + m0)$(OUT == "e2m1" and " / 2" or "");
+    if ((reinterpret_cast<unsigned long long>(qrow) & 15) == 0) {
+#pragma unroll
+        for (int i = 0; i < $(WORDS); i += 4)
+            *reinterpret_cast<uint4 *>(qrow + 4 * i) = make_uint4(w[i], w[i + 1], w[i + 2], w[i + 3]);
+    } else {
+#pragma unroll
+        for (int i = 0; i < $(WORDS * 4); ++i)
+            qrow[i] = (u8)(w[i / 4] >> (8 * (i % 4)));
+    }
 }
 % end
