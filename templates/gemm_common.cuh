@@ -233,6 +233,22 @@ __device__ __forceinline__ float bias_at(const out_t *bias, long long n)
 % end
 }
 
+// Every element of an accumulator array (of any rank) set to zero.
+template <class T> __device__ __forceinline__ void zero(T &x) { x = 0; }
+template <class T, int N> __device__ __forceinline__ void zero(T (&a)[N])
+{
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+        zero(a[i]);
+}
+
+// bias[col] and bias[col + 1] in f32, 0 past N: the columns of one accumulator pair.
+__device__ __forceinline__ void bias_pair(const out_t *bias, int col, int N, float &b0, float &b1)
+{
+    b0 = col < N ? bias_at(bias, col) : 0.f;
+    b1 = col + 1 < N ? bias_at(bias, col + 1) : 0.f;
+}
+
 // K split across a cluster of gridDim.z CTAs (sm_90, the launch's cluster dimension), each
 // having summed its share of K into v[NV] (its f32 or exact int32 accumulators, thread tid
 // of THREADS): every rank leaves them in its shared memory at smem0 (free by now; NV·THREADS·4

@@ -417,13 +417,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 % end
 
     float acc[MT][NT][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-                acc[mt][nt][j] = 0.f;
+    qc::zero(acc);
 
     // Pipeline: tile kt sits in stage kt % STAGES. Before the last k32 step of a tile the
     // next tile is waited for, and one barrier both publishes it and frees the stage read
@@ -583,8 +577,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
         const float sb0 = col < N ? sb[col] : 0.f, sb1 = col + 1 < N ? sb[col + 1] : 0.f;
 % end
 % if BIAS then
-        const float b0 = col < N ? qc::bias_at(bias, col) : 0.f;
-        const float b1 = col + 1 < N ? qc::bias_at(bias, col + 1) : 0.f;
+        float b0, b1;
+        qc::bias_pair(bias, col, N, b0, b1);
 % end
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {

@@ -367,13 +367,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     };
 % else
     int acc[MT][NT][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-                acc[mt][nt][j] = 0;
+    qc::zero(acc);
 % end
 
     // The k loop, once per unpack of s4 (see unpack_x16).
@@ -492,8 +486,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
         const float sb0 = col < N ? sbp[col] : 0.f, sb1 = col + 1 < N ? sbp[col + 1] : 0.f;
 % end
 % if BIAS then
-        const float b0 = col < N ? qc::bias_at(bias, col) : 0.f;
-        const float b1 = col + 1 < N ? qc::bias_at(bias, col + 1) : 0.f;
+        float b0, b1;
+        qc::bias_pair(bias, col, N, b0, b1);
 % end
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {

@@ -194,13 +194,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     };
 
     float acc[MT][NT][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-                acc[mt][nt][j] = 0.f;
+    qc::zero(acc);
 
     // Pipeline: tile kt sits in stage kt % STAGES. Before the last k16 step of a tile the
     // next tile is waited for, and one barrier both publishes it and frees the stage read
@@ -273,8 +267,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
         const int col = bias_col + nt * 8;
-        const float b0 = col < N ? bias_at(bias, col) : 0.f;
-        const float b1 = col + 1 < N ? bias_at(bias, col + 1) : 0.f;
+        float b0, b1;
+        qc::bias_pair(bias, col, N, b0, b1);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
             acc[mt][nt][0] += b0;

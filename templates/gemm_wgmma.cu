@@ -169,13 +169,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
         };
         for (int t = first; t < tiles; t += stride) {
             float acc[MI][NSPLIT][IN / 2];
-#pragma unroll
-            for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-                for (int ni = 0; ni < NSPLIT; ++ni)
-#pragma unroll
-                    for (int j = 0; j < IN / 2; ++j)
-                        acc[mi][ni][j] = 0.f;
+            qc::zero(acc);
 
             int prev = s;
 #pragma unroll 1
@@ -221,8 +215,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 #pragma unroll
             for (int j = 0; j < WGN / 8; ++j) {
                 const int col = bias_col + j * 8;
-                const float b0 = col < N ? bias_at(bias, col) : 0.f;
-                const float b1 = col + 1 < N ? bias_at(bias, col + 1) : 0.f;
+                float b0, b1;
+                qc::bias_pair(bias, col, N, b0, b1);
 #pragma unroll
                 for (int mi = 0; mi < MI; ++mi) {
                     float *a = acc[mi][j / (IN / 8)] + 4 * (j % (IN / 8));

@@ -526,11 +526,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 % else
             acc_t tot[MI][WGN / 2];
 % end
-#pragma unroll
-            for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-                for (int j = 0; j < WGN / 2; ++j)
-                    tot[mi][j] = 0;
+            qc::zero(tot);
 
 % if OVERLAP and MX then
             // MX with two parts: each 32 of K (one scale block, ks = 0..3 of a K tile) is one
@@ -836,8 +832,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                     const float sb0 = col < N ? sb[col] : 0.f, sb1 = col + 1 < N ? sb[col + 1] : 0.f;
 % end
 % if BIAS then
-                    const float b0 = col < N ? qc::bias_at(bias, col) : 0.f;
-                    const float b1 = col + 1 < N ? qc::bias_at(bias, col + 1) : 0.f;
+                    float b0, b1;
+                    qc::bias_pair(bias, col, N, b0, b1);
 % end
 #pragma unroll
                     for (int mi = 0; mi < MI; ++mi) {

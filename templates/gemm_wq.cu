@@ -515,13 +515,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
     };
 
     float acc[MT][NT][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-                acc[mt][nt][j] = 0.f;
+    qc::zero(acc);
 
     // Pipeline: tile kt sits in stage kt % STAGES.  Before the last step of a tile the next
     // tile is waited for, and one barrier both publishes it and frees the stage read during
@@ -564,13 +558,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
 % if FOLD then
     // Each group's sum apart, folded into acc times s (columns 2t, 2t+1) at the group's end.
     float part[MT][NT][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-                part[mt][nt][j] = 0.f;
+    qc::zero(part);
     float2 fs[NT];
 %   if ZEROS then
     // With zero points the group's part holds Σ A·(q − z + r): rs, the group's sums of A
@@ -794,8 +782,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
         const float s0 = s_all, s1 = s_all;
 % end
 % if BIAS then
-        const float b0 = col < N ? bias_at(bias, col) : 0.f;
-        const float b1 = col + 1 < N ? bias_at(bias, col + 1) : 0.f;
+        float b0, b1;
+        qc::bias_pair(bias, col, N, b0, b1);
 % end
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
