@@ -468,3 +468,20 @@ __device__ __forceinline__ void send_pass(bool bulk, out_t *D, long long ldd, u3
 }
 
 } // namespace qh
+
+// The names the Hopper kernel bodies (gemm_wgmma.cu, gemm_wgmma_q.cuh) use unqualified.
+namespace {
+using qc::u32;
+using qc::u64;
+using qc::out_t;
+using qh::ROW_BYTES;
+using qh::mbar_arrive;
+using qh::mbar_wait;
+using qh::fence_proxy_async;
+using qh::smem_desc;
+using qh::warpgroup_sync;
+using qh::bulk_wait;
+using qh::wgmma_fence;
+using qh::wgmma_commit;
+using qh::wgmma_wait;
+} // namespace

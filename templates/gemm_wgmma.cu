@@ -71,19 +71,6 @@
 namespace {
 
 using qc::u16;
-using qc::u32;
-using qc::u64;
-using qc::out_t;
-using qh::ROW_BYTES;
-using qh::mbar_arrive;
-using qh::mbar_wait;
-using qh::fence_proxy_async;
-using qh::wgmma_fence;
-using qh::wgmma_commit;
-using qh::wgmma_wait;
-using qh::smem_desc;
-using qh::warpgroup_sync;
-using qh::bulk_wait;
 
 constexpr int BM = $(BM), BN = $(BN), BK = 64;
 constexpr int WM = $(WM), WN = $(WN);
