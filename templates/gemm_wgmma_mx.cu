@@ -47,8 +47,10 @@
 %     return c
 %   end,
 %   space = spaces{
+%     -- 128x96: consumer tiles of 64x96 keep two parts and a total for MXFP4 too (its
+%     -- producer leaves the consumers room for three sets only up to 96 columns)
 %     default = {config(128, 128, 128, 2, 1, 5), config(128, 128, 128, 2, 1, 4), config(128, 64, 128, 2, 1, 6),
-%                config(64, 128, 128, 1, 1, 6)},
+%                config(64, 128, 128, 1, 1, 6), config(128, 96, 128, 2, 1, 5)},
 %     ["small-m"] = {config(64, 128, 128, 1, 1, 6), config(64, 64, 128, 1, 1, 8), config(128, 128, 128, 2, 1, 5)},
 %   },
 %   plan = function()
