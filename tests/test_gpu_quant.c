@@ -238,6 +238,8 @@ static const struct {
     {" kernel=wgmma_mx", "sa=mx sb=mx", true}, /* MXFP8 and MXFP4 */
     {" kernel=wgmma_mx tile=64x128x128 warps=1x1 stages=6", "sa=mx sb=mx", true},
     {" kernel=wgmma_mx tile=128x64x128 warps=2x1 stages=6", "sa=mx sb=mx", true},
+    /* 64x96 consumer tiles: MXFP4 with two parts and a total (overlapped promotion) */
+    {" kernel=wgmma_mx tile=128x96x128 warps=2x1 stages=5", "sa=mx sb=mx", true},
     {" kernel=wgmma_wq", WEIGHT_ONLY, true},
     {" kernel=wgmma_wq tile=64x128x64 warps=1x1 stages=6", WEIGHT_ONLY, true},
     {" kernel=wgmma_wq tile=128x128x64 warps=2x1 stages=5", WEIGHT_ONLY, true},
