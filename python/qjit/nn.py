@@ -17,9 +17,14 @@ Schemes (weights; activations):
     "w4a8"   s4, groups of 128 along K, f32 scales;    s8, one scale per token
     "fp8"    e4m3, one scale per output channel;      e4m3, one scale per token
     "mxfp8"  e4m3 with e8m0 scales per 32 of K;       the same (rceil rule)
+
+`config` (optional) is appended to the GEMM's descriptor to pick a kernel or configuration by
+name instead of `auto`, e.g. config="kernel=wgmma_tma" for fp8/w8a8 or "kernel=wgmma_wq" for
+w4a16; it is parsed and validated when the layer is made.
 """
 import torch
 
+from . import Desc
 from . import host
 from . import ops  # noqa: F401  (registers the qjit::quant and qjit::gemm torch.library ops)
 
@@ -59,8 +64,9 @@ def quantize_weight(w, scheme, act="bf16"):
     return q.to(dev), s.to(dev)
 
 
-def descriptors(scheme, act="bf16", bias=False):
-    """(quantizer text or None, GEMM text) of a scheme for activations of dtype `act`."""
+def descriptors(scheme, act="bf16", bias=False, config=""):
+    """(quantizer text or None, GEMM text) of a scheme for activations of dtype `act`; config
+    (e.g. "kernel=wgmma_tma") is appended to the GEMM text."""
     b = 1 if bias else 0
     quant, gemm = {
         "w4a16": (None, f"gemm a={act} b=s4 sb=group:128 gs={act} out={act} bias={b}"),
@@ -74,6 +80,8 @@ def descriptors(scheme, act="bf16", bias=False):
         "mxfp8": (f"quant in={act} out=e4m3 scale=mx rule=rceil",
                   f"gemm a=e4m3 b=e4m3 sa=mx sb=mx out={act} bias={b}"),
     }[scheme]
+    if config:
+        gemm = f"{gemm} {config}"
     return quant, gemm
 
 
@@ -81,14 +89,15 @@ class QuantLinear(torch.nn.Module):
     """y = x·Ŵᵀ (+ bias) with Ŵ quantized by `scheme` (see the module's text).  Build it with
     from_linear, or from an already quantized weight and its scales."""
 
-    def __init__(self, weight, scale_b, scheme, bias=None, act_dtype=torch.bfloat16):
+    def __init__(self, weight, scale_b, scheme, bias=None, act_dtype=torch.bfloat16, config=""):
         super().__init__()
         if scheme not in SCHEMES:
             raise ValueError(f"scheme {scheme!r}: expected one of {', '.join(SCHEMES)}")
         if act_dtype not in _ACT:
             raise ValueError(f"act_dtype {act_dtype}: expected torch.bfloat16 or torch.float16")
         self.scheme, self.act_dtype = scheme, act_dtype
-        self.quant, self.gemm = descriptors(scheme, _ACT[act_dtype], bias is not None)
+        self.quant, self.gemm = descriptors(scheme, _ACT[act_dtype], bias is not None, config)
+        Desc(self.gemm).validate()  # a bad config fails here, naming the field
         self.register_buffer("weight", weight)
         self.register_buffer("scale_b", scale_b)
         self.register_buffer("bias", None if bias is None else bias.detach().to(act_dtype))
@@ -97,13 +106,13 @@ class QuantLinear(torch.nn.Module):
         self.in_features = weight.shape[1] * (2 if packed else 1)
 
     @classmethod
-    def from_linear(cls, linear, scheme, act_dtype=None):
+    def from_linear(cls, linear, scheme, act_dtype=None, config=""):
         """A QuantLinear of a torch.nn.Linear's weight and bias; activations of act_dtype
-        (default: the Linear's dtype when it is bf16 or f16, else bf16)."""
+        (default: the Linear's dtype when it is bf16 or f16, else bf16); config as above."""
         if act_dtype is None:
             act_dtype = linear.weight.dtype if linear.weight.dtype in _ACT else torch.bfloat16
         w, s = quantize_weight(linear.weight, scheme, _ACT[act_dtype])
-        return cls(w, s, scheme, linear.bias, act_dtype)
+        return cls(w, s, scheme, linear.bias, act_dtype, config)
 
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, "

@@ -386,6 +386,21 @@ class TestTorchCPU(unittest.TestCase):
         with self.assertRaises(TypeError):
             layers["w8a8"](torch.empty(2, 256, dtype=torch.float16))
 
+    def test_quant_linear_config(self):
+        """QuantLinear's config names a kernel for its GEMM: appended to the descriptor and
+        validated when the layer is made, a bad field refused there with its name."""
+        import qjit.nn
+        lin = torch.nn.Linear(256, 96, bias=False).to(torch.bfloat16)
+        layer = qjit.nn.QuantLinear.from_linear(lin, "fp8", config="kernel=wgmma_tma")
+        self.assertTrue(layer.gemm.endswith(" kernel=wgmma_tma"), layer.gemm)
+        self.assertIn("kernel=wgmma_tma", str(qjit.Desc(layer.gemm)))
+        layer = qjit.nn.QuantLinear.from_linear(lin, "w4a16",
+                                                config="kernel=wgmma_wq tile=128x128x64")
+        self.assertIn("tile=128x128x64", str(qjit.Desc(layer.gemm)))
+        with self.assertRaises(qjit.QjitError) as e:
+            qjit.nn.QuantLinear.from_linear(lin, "w8a8", config="kernel=nosuch")
+        self.assertIn("kernel", str(e.exception))
+
     def test_launch_checks_before_anything_runs(self):
         g = qjit.get_gemm("gemm a=bf16 b=bf16 out=bf16")
         a = torch.zeros(4, 64, dtype=torch.bfloat16)
