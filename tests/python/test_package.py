@@ -689,8 +689,8 @@ class TestTorchGPU(unittest.TestCase):
         bound = {"w4a16": 0.12, "w4a8": 0.12, "w8a16": 0.02, "w8a8": 0.03, "fp8": 0.08, "mxfp8": 0.08}
         lin = torch.nn.Linear(1024, 520, bias=True).to(self.dev, torch.bfloat16)
         # every scheme with kernel=auto, then the by-name Hopper kernels (not yet measured)
-        # where the scheme has one: M = 64 with a 64-row tile runs without a cluster, M = 128
-        # as 2x64 rows with clusters of two (wgmma_tma)
+        # where the scheme has one, at 2, 128 and 256 rows (x is [2, m, K]): one tile row,
+        # then two and four, which wgmma_tma's 64-row tile runs in clusters of two
         runs = [(s, "") for s in qjit.nn.SCHEMES] + [
             ("fp8", "kernel=wgmma_tma tile=64x128x128 warps=1x1 stages=6"), ("w8a8", "kernel=wgmma_tma"),
             ("w4a16", "kernel=wgmma_wq"), ("w4a8", "kernel=wgmma_i8"), ("mxfp8", "kernel=wgmma_mx")]
