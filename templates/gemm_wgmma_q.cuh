@@ -253,6 +253,24 @@ struct wq_conv {
         return make_uint4(__byte_perm(v[0], v[1], 0x5410), __byte_perm(v[2], v[3], 0x5410),
                           __byte_perm(v[0], v[1], 0x7632), __byte_perm(v[2], v[3], 0x7632));
     }
+%   elseif A == "f16" and B == "s8" then
+    // One 16-byte output chunk (8 values, two words) of s8 for f16 A, two lanes at a time:
+    // q ^ 0x80 = q + 128 is put into the low byte of 0x64.. (1024, ulp 1) by prmt, and
+    // subtracting 1152 leaves q, exactly (col/tensor scales come in the epilogue).
+    __device__ __forceinline__ uint4 chunk(const u32 *w, int, int) const
+    {
+        u32 out[4];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const u32 x = w[h] ^ 0x80808080u;
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                const u32 f = __byte_perm(x, 0x64646464u, j ? 0x4342 : 0x4140);
+                asm("sub.rn.f16x2 %0, %1, %2;\n" : "=r"(out[2 * h + j]) : "r"(f), "r"(0x64806480u));
+            }
+        }
+        return make_uint4(out[0], out[1], out[2], out[3]);
+    }
 %   else
     // One 16-byte output chunk (8 values) from its packed words, with row i's group g.
     __device__ __forceinline__ uint4 chunk(const u32 *w, int i, int g) const
