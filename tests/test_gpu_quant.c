@@ -494,7 +494,8 @@ int main(int argc, char **argv)
             const bool hopper = info.desc.kernel == QJIT_KERNEL_WGMMA_I8 ||
                                 info.desc.kernel == QJIT_KERNEL_WGMMA_F8 ||
                                 info.desc.kernel == QJIT_KERNEL_WGMMA_MX ||
-                                info.desc.kernel == QJIT_KERNEL_WGMMA_WQ;
+                                info.desc.kernel == QJIT_KERNEL_WGMMA_WQ ||
+                                info.desc.kernel == QJIT_KERNEL_WGMMA_TMA;
             int nshapes = hopper ? 6 : 4;
             if (max_shapes > 0 && nshapes > max_shapes) /* QJIT_TEST_SHAPES: the first n */
                 nshapes = max_shapes;
