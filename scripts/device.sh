@@ -17,11 +17,14 @@ rc=0
 # Every test under a time limit: a kernel that deadlocks (a producer/consumer barrier
 # mismatch) must cost minutes, not the session.
 limit="${QJIT_TEST_LIMIT:-900}"
+# The kernels not yet run on a GPU, as QJIT_TEST_FILTER parts: the cp.async ones, and TMA's.
+new_cp="kernel=wgmma_i8|kernel=wgmma_mx|kernel=wgmma_wq"
+new_tma="kernel=wgmma_tma"
 # The kernels not yet run on a GPU first (by name: kernel=wgmma_i8, wgmma_mx, wgmma_wq;
 # then wgmma_tma, whose clusters and TMA are the likeliest to hang, in a pass of its own),
 # alone, so that their verdict comes early; QJIT_NEW_FIRST=0 skips these passes.
 if [ "${QJIT_NEW_FIRST:-1}" = 1 ] && [ -x "$build/tests/test_gpu_quant" ]; then
-  for f in "kernel=wgmma_i8|kernel=wgmma_mx|kernel=wgmma_wq" "kernel=wgmma_tma"; do
+  for f in "$new_cp" "$new_tma"; do
     log="$out/test_gpu_quant.new.${f##*=}.log"
     echo "== test_gpu_quant, new Hopper kernels only (QJIT_TEST_FILTER='$f')"
     QJIT_TEST_FILTER="$f" timeout "$limit" "$build/tests/test_gpu_quant" > "$log" 2>&1
@@ -47,7 +50,7 @@ if [ "${QJIT_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; the
 fi
 # test_gpu_quant leaves out the new kernels here when the passes above ran them
 skip_new=""
-[ "${QJIT_NEW_FIRST:-1}" = 1 ] && skip_new="kernel=wgmma_i8|kernel=wgmma_mx|kernel=wgmma_wq|kernel=wgmma_tma"
+[ "${QJIT_NEW_FIRST:-1}" = 1 ] && skip_new="$new_cp|$new_tma"
 for t in "$build"/tests/test_gpu_*; do
   [ -x "$t" ] || continue
   echo "== $(basename "$t")"

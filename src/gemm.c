@@ -596,9 +596,9 @@ static void fill_config(const kernel *g, const qjit_gemm_args *a, unsigned grid[
 /* The tensor maps of a TMA kernel (plan.tma): A's rows [m][k] and B's [n][k] of one- or
  * two-byte values (A and B alike), 128-byte swizzle, boxes of one 128-byte row of K by BM
  * rows (A) and BN/2 rows (B: two boxes a tile, or one from each CTA of a cluster pair),
- * zeros outside the tensor.  The kernel's
- * tiles are laid out the way these boxes land (gemm_hopper.cuh, produce_tma).  Host work
- * only, no device call: legal while a stream is captured. */
+ * zeros outside the tensor.  The kernel's tiles are laid out the way these boxes land
+ * (gemm_hopper.cuh, produce_tma).  Host work only, no device call: legal while a stream is
+ * captured. */
 static qjit_status encode_maps(const kernel *g, const qjit_gemm_args *a, CUtensorMap maps[2])
 {
     if (!g->cu->TensorMapEncodeTiled)

@@ -272,6 +272,18 @@ __device__ __forceinline__ void cluster_add(int &v, u32 at)
     asm volatile("ld.shared::cluster.b32 %0, [%1];\n" : "=r"(x) : "r"(at) : "memory");
     v += x;
 }
+// Every thread of every CTA of the cluster arrives, then waits for the others.  ALIGNED: the
+// threads of each warp get there together (else they may arrive apart, as the TMA
+// producer's warp does).
+template <bool ALIGNED = true> __device__ __forceinline__ void cluster_sync()
+{
+    if (ALIGNED)
+        asm volatile("barrier.cluster.arrive.release.aligned;\n"
+                     "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+    else
+        asm volatile("barrier.cluster.arrive.release;\n"
+                     "barrier.cluster.wait.acquire;\n" ::: "memory");
+}
 template <int NV, int THREADS, class T>
 __device__ __forceinline__ bool cluster_sum(T *v, u32 smem0, int tid)
 {
@@ -279,10 +291,6 @@ __device__ __forceinline__ bool cluster_sum(T *v, u32 smem0, int tid)
         return true;
     cp_async_wait<0>();
     __syncthreads();
-    auto cluster_sync = [] {
-        asm volatile("barrier.cluster.arrive.release.aligned;\n"
-                     "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-    };
 #pragma unroll
     for (int j = 0; j < NV; ++j)
         cluster_put(smem0 + (j * THREADS + tid) * 4, v[j]);

@@ -228,8 +228,8 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
 // A tensor map as the kernel receives it: the driver's 128-byte CUtensorMap, which the library
 // encodes at each launch (gemm.c: the operand's rows of K, 128-byte swizzle, boxes of one
 // 128-byte ring row (128/ES values) by BM rows for A and BN/2 rows for B, zeros outside the
-// tensor) and passes
-// by value after qjit_params, as a __grid_constant__ parameter whose address the copies take.
+// tensor) and passes by value after qjit_params, as a __grid_constant__ parameter whose
+// address the copies take.
 struct alignas(64) tmap {
     u64 opaque[16];
 };
@@ -245,12 +245,6 @@ __device__ __forceinline__ u32 cluster_size()
     u32 r;
     asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(r));
     return r;
-}
-// Every thread of every CTA of the cluster (a launch without clusters is a cluster of one).
-__device__ __forceinline__ void cluster_sync()
-{
-    asm volatile("barrier.cluster.arrive.release;\n"
-                 "barrier.cluster.wait.acquire;\n" ::: "memory");
 }
 // After mbarrier.init by this thread, before the cluster barrier that lets other CTAs use them.
 __device__ __forceinline__ void fence_barrier_init()

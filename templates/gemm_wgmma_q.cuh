@@ -73,40 +73,33 @@ typedef $(ACC_T) acc_t;
 % local KS = 32 // (ES or 1) -- values of K in one wgmma: 32 bytes of each row
 % -- trailing immediates: none for integers; operand scales (fp8); and no transposes (16-bit)
 % local TAIL = ACC_INT and "" or (ES == 2 and ", 1, 1, 0, 0" or ", 1, 1")
-// d (64×$(WGN) $(ACC_T), this thread's $(WGN // 2)) = A(64×$(KS))·B($(WGN)×$(KS))ᵀ + (add ? d : 0).
-__device__ __forceinline__ void wgmma(acc_t (&d)[WGN / 2], u64 a, u64 b, int add)
+% -- wgmma_fn(name, add): the wrapper of one wgmma; add: d accumulates when the last argument
+% -- is not zero; without it d is output only (scale-d false), so that a new sum needs no copy
+% -- of the registers it replaces (which ptxas would count as reads of an accumulator in
+% -- flight across a loop's back edge, C7514)
+% local function wgmma_fn(name, add)
+%   local C = add and ACC_C or (ACC_INT and "=r" or "=f")
+__device__ __forceinline__ void $(name)(acc_t (&d)[WGN / 2], u64 a, u64 b$(add and ", int add" or ""))
 {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %$(WGN // 2 + 2), 0;\n"
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, $(add and "%" .. (WGN // 2 + 2) or "0"), 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n$(WGN)k$(KS).$(MMA) {"
-% for i = 0, WGN // 2 - 1 do
+%   for i = 0, WGN // 2 - 1 do
                  "%$(i)$(i + 1 < WGN // 2 and "," or "")"
-% end
+%   end
                  "}, %$(WGN // 2), %$(WGN // 2 + 1), p$(TAIL);\n}\n"
                  :
-% for i = 0, WGN // 2 - 1 do
-                 "$(ACC_C)"(d[$(i)])$(i + 1 < WGN // 2 and "," or "")
-% end
-                 : "l"(a), "l"(b), "r"(add));
+%   for i = 0, WGN // 2 - 1 do
+                 "$(C)"(d[$(i)])$(i + 1 < WGN // 2 and "," or "")
+%   end
+                 : "l"(a), "l"(b)$(add and ', "r"(add)' or ""));
 }
+% end
+// d (64×$(WGN) $(ACC_T), this thread's $(WGN // 2)) = A(64×$(KS))·B($(WGN)×$(KS))ᵀ + (add ? d : 0).
+% wgmma_fn("wgmma", true)
 
 % if OVERLAP and MX then
-// d = A·Bᵀ with no addend (scale-d false): d is output only, so each 32 of K's sum is a new
-// value whose register the compiler need not carry across the loop's back edge by copies
-// (which ptxas would count as reads of an accumulator in flight, C7514).
-__device__ __forceinline__ void wgmma_new(acc_t (&d)[WGN / 2], u64 a, u64 b)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n$(WGN)k$(KS).$(MMA) {"
-%   for i = 0, WGN // 2 - 1 do
-                 "%$(i)$(i + 1 < WGN // 2 and "," or "")"
-%   end
-                 "}, %$(WGN // 2), %$(WGN // 2 + 1), p$(TAIL);\n}\n"
-                 :
-%   for i = 0, WGN // 2 - 1 do
-                 "=f"(d[$(i)])$(i + 1 < WGN // 2 and "," or "")
-%   end
-                 : "l"(a), "l"(b));
-}
+// d = A·Bᵀ with no addend: each 32 of K's sum of the MX path is a new value.
+%   wgmma_fn("wgmma_new", false)
 
 % end
 // A sum as f32, where a promotion or the epilogue starts: the reference's t = (float)acc.
@@ -423,7 +416,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     if (cl > 1) { // the peer's barriers are initialized before anything reaches them
         if (tid == 0)
             qh::fence_barrier_init();
-        qh::cluster_sync();
+        qc::cluster_sync<false>();
     }
 % else
     const qh::ring_addrs rg = qh::make_ring<STAGES, NC$(FINE and not (PACKED_A or PACKED_B) and ", 256" or "")>(smem, RING_BYTES + SIDE_BYTES + SLOT_BYTES, tid);
@@ -442,7 +435,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 % elseif GROUPED then
         // and K % PK == 0 for group scales
         const group_side side = {static_cast<const gs_t *>(p.scale_b), N, (int)(p.k / PK), sc0};
-% else
+% elseif not TMA then
         const qh::no_side side{};
 % end
 % if WQ then
@@ -535,6 +528,21 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
             acc_t tot[MI][WGN / 2];
 % end
             qc::zero(tot);
+% -- block_scales(v, kt): the scale product of K tile kt (one 128-block) for this thread's
+% -- rows into v[MI][2], 0 past M or N
+% local function block_scales(v, kt)
+#pragma unroll
+                for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h)
+%   if SA == "block" and SB == "block" then
+                        $(v)[mi][h] = sa_rows[mi][h] && sb_row ? sa_rows[mi][h][$(kt)] * sb_row[$(kt)] : 0.f;
+%   elseif SA == "block" then
+                        $(v)[mi][h] = sa_rows[mi][h] ? sa_rows[mi][h][$(kt)] : 0.f;
+%   else
+                        $(v)[mi][h] = sb_row ? sb_row[$(kt)] : 0.f;
+%   end
+% end
 
 % if OVERLAP and MX then
             // MX with two parts: each 32 of K (one scale block, ks = 0..3 of a K tile) is one
@@ -601,19 +609,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
             int sq0 = 0, sq1 = 0;             // and its stage
             (void)sblk0, (void)sblk1;
 %   local function issue(P, kt)
-%     if BLOCK then
-#pragma unroll
-                for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-                    for (int h = 0; h < 2; ++h)
-%       if SA == "block" and SB == "block" then
-                        sblk$(P)[mi][h] = sa_rows[mi][h] && sb_row ? sa_rows[mi][h][$(kt)] * sb_row[$(kt)] : 0.f;
-%       elseif SA == "block" then
-                        sblk$(P)[mi][h] = sa_rows[mi][h] ? sa_rows[mi][h][$(kt)] : 0.f;
-%       else
-                        sblk$(P)[mi][h] = sb_row ? sb_row[$(kt)] : 0.f;
-%       end
-%     end
+%     if BLOCK then block_scales("sblk" .. P, kt) end
                 mbar_wait(full0 + 8 * s, phase);
 %     if not TMA then
                 fence_proxy_async(); // wgmma reads what cp.async wrote
@@ -673,17 +669,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                 // This K block's scales (a K tile is one 128-block: KT blocks in all), read
                 // while its wgmma run.
                 float sblk[MI][2];
-#pragma unroll
-                for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-                    for (int h = 0; h < 2; ++h)
-%   if SA == "block" and SB == "block" then
-                        sblk[mi][h] = sa_rows[mi][h] && sb_row ? sa_rows[mi][h][kt] * sb_row[kt] : 0.f;
-%   elseif SA == "block" then
-                        sblk[mi][h] = sa_rows[mi][h] ? sa_rows[mi][h][kt] : 0.f;
-%   else
-                        sblk[mi][h] = sb_row ? sb_row[kt] : 0.f;
-%   end
+%   block_scales("sblk", "kt")
 % end
                 mbar_wait(full0 + 8 * s, phase);
 %   if not TMA then
@@ -866,6 +852,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 % if TMA then
     // No CTA leaves while its peer may still write into its stages or arrive on its barriers.
     if (cl > 1)
-        qh::cluster_sync();
+        qc::cluster_sync<false>();
 % end
 }

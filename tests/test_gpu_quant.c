@@ -315,22 +315,6 @@ static void bad_input(qjit_gemm *g, const qjit_gemm_desc *d, const qjit_gemm_inf
     cudaFree(dBias);
 }
 
-/* Whether a part of the '|'-separated filter is in `text` (the filter selects it). */
-static bool filter_names(const char *filter, const char *text)
-{
-    char part[64];
-    for (const char *p = filter;;) {
-        const char *bar = strchr(p, '|');
-        size_t n = bar ? (size_t)(bar - p) : strlen(p);
-        snprintf(part, sizeof part, "%.*s", (int)n, p);
-        if (n > 0 && strstr(text, part))
-            return true;
-        if (!bar)
-            return false;
-        p = bar + 1;
-    }
-}
-
 /* Compile every listed kernel first, on all cores (precompile fills the context's
  * cache; the gets below are then disk hits). */
 typedef struct pc_job {
@@ -452,8 +436,8 @@ int main(int argc, char **argv)
         test_cluster_split(ctx, "gemm a=e2m1 b=e2m1 sa=mx sb=mx out=f32 kernel=mma_f8 "
                                 "tile=16x128x128 warps=1x4 stages=4 split=4");
     }
-    if ((!filter || filter_names(filter, "kernel=wgmma_tma")) &&
-        !(skip && filter_names(skip, "kernel=wgmma_tma")))
+    if ((!filter || matches_any("kernel=wgmma_tma", filter)) &&
+        !(skip && matches_any("kernel=wgmma_tma", skip)))
         test_tma_twins(ctx);
     printf("%-96s %-22s %s\n", "descriptor (resolved)", "max error (bound)", "shapes");
     for (int i = 0; i < ndesc; i++) {
