@@ -182,6 +182,16 @@ static void test_tma_twins(qjit_context *ctx)
     buf_up(&SA);
     buf_up(&SB);
     qjit_gemm_args a = {A.d, B.d, D[1].d, NULL, SA.d, SB.d, NULL, M, N, K, K, K, N};
+    /* a kernel that takes tensor maps is refused by launch_config, naming the way to launch
+     * it, and the config is left as it was */
+    qjit_launch_config cfg, before;
+    memset(&cfg, 0x5a, sizeof cfg);
+    before = cfg;
+    qjit_status ls = qjit_gemm_launch_config(g, &a, &cfg);
+    CHECK(ls == QJIT_ERROR_UNSUPPORTED && strstr(qjit_last_error(), "qjit_gemm_launch") &&
+              memcmp(&cfg, &before, sizeof cfg) == 0,
+          "launch_config of wgmma_tma: %s '%s' (expected a refusal that writes nothing)",
+          qjit_status_string(ls), qjit_last_error());
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     cudaGraph_t graph;
