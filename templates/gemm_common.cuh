@@ -249,6 +249,49 @@ __device__ __forceinline__ void bias_pair(const out_t *bias, int col, int N, flo
     b1 = col + 1 < N ? bias_at(bias, col + 1) : 0.f;
 }
 
+// finish2's factors, read from the launch's parameter as the descriptor's modes have them: the
+// A scale of row r (tensor: its one value; row: the row's, 0 past M), the B scales and the
+// bias of columns col and col + 1 (0 past N).  A step the modes lack gets 0 (finish2 skips it).
+// The scalars (tensor modes) are read once, where the epilogue makes this.
+struct factors {
+    const float *sa, *sb;
+    const out_t *bias;
+    float sa_t, sb_t;
+    __device__ __forceinline__ explicit factors(const qjit_params &p)
+        : sa(static_cast<const float *>(p.scale_a)), sb(static_cast<const float *>(p.scale_b)),
+          bias(static_cast<const out_t *>(p.bias)), sa_t(0.f), sb_t(0.f)
+    {
+% if SA == "tensor" then
+        sa_t = sa[0];
+% end
+% if SB == "tensor" then
+        sb_t = sb[0];
+% end
+    }
+    __device__ __forceinline__ float row(int r, int M) const
+    {
+% if SA == "row" then
+        return r < M ? sa[r] : 0.f;
+% else
+        return sa_t;
+% end
+    }
+    __device__ __forceinline__ void cols(int col, int N, float &s0, float &s1, float &b0, float &b1) const
+    {
+% if SB == "col" then
+        s0 = col < N ? sb[col] : 0.f;
+        s1 = col + 1 < N ? sb[col + 1] : 0.f;
+% else
+        s0 = s1 = sb_t;
+% end
+% if BIAS then
+        bias_pair(bias, col, N, b0, b1);
+% else
+        b0 = b1 = 0.f;
+% end
+    }
+};
+
 // K split across a cluster of gridDim.z CTAs (sm_90, the launch's cluster dimension), each
 // having summed its share of K into v[NV] (its f32 or exact int32 accumulators, thread tid
 // of THREADS): every rank leaves them in its shared memory at smem0 (free by now; NV·THREADS·4

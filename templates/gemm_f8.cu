@@ -551,48 +551,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     // Epilogue. acc[mt][nt] holds rows g and g+8, columns 2*tig and +1.  Each value is
     // finished in f32 in place, scales and bias past M or N reading as 0, then staged out
     // through shared memory (gemm_common.cuh), which writes nothing past M or N.
-% if SA == "row" then
-    const int row0 = m0 + warp_m * WTM + g;
-% end
-    const int col0 = n0 + warp_n * WTN + tig * 2;
-% if SA == "tensor" or SA == "row" then
-    const float *__restrict__ sa = static_cast<const float *>(p.scale_a);
-% end
-% if SB == "tensor" or SB == "col" then
-    const float *__restrict__ sb = static_cast<const float *>(p.scale_b);
-% end
-% if SA == "tensor" then
-    const float sa0 = sa[0];
-% end
-% if SB == "tensor" then
-    const float sb0 = sb[0], sb1 = sb0;
-% end
-% if BIAS then
-    const out_t *__restrict__ bias = static_cast<const out_t *>(p.bias);
-% end
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-        const int col = col0 + nt * 8;
-% if SB == "col" then
-        const float sb0 = col < N ? sb[col] : 0.f, sb1 = col + 1 < N ? sb[col + 1] : 0.f;
-% end
-% if BIAS then
-        float b0, b1;
-        qc::bias_pair(bias, col, N, b0, b1);
-% end
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-% if SA == "row" then
-                const int row = row0 + mt * 16 + h * 8;
-                const float sa0 = row < M ? sa[row] : 0.f;
-% end
-                qc::finish2(acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1], $(arg(HAS_SA, "sa0")),
-                            $(arg(HAS_SB, "sb0")), $(arg(HAS_SB, "sb1")), $(arg(BIAS, "b0")), $(arg(BIAS, "b1")));
-            }
-        }
-    }
+    finish_tile(acc, acc, as_is(), m0 + warp_m * WTM + g, n0 + warp_n * WTN + tig * 2, M, N, p);
     qc::cp_async_wait<0>();
     __syncthreads(); // every warp is done with the ring: the epilogue reuses it
     qc::stage_out<BM, BN, WM, WN, $(NP)>(acc, smem0, static_cast<out_t *>(p.d), p.ldd, m0, n0, M, N,

@@ -452,65 +452,22 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
         return;
 % end
 
-    // Epilogue: each value is finished in f32 in place (the steps above, each rounded
-    // alone), scales and bias past M or N reading as 0, then staged out through shared
-    // memory (gemm_common.cuh), which writes nothing past M or N.
+    // Epilogue: the sums as f32 (an int32 sum rounded once; a group total as it is, s4's
+    // factor 16 taken back out exactly, a power of 2), finished by finish_tile (scales, then
+    // bias, each step rounded alone, past M or N reading as 0), then staged out through
+    // shared memory (gemm_common.cuh), which writes nothing past M or N.
 % if GROUPED then
     float (&v)[MT][NT][4] = tot;
 % else
     float v[MT][NT][4];
 % end
-% if BIAS then
-    const out_t *__restrict__ bias = static_cast<const out_t *>(p.bias);
-% end
-% if SA == "tensor" then
-    const float sa = *static_cast<const float *>(p.scale_a);
-% elseif SA == "row" then
-    float sa_row[MT][2];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int row = row0 + mt * 16 + h * 8;
-            sa_row[mt][h] = row < M ? static_cast<const float *>(p.scale_a)[row] : 0.f;
-        }
-% end
-% if SB == "tensor" then
-    const float sb = *static_cast<const float *>(p.scale_b);
-% end
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-        const int col = col0 + nt * 8;
-% if SB == "col" then
-        const float *sbp = static_cast<const float *>(p.scale_b);
-        const float sb0 = col < N ? sbp[col] : 0.f, sb1 = col + 1 < N ? sbp[col + 1] : 0.f;
-% end
-% if BIAS then
-        float b0, b1;
-        qc::bias_pair(bias, col, N, b0, b1);
-% end
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
 % if GROUPED and S4 then
-                // s4 was unpacked times 16; taking it back out is exact (a power of 2)
-                float x = __fmul_rn(tot[mt][nt][2 * h], 0.0625f);
-                float y = __fmul_rn(tot[mt][nt][2 * h + 1], 0.0625f);
+    finish_tile(v, tot, [](float x) { return __fmul_rn(x, 0.0625f); }, row0, col0, M, N, p);
 % elseif GROUPED then
-                float x = tot[mt][nt][2 * h], y = tot[mt][nt][2 * h + 1];
+    finish_tile(v, tot, as_is(), row0, col0, M, N, p);
 % else
-                float x = __int2float_rn(acc[mt][nt][2 * h]);
-                float y = __int2float_rn(acc[mt][nt][2 * h + 1]);
+    finish_tile(v, acc, [](int x) { return __int2float_rn(x); }, row0, col0, M, N, p);
 % end
-                qc::finish2(x, y, $(SA == "tensor" and "sa" or arg(HAS_SA, "sa_row[mt][h]")),
-                            $(SB == "tensor" and "sb" or arg(HAS_SB, "sb0")), $(SB == "tensor" and "sb" or arg(HAS_SB, "sb1")),
-                            $(arg(BIAS, "b0")), $(arg(BIAS, "b1")));
-                v[mt][nt][2 * h] = x;
-                v[mt][nt][2 * h + 1] = y;
-            }
-        }
-    }
     qc::cp_async_wait<0>();
     __syncthreads(); // every warp is done with the ring: the epilogue reuses it
     qc::stage_out<BM, BN, WM, WN, $(NP)>(v, smem0, static_cast<out_t *>(p.d), p.ldd, m0, n0, M, N,

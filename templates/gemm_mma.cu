@@ -261,23 +261,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 
     // Epilogue, staged (gemm_common.cuh), bias added in f32 before the rounding to OUT.
     // acc[mt][nt] holds rows g and g+8 (g = lane/4), columns 2*(lane%4) and +1.
-% if BIAS then
-    const out_t *__restrict__ bias = static_cast<const out_t *>(p.bias);
-    const int bias_col = n0 + warp_n * WTN + (lane & 3) * 2;
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-        const int col = bias_col + nt * 8;
-        float b0, b1;
-        qc::bias_pair(bias, col, N, b0, b1);
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-            acc[mt][nt][0] += b0;
-            acc[mt][nt][1] += b1;
-            acc[mt][nt][2] += b0;
-            acc[mt][nt][3] += b1;
-        }
-    }
-% end
+    finish_tile(acc, acc, as_is(), m0 + warp_m * WTM + (lane >> 2), n0 + warp_n * WTN + (lane & 3) * 2, M, N, p);
     qc::stage_out<BM, BN, WM, WN, $(NP)>(acc, smem0, static_cast<out_t *>(p.d), p.ldd, m0, n0, M, N,
                                          tid);
 }

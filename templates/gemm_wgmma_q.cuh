@@ -788,30 +788,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                              (wg_n * SEG + (lane & 3) * 2) * (int)sizeof(out_t);
             const u32 own = epi + wg_m * WGM * EPI_PITCH + wg_n * SEG * (int)sizeof(out_t);
             const int col0 = n0 + wg_n * WGN + (lane & 3) * 2;
-% if SA == "tensor" or SA == "row" then
-            const float *__restrict__ sa = static_cast<const float *>(p.scale_a);
-% end
-% if SB == "tensor" or SB == "col" then
-            const float *__restrict__ sb = static_cast<const float *>(p.scale_b);
-% end
-% if SA == "tensor" then
-            const float sa_t = sa[0];
-% end
-% if SB == "tensor" then
-            const float sb0 = sb[0], sb1 = sb0;
-% end
+            const qc::factors f(p);
 % if SA == "row" then
-            float sa_r[MI][2];
+            float sa_r[MI][2]; // the rows' A scales, read once
 #pragma unroll
             for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const int row = row0 + mi * 64 + h * 8;
-                    sa_r[mi][h] = row < M ? sa[row] : 0.f;
-                }
-% end
-% if BIAS then
-            const out_t *__restrict__ bias = static_cast<const out_t *>(p.bias);
+                for (int h = 0; h < 2; ++h)
+                    sa_r[mi][h] = f.row(row0 + mi * 64 + h * 8, M);
 % end
 #pragma unroll
             for (int q = 0; q < NP; ++q) {
@@ -822,20 +806,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                 for (int jj = 0; jj < SEG / 8; ++jj) {
                     const int j = q * (SEG / 8) + jj;
                     const int col = col0 + j * 8;
-% if SB == "col" then
-                    const float sb0 = col < N ? sb[col] : 0.f, sb1 = col + 1 < N ? sb[col + 1] : 0.f;
-% end
-% if BIAS then
-                    float b0, b1;
-                    qc::bias_pair(bias, col, N, b0, b1);
-% end
+                    float sb0, sb1, b0, b1;
+                    f.cols(col, N, sb0, sb1, b0, b1);
 #pragma unroll
                     for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll
                         for (int h = 0; h < 2; ++h) {
                             float x = to_f32(tot[mi][4 * j + 2 * h]), y = to_f32(tot[mi][4 * j + 2 * h + 1]);
-                            qc::finish2(x, y, $(SA == "tensor" and "sa_t" or arg(HAS_SA, "sa_r[mi][h]")),
-                                        $(arg(HAS_SB, "sb0")), $(arg(HAS_SB, "sb1")), $(arg(BIAS, "b0")), $(arg(BIAS, "b1")));
+                            qc::finish2(x, y, $(SA == "row" and "sa_r[mi][h]" or "f.sa_t"), sb0, sb1, b0, b1);
                             qc::stage2(base + (mi * 64 + h * 8) * EPI_PITCH + jj * 8 * (int)sizeof(out_t), x, y);
                         }
                     }

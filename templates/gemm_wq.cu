@@ -765,35 +765,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
     // in that order, each rounded (the f32 epilogue of DESIGN.md §2), finished in place with
     // scales and bias past N reading as 0, then staged out through shared memory
     // (gemm_common.cuh), which writes nothing past M or N.
-    const int col0 = n0 + warp_n * WTN + 2 * t;
-% if BIAS then
-    const out_t *__restrict__ bias = static_cast<const out_t *>(p.bias);
-% end
-% if SB == "tensor" then
-    const float s_all = *static_cast<const float *>(p.scale_b);
-% end
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-        const int col = col0 + nt * 8;
-% if SB == "col" then
-        const float *sb = static_cast<const float *>(p.scale_b);
-        const float s0 = col < N ? sb[col] : 0.f, s1 = col + 1 < N ? sb[col + 1] : 0.f;
-% elseif SB == "tensor" then
-        const float s0 = s_all, s1 = s_all;
-% end
-% if BIAS then
-        float b0, b1;
-        qc::bias_pair(bias, col, N, b0, b1);
-% end
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                qc::finish2(acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1], 0.f, $(arg(HAS_SB, "s0")),
-                            $(arg(HAS_SB, "s1")), $(arg(BIAS, "b0")), $(arg(BIAS, "b1")));
-            }
-        }
-    }
+    finish_tile(acc, acc, as_is(), m0 + warp_m * WTM + g, n0 + warp_n * WTN + 2 * t, M, N, p);
     cp_async_wait<0>();
     __syncthreads(); // every warp is done with the ring: the epilogue reuses it
     stage_out<BM, BN, WM, WN, $(NP)>(acc, smem0, static_cast<out_t *>(p.d), p.ldd, m0, n0, M, N, tid);
