@@ -72,21 +72,9 @@ namespace {
 
 using qc::u16;
 
-constexpr int BM = $(BM), BN = $(BN), BK = 64;
-constexpr int WM = $(WM), WN = $(WN);
-constexpr int STAGES = $(STAGES);
-constexpr int NC = WM * WN;                 // consumer warpgroups
-constexpr int THREADS = 128 * (NC + 1);
-constexpr int WGM = BM / WM, WGN = BN / WN; // consumer warpgroup tile
-constexpr int MI = WGM / 64;                // m64 wgmma rows per consumer
+% include("gemm_hopper_tile.cuh")
+constexpr int BK = 64;                       // values of K a stage (one 128-byte row)
 constexpr int IN = $(IN), NSPLIT = WGN / IN; // wgmma N, wgmma per m64 row and k16 step
-constexpr int A_BYTES = BM * ROW_BYTES, STAGE_BYTES = (BM + BN) * ROW_BYTES;
-constexpr int RING_BYTES = STAGES * STAGE_BYTES;
-// Output tiles leave through a shared-memory buffer (rows padded by 16 bytes against bank
-// conflicts), NP passes of SEG columns per consumer, and whole ones by bulk copies, so that
-// the consumers return to the tensor cores without waiting for their global stores.
-constexpr int NP = $(NP), SEG = WGN / NP;
-constexpr int EPI_PITCH = WN * SEG * (int)sizeof(out_t) + 16;
 constexpr int QJIT_SMEM_BYTES = RING_BYTES + 2048 + BM * EPI_PITCH;
 static_assert(QJIT_SMEM_BYTES <= 227 * 1024, "gemm_wgmma: tile and stages need more shared memory than an SM has");
 

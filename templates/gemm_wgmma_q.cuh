@@ -41,15 +41,8 @@
 namespace {
 
 
-constexpr int BM = $(BM), BN = $(BN), BK = 128;
-constexpr int WM = $(WM), WN = $(WN);
-constexpr int STAGES = $(STAGES);
-constexpr int NC = WM * WN;                 // consumer warpgroups
-constexpr int THREADS = 128 * (NC + 1);
-constexpr int WGM = BM / WM, WGN = BN / WN; // consumer warpgroup tile
-constexpr int MI = WGM / 64;                // m64 wgmma rows per consumer
-constexpr int A_BYTES = BM * ROW_BYTES, STAGE_BYTES = (BM + BN) * ROW_BYTES;
-constexpr int RING_BYTES = STAGES * STAGE_BYTES;
+% include("gemm_hopper_tile.cuh")
+constexpr int BK = 128;                     // bytes of K a stage (one row: 128 or 64 values)
 % local PK = MX and 32 or GROUPED and GROUP or 0
 % local G_TILE = PK == 0 and 0 or PK >= 128 and 1 or 128 // PK -- scale blocks a K tile
 constexpr int PK = $(PK), G_TILE = $(G_TILE); // promotion period along K; its blocks a K tile
@@ -63,8 +56,6 @@ constexpr int SIDE_BYTES = STAGES * SC_BYTES; // after the ring's tiles, before 
 constexpr int ES = $(ES or 1);              // bytes of a value in the tiles (A's, and B's as expanded)
 constexpr int IB = $(IB or 4);              // bits of a packed operand's stored values
 constexpr int SLOT_BYTES = 2 * ($(PACKED_A and "BM" or "0") + $(PACKED_B and "BN" or "0")) * 16 * IB / ES; // packed operands' two staging slots, after that
-constexpr int NP = $(NP), SEG = WGN / NP;   // output staging: NP passes of SEG columns
-constexpr int EPI_PITCH = WN * SEG * (int)sizeof(out_t) + 16;
 static_assert(RING_BYTES + SIDE_BYTES + SLOT_BYTES + 2048 + BM * EPI_PITCH <= 227 * 1024, "gemm_wgmma_q: tile and stages need more shared memory than an SM has");
 
 % local ACC_T, ACC_C = ACC_INT and "int" or "float", ACC_INT and "+r" or "+f"
