@@ -207,10 +207,10 @@ struct wq_conv {
 %     elseif B == "u4" then
         return (float)q;
 %     else
-        // e2m1: sign, 2 exponent bits (bias 1), 1 mantissa bit; exponent 0 is 0 or 0.5
-        const u32 e2 = (q >> 1) & 3u, m = q & 1u;
-        const float mag = e2 == 0 ? 0.5f * (float)m : __uint_as_float(((e2 + 126u) << 23) | (m << 22));
-        return q & 8u ? -mag : mag;
+        // e2m1 (sign, 2 exponent bits of bias 1, 1 mantissa bit) put on f32's sign, lowest
+        // exponent bits and top mantissa bit is its value times 2^-126, subnormals included
+        // (0.5 -> 2^-127, -0 -> -0); the multiply by 2^126 is exact.
+        return __fmul_rn(__uint_as_float(((q & 8u) << 28) | ((q & 7u) << 22)), 0x1p126f);
 %     end
 %   end
     }
