@@ -413,7 +413,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     const qh::ring_addrs rg = qh::make_ring<STAGES, NC$(FINE and not (PACKED_A or PACKED_B) and ", 256" or "")>(smem, RING_BYTES + SIDE_BYTES + SLOT_BYTES, tid);
 % end
     const u32 ring = rg.base, full0 = rg.full0, empty0 = rg.empty0;
+% if MX or GROUPED or FINE or PACKED_A or PACKED_B then
     const u32 sc0 = ring + RING_BYTES; // side data, then packed B's slots
+% end
 
     if (tid < 128) {
 % if NC > 1 then
@@ -485,8 +487,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
         for (int t = first; t < tiles; t += stride) {
             int m0, n0;
             w.origin(t, m0, n0);
+% if SA == "row" or SA == "block" then
             // This thread's rows: 16*warp + lane/4 + 8*h of each m64 block mi.
             const int row0 = m0 + wg_m * WGM + warp * 16 + (lane >> 2);
+% end
 % if SA == "block" then
             const float *sa_rows[MI][2];
 #pragma unroll

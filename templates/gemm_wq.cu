@@ -541,7 +541,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
 
     const u32 smem_end = smem0 + STAGES * STAGE_BYTES;
     u32 rd = smem0, wr = smem0 + (STAGES - 1) * STAGE_BYTES;
+% if SB == "group" or SB == "mx" then
     u32 wr_prev = smem0 + (STAGES - 2) * STAGE_BYTES; // stage of the tile fetch() last read
+% end
     int kt_next = kt0 + STAGES - 1;
     // A step's B fragments are read during the step before, across the barrier that ends
     // a tile, so their latency hides under that step's mma; A's too when the warp tile has
@@ -665,7 +667,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
                 }
                 cp_async_commit(); // possibly empty: keeps the group count in step
                 ++kt_next;
+% if SB == "group" or SB == "mx" then
                 wr_prev = wr;
+% end
                 wr = wr + STAGE_BYTES == smem_end ? smem0 : wr + STAGE_BYTES;
             }
             if (s == KSTEPS - 1)
