@@ -449,7 +449,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     __syncthreads();
 
     const u32 smem_end = smem0 + STAGES * STAGE_BYTES;
-    u32 rd = smem0, wr = smem0 + (STAGES - 1) * STAGE_BYTES, wr_prev = wr;
+    u32 rd = smem0, wr = smem0 + (STAGES - 1) * STAGE_BYTES;
+% if MX then
+    u32 wr_prev = wr; // the stage whose scales store_scales writes
+% end
     int kt_next = $(SPLIT and "kt0 + " or "")STAGES - 1;
     // Fragments of the coming k32 step.  Each step first turns them into mma operands (B
     // for all n8 tiles, then A one m16 tile at a time) and refills each set with the next
@@ -495,7 +498,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                     load_tile(wr, kt_next);
                 qc::cp_async_commit(); // possibly empty: keeps the group count in step
                 ++kt_next;
+% if MX then
                 wr_prev = wr;
+% end
                 wr = wr + STAGE_BYTES == smem_end ? smem0 : wr + STAGE_BYTES;
             }
 #pragma unroll
