@@ -37,6 +37,14 @@
 % -- tiles (scales that travel with their K tile) and fixed bytes once (staging slots), 0 for
 % -- none; producer: its registers after setmaxnreg when it needs more than hopper_regs gives.
 % -- Returns the plan's table, which the family extends.
+% -- Whether acc accumulator sets a consumer (a part and a total: 2; two parts and a total: 3)
+% -- fit its registers at this configuration, beside 40 for everything else; false where WM,
+% -- WN do not divide the tile (hopper_tile_plan says why).
+% function hopper_acc_fits(acc, producer)
+%   if not (WM >= 1 and WN >= 1 and BN % WN == 0) then return false end
+%   local _, _, _, budget = hopper_regs(WM * WN, producer)
+%   return (BM // WM // 64) * (BN // WN // 2) * acc + 40 <= budget
+% end
 % function hopper_tile_plan(o)
 %   local name, es = o.name, o.es or 1
 %   if ARCH ~= 90 then unsupported(string.format("%s: needs sm_90a (wgmma, setmaxnreg) (arch=sm_%d)", name, ARCH)) end
@@ -50,7 +58,7 @@
 %   local NC = WM * WN
 %   local THREADS, PRODUCER_REGS, CONSUMER_REGS, REG_BUDGET = hopper_regs(NC, o.producer)
 %   local MI = BM // WM // 64
-%   if MI * (WGN // 2) * o.acc + 40 > REG_BUDGET then
+%   if not hopper_acc_fits(o.acc, o.producer) then
 %     unsupported(string.format("%s: a consumer tile of %dx%d needs %d accumulator registers%s, more than fit in %d", name, BM // WM, WGN, MI * (WGN // 2) * o.acc, o.acc == 2 and " (part and total)" or o.acc == 3 and " (two parts and a total)" or "", REG_BUDGET - 40))
 %   end
 %   local NP, SMEM = hopper_staging(name, STAGES * ((BM + BN) * 128 + (o.side or 0)) + (o.fixed or 0) + 2048, WGN)

@@ -64,8 +64,7 @@
 %     -- one's wgmma), else a part and a total; 16 bytes of f32 scales per tile row per stage;
 %     -- e2m1: two staging slots of both operands' packed rows, and a producer of 56 registers
 %     local producer = FP4 and WM * WN <= 2 and 56 or nil
-%     local _, _, _, budget = hopper_regs(WM * WN, producer)
-%     local OVERLAP = WM >= 1 and WN >= 1 and BN % WN == 0 and (BM // WM // 64) * (BN // WN // 2) * 3 + 40 <= budget
+%     local OVERLAP = hopper_acc_fits(3, producer)
 %     local plan = hopper_tile_plan{name = "gemm_wgmma_mx", acc = OVERLAP and 3 or 2, side = (BM + BN) * 16,
 %                                   fixed = FP4 and 2 * (BM + BN) * 64 or 0, producer = producer}
 %     -- K a multiple of 32 (one e8m0 scale per 32, and whole 16-byte chunks of e2m1); leading

@@ -259,9 +259,9 @@ static const struct {
 };
 #define NCONFIGS (int)(sizeof configs / sizeof configs[0])
 
-/* Descriptor i with configuration c in text; false when c does not apply to it. */
 static const char *skip; /* QJIT_TEST_SKIP: descriptors containing one of its parts are left out */
 
+/* Descriptor i with configuration c in text; false when c does not apply to it or is skipped. */
 static bool config_text(int i, int c, char *text, size_t cap)
 {
     if (configs[c].only && !matches_any(descs[i], configs[c].only))
@@ -415,7 +415,6 @@ int main(int argc, char **argv)
     CHECK_OK(qjit_context_create(&o, &ctx));
     build_list();
     const char *filter = getenv("QJIT_TEST_FILTER");
-
     const int max_shapes = getenv("QJIT_TEST_SHAPES") ? atoi(getenv("QJIT_TEST_SHAPES")) : 0;
     precompile_all(ctx, filter);
     if (!filter) {
