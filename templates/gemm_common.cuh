@@ -180,9 +180,6 @@ __device__ __forceinline__ void stage_out(const float (&v)[MT][NT][4], u32 smem0
 // times the A scale (tensor, row), times the B scales of their columns (tensor, col), plus
 // the bias, each step rounded alone; a step the descriptor's modes do not have is skipped
 // (its argument unused).  Every GEMM's epilogue goes through here.
-% -- finish2's arguments in the kernel text: arg(mode has the step, its expression) or 0
-% function arg(has, e) return has and e or "0.f" end
-% HAS_SA, HAS_SB = SA == "tensor" or SA == "row", SB == "tensor" or SB == "col"
 __device__ __forceinline__ void finish2(float &x, float &y, float sa, float sb0, float sb1, float b0,
                                         float b1)
 {

@@ -40,7 +40,6 @@
 
 namespace {
 
-
 % include("gemm_hopper_tile.cuh")
 constexpr int BK = 128;                     // bytes of K a stage (one row: 128 or 64 values)
 % local PK = MX and 32 or GROUPED and GROUP or 0
