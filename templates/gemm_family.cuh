@@ -1,5 +1,6 @@
 % -- gemm_family.cuh — what every family{...} declaration uses, in Lua only (it writes no
-% -- code): include it at the top of a template, before family{...} (docs/TEMPLATES.md).
+% -- code); the two plans, gemm_stage_plan.cuh and gemm_hopper_plan.cuh, include it, and a
+% -- template includes one of them at its top, before family{...} (docs/TEMPLATES.md).
 % --
 % -- one_of(x, ...): whether x is one of the values.
 % function one_of(x, ...)

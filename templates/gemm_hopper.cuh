@@ -461,6 +461,29 @@ __device__ __forceinline__ void send_pass(bool bulk, out_t *D, long long ldd, u3
     }
 }
 
+// A consumer warpgroup's output tile leaves in NP passes over its columns, each staged into
+// the buffer at `own` between pass_open and pass_send:
+//   for q: pass_open(sender, bar); <stage columns [q*SEG, (q+1)*SEG)>; pass_send(... q ...)
+// Before a pass writes the buffer, the bulk copies of the last one (or of the last tile) must
+// have read it, which its senders wait for, and every thread must be past its checked
+// stores: the warpgroup's named barrier `bar`.  sender: whether this thread issues bulk copies.
+__device__ __forceinline__ void pass_open(bool sender, int bar)
+{
+    if (sender)
+        bulk_wait<false>();
+    warpgroup_sync(bar);
+}
+// ... then, once every thread of the warpgroup has staged its part of pass q, it leaves for
+// D rows row0.., columns col0 + q*SEG.. (send_pass).  t: the thread's index in its warpgroup.
+template <int ROWS, int SEG>
+__device__ __forceinline__ void pass_send(int bar, int q, bool bulk, out_t *D, long long ldd, u32 own, int pitch,
+                                          int row0, int col0, int M, int N, bool vec, int t)
+{
+    fence_proxy_async(); // the bulk copies read what the pass's stores wrote
+    warpgroup_sync(bar);
+    send_pass<ROWS, SEG>(bulk, D, ldd, own, pitch, row0, col0 + q * SEG, M, N, vec, t);
+}
+
 } // namespace qh
 
 // The names the Hopper kernel bodies (gemm_wgmma.cu, gemm_wgmma_q.cuh) use unqualified.

@@ -1,5 +1,7 @@
 % -- gemm_hopper_plan.cuh — the launch plan that the sm_90a families share, in
-% -- Lua only (it writes no code): `% include("gemm_hopper_plan.cuh")` before the `// qjit:` line.
+% -- Lua only (it writes no code): `% include("gemm_hopper_plan.cuh")` at the top of a template,
+% -- before its family{...} declaration.
+% include("gemm_family.cuh") -- what every family{...} declaration uses
 % --
 % -- hopper_regs(nc): the block of one producer and nc consumer warpgroups gets the per-thread
 % -- cap that __launch_bounds__(threads, 1) allows, in steps of 8; setmaxnreg drops the producer

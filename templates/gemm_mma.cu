@@ -2,7 +2,6 @@
 // D[m,n] = cast_out(sum_k A[m,k]·B[n,k] + bias[n]), f32 accumulation: mma.sync m16n8k16
 // fed by ldmatrix.x4 from XOR-swizzled shared memory that a STAGES-deep cp.async pipeline fills.
 //
-% include("gemm_family.cuh")
 % include("gemm_stage_plan.cuh")
 % family {
 %   floor = 80,

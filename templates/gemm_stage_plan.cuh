@@ -1,6 +1,7 @@
 % -- gemm_stage_plan.cuh — the output-staging plan of the mma.sync templates (gemm_mma.cu,
-% -- gemm_wq.cu, gemm_i8.cu, gemm_f8.cu), in Lua only (it writes no code): include it before
-% -- the `// qjit:` line.
+% -- gemm_wq.cu, gemm_i8.cu, gemm_f8.cu), in Lua only (it writes no code): include it at
+% -- the top of a template, before its family{...} declaration.
+% include("gemm_family.cuh") -- what every family{...} declaration uses
 % --
 % -- ring_staging(name, ring, wtn): the output tile goes through the pipeline's shared memory
 % -- once the main loop is done with it (qc::stage_out), BM rows of the tile's columns in np

@@ -18,7 +18,6 @@
 // Grid: any size. One CTA per tile, grid (ceil(N/BN), ceil(M/BM), 1), is the plain launch; a
 // smaller grid makes the kernel persistent (each CTA walks the tiles with a stride of the
 // grid size; then best one CTA per SM), which the metadata line below asks the library for.
-% include("gemm_family.cuh")
 % include("gemm_hopper_plan.cuh")
 % family {
 %   floor = 90,
@@ -125,19 +124,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 % end
         qh::produce<BM, BN, STAGES, 2>(p, w, ring, full0, empty0, tid);
     } else {
-        // Consumer warpgroup c computes rows wg_m*WGM .. +WGM, columns wg_n*WGN .. +WGN.
-% if NC > 1 then
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 $(CONSUMER_REGS);\n" ::: "memory");
-% end
-        const int c = (tid >> 7) - 1, wg_m = c / WN, wg_n = c % WN;
-        const int warp = (tid >> 5) & 3, lane = tid & 31;
-        const u32 a_tile = ring + wg_m * WGM * ROW_BYTES;
-        const u32 b_tile = ring + A_BYTES + wg_n * WGN * ROW_BYTES;
-        int s = 0;
-        u32 phase = 0;
-        const u32 epi = full0 + 128; // past the mbarriers, 16-byte aligned
-        const bool vec = (u64)p.d % 16 == 0 && p.ldd * (long long)sizeof(out_t) % 16 == 0;
-        const bool sender = (tid & 127) < WGM; // sends rows tid%128 + 128*i of its warpgroup's tile
+% include("gemm_hopper_consumer.cuh")
         auto release = [&](int q) { // frees stage q for the producer
             if (lane == 0)
                 mbar_arrive(empty0 + 8 * q);
@@ -204,11 +191,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 % end
 #pragma unroll
             for (int q = 0; q < NP; ++q) {
-                // The buffer's last bulk copies must have read it, and every thread its last
-                // checked stores, before it is written again.
-                if (sender)
-                    bulk_wait<false>();
-                warpgroup_sync(1 + c);
+                qh::pass_open(sender, 1 + c);
 #pragma unroll
                 for (int jj = 0; jj < SEG / 8; jj += 2) {
                     const int j = q * (SEG / 8) + jj;
@@ -218,10 +201,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                                        EPI_PITCH, acc[mi][j / (IN / 8)] + 4 * (j % (IN / 8)),
                                        acc[mi][(j + 1) / (IN / 8)] + 4 * ((j + 1) % (IN / 8)), lane);
                 }
-                fence_proxy_async(); // the bulk copies read what these stores wrote
-                warpgroup_sync(1 + c);
-                qh::send_pass<WGM, SEG>(bulk, D, p.ldd, own, EPI_PITCH, m0 + wg_m * WGM,
-                                        n0 + wg_n * WGN + q * SEG, M, N, vec, tid & 127);
+                qh::pass_send<WGM, SEG>(1 + c, q, bulk, D, p.ldd, own, EPI_PITCH, m0 + wg_m * WGM,
+                                        n0 + wg_n * WGN, M, N, vec, tid & 127);
             }
         }
         if (sender)

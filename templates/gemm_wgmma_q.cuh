@@ -456,19 +456,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
         qh::produce<BM, BN, STAGES, ES>(p, w, ring, full0, empty0, tid, side);
 % end
     } else {
-        // Consumer warpgroup c: rows wg_m*WGM .. +WGM, columns wg_n*WGN .. +WGN of the tile.
-% if NC > 1 then
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 $(CONSUMER_REGS);\n" ::: "memory");
-% end
-        const int c = (tid >> 7) - 1, wg_m = c / WN, wg_n = c % WN;
-        const int warp = (tid >> 5) & 3, lane = tid & 31;
-        const u32 a_tile = ring + wg_m * WGM * ROW_BYTES;
-        const u32 b_tile = ring + A_BYTES + wg_n * WGN * ROW_BYTES;
-        int s = 0;
-        u32 phase = 0;
-        const u32 epi = full0 + 128;
-        const bool vec = (u64)p.d % 16 == 0 && p.ldd * (long long)sizeof(out_t) % 16 == 0;
-        const bool sender = (tid & 127) < WGM;
+% include("gemm_hopper_consumer.cuh")
         // A consumer warp's release of a stage: to every CTA whose producer writes into it.
         auto release = [&](u32 bar) {
             mbar_arrive(bar);
@@ -793,9 +781,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 % end
 #pragma unroll
             for (int q = 0; q < NP; ++q) {
-                if (sender)
-                    bulk_wait<false>();
-                warpgroup_sync(1 + c);
+                qh::pass_open(sender, 1 + c);
 #pragma unroll
                 for (int jj = 0; jj < SEG / 8; ++jj) {
                     const int j = q * (SEG / 8) + jj;
@@ -812,10 +798,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                         }
                     }
                 }
-                fence_proxy_async(); // the bulk copies read what these stores wrote
-                warpgroup_sync(1 + c);
-                qh::send_pass<WGM, SEG>(bulk, D, p.ldd, own, EPI_PITCH, m0 + wg_m * WGM,
-                                        n0 + wg_n * WGN + q * SEG, M, N, vec, tid & 127);
+                qh::pass_send<WGM, SEG>(1 + c, q, bulk, D, p.ldd, own, EPI_PITCH, m0 + wg_m * WGM,
+                                        n0 + wg_n * WGN, M, N, vec, tid & 127);
             }
         }
         if (sender)

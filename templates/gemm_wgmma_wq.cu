@@ -21,7 +21,6 @@
 // Not yet run on a GPU (written in a session without one): `auto` keeps choosing mma_wq
 // until test_gpu_quant has passed this kernel on the H100 and qjit-bench has timed it; it
 // runs when a descriptor names kernel=wgmma_wq.
-% include("gemm_family.cuh")
 % include("gemm_hopper_plan.cuh")
 % family {
 %   floor = 90,
