@@ -9,7 +9,10 @@
   qjit.h's enum comments, the README's kernel table, docs/TEMPLATES.md, and the help
   text of qjit-precompile;
 - every template parameter the library passes (family.c) is documented in
-  docs/TEMPLATES.md, and every template of the list declares a family.
+  docs/TEMPLATES.md, and every template of the list declares a family;
+- the templates are composed, not copied: runs of REPEAT_LINES or more equal lines (blank
+  lines, comments and lone braces left out) found in two places in templates/ are at most
+  REPEAT_CEILING, today's count, so that a new family cannot add copies.
 
 Usage: check_layout.py SOURCE_DIR [QJIT_PRECOMPILE_BINARY]
 """
@@ -117,7 +120,36 @@ for p in params:
     if f"`{p}`" not in doc:
         fail(f"template parameter {p} is not in docs/TEMPLATES.md")
 
+# 5. repeated runs of lines in templates/ (a copy gives one run per place it repeats)
+REPEAT_LINES, REPEAT_CEILING = 6, 3
+trivial = {"{", "}", "};", "% end", "end"}
+lines = {}
+for f in sorted(os.listdir(os.path.join(root, "templates"))):
+    kept = []
+    for i, l in enumerate(read("templates/" + f).split("\n")):
+        l = re.sub(r"\s+", " ", l.strip())
+        if l and not l.startswith("//") and not l.startswith("% --") and l not in trivial:
+            kept.append((i + 1, l))
+    lines[f] = kept
+where = {}
+for f, kept in lines.items():
+    for j in range(len(kept) - REPEAT_LINES + 1):
+        where.setdefault(tuple(l for _, l in kept[j:j + REPEAT_LINES]), []).append((f, j))
+starts = set()
+for places in where.values():
+    for a in range(len(places)):
+        for b in range(a + 1, len(places)):
+            (fa, ja), (fb, jb) = places[a], places[b]
+            if fa != fb or abs(ja - jb) >= REPEAT_LINES:
+                starts.add((fa, ja, fb, jb))
+runs = [(fa, ja, fb, jb) for fa, ja, fb, jb in starts if (fa, ja - 1, fb, jb - 1) not in starts]
+if len(runs) > REPEAT_CEILING:
+    for fa, ja, fb, jb in sorted(runs):
+        print(f"  repeated: templates/{fa}:{lines[fa][ja][0]} and templates/{fb}:{lines[fb][jb][0]}")
+    fail(f"templates/ repeats {len(runs)} runs of {REPEAT_LINES}+ lines (at most {REPEAT_CEILING}): "
+         "share the piece (docs/TEMPLATES.md) instead of copying it")
+
 print(f"check_layout: {len(src)} files, {sum(len(e) for e in edges.values())} calls between "
-      f"files, {len(families)} families, {len(archs)} archs, {len(params)} parameters: "
+      f"files, {len(families)} families, {len(archs)} archs, {len(params)} parameters, {len(runs)} repeated runs in templates/: "
       f"{len(failures)} failed")
 sys.exit(1 if failures else 0)

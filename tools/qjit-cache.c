@@ -170,7 +170,7 @@ static void print_bad(void *user, const char *key, const char *desc, const char 
     size_t i = 0;
     (void)user;
     /* a damaged row's text may hold any bytes: keep the terminal sane */
-    for (; desc[i] && i < sizeof clean - 1; i++)
+    for (; i < sizeof clean - 1 && desc[i]; i++)
         clean[i] = desc[i] >= 0x20 && desc[i] < 0x7f ? desc[i] : '?';
     clean[i] = 0;
     printf("bad row %s: %s  (%s)\n", key[0] ? key : "(no key)", why, clean);
