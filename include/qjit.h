@@ -158,10 +158,10 @@ typedef struct qjit_gemm_desc {
     int wm, wn;             /* warps along M and N; 0 = auto */
     int stages;             /* pipeline depth; 0 = auto.  The descriptor takes 2..32; each kernel
                                family takes its own range (qjit_gemm_supports says which) */
-    int split_k;            /* 1 = none; 0 = auto.  mma, mma_i8 and mma_f8 on sm_90a take 2..8: the
-                               most CTAs of a cluster one output tile's K is split across,
-                               chosen at launch when the tiles leave SMs idle and summed in a
-                               fixed order (int32 sums exactly); mma_wq makes that choice
+    int split_k;            /* 1 = none; 0 = auto.  mma, mma_i8, mma_f8 and wgmma on sm_90a take
+                               2..8: the most CTAs of a cluster one output tile's K is split
+                               across, chosen at launch when the tiles leave SMs idle and summed
+                               in a fixed order (int32 sums exactly); mma_wq makes that choice
                                itself (up to 8) at split=1 */
 } qjit_gemm_desc;
 

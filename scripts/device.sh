@@ -101,6 +101,14 @@ MANIFEST
     --sweep-config "kernel=mma tile=64x128x32 warps=2x2 stages=4 split=8" \
     --sweep-config "kernel=mma tile=64x64x32 warps=2x2 stages=3 split=8" 2>&1 |
     tee "$out/bench_split.log" | tail -n 30
+  echo "== qjit-bench, bf16 at M = 128-512: auto (wgmma, no split) against wgmma with K split across a cluster"
+  timeout "$limit" "$build/tools/qjit-bench" gemm --no-default-shapes --dtype bf16 \
+    --shape 128x4096x4096 --shape 256x4096x4096 --shape 512x4096x4096 \
+    --shape 128x8192x8192 --shape 256x8192x8192 --shape 128x4096x14336 \
+    --sweep-config "kernel=wgmma tile=128x256x64 warps=2x1 stages=3 split=8" \
+    --sweep-config "kernel=wgmma tile=128x128x64 warps=2x1 stages=5 split=8" \
+    --sweep-config "kernel=wgmma tile=64x256x64 warps=1x1 stages=4 split=8" 2>&1 |
+    tee "$out/bench_wgmma_split.log" | tail -n 30
   echo "== qjit-bench, bf16 prefill: auto (wgmma) against wgmma_tma (TMA, B multicast across CTA pairs)"
   timeout "$limit" "$build/tools/qjit-bench" gemm --no-default-shapes --dtype bf16 \
     --shape 4096x4096x4096 --shape 8192x8192x8192 --shape 4096x28672x8192 \

@@ -543,7 +543,8 @@ static qjit_status check_args(const kernel *g, const qjit_gemm_args *a)
 
 /* The grid and the cluster shape (qjit_internal.h).  Kernels that split K across a cluster
  * (cluster_k) give each output tile, when there are no more tiles than SMs, enough CTAs for
- * about two a SM, at most cluster_k and one K chunk each (clusters along z).  Kernels that
+ * about two a SM (one for a persistent kernel, which is made to fill an SM alone), at most
+ * cluster_k and one K chunk each (clusters along z); each CTA then has one tile.  Kernels that
  * share B across CTAs of the same columns (cluster_m) go in clusters of cluster_m along x
  * when the output has that many tile rows, on a one-dimensional grid of whole clusters that
  * walk the units of cluster_m tiles (when persistent, as many as fit at once).  Both depend
@@ -575,7 +576,8 @@ void qjit_launch_grid(const qjit_grid_facts *f, int64_t m, int64_t n, int64_t k,
     }
     if (f->cluster_k > 1 && f->sms > 0 && tiles <= (uint64_t)f->sms) {
         const int64_t chunks = (k + f->k_chunk - 1) / f->k_chunk;
-        unsigned c = (unsigned)(2 * (uint64_t)f->sms / tiles); /* about two CTAs per SM */
+        const uint64_t per_sm = f->persistent_ctas ? 1 : 2;
+        unsigned c = (unsigned)(per_sm * (uint64_t)f->sms / tiles);
         if (c > (unsigned)f->cluster_k)
             c = (unsigned)f->cluster_k;
         if ((int64_t)c > chunks) /* k > 0 here, so chunks >= 1 */

@@ -18,6 +18,11 @@
 // Grid: any size. One CTA per tile, grid (ceil(N/BN), ceil(M/BM), 1), is the plain launch; a
 // smaller grid makes the kernel persistent (each CTA walks the tiles with a stride of the
 // grid size; then best one CTA per SM), which the metadata line below asks the library for.
+// SPLIT_K = S (2..8): K may be split across the gridDim.z CTAs of a cluster (1x1xS, grid z
+// up to S, as the launch chooses when the tiles leave SMs idle, which gives each CTA one
+// tile): rank r sums whole K tiles [KT·r/S, KT·(r+1)/S), leaves its f32 tile in its ring
+// (which must hold BM·(BN+8)·4 bytes), and finishes rows [BM·r/S, BM·(r+1)/S) of the tile
+// from every rank's, added in rank order; with grid z = 1 it runs as without SPLIT_K.
 % include("gemm_hopper_plan.cuh")
 % family {
 %   floor = 90,
@@ -49,7 +54,14 @@
 %     local WGN = BN // WN
 %     if not (BN % WN == 0 and WGN % 16 == 0 and WGN <= 256) then unsupported("gemm_wgmma: BN/WN must be a multiple of 16 up to 256") end
 %     if not (STAGES >= 2 and STAGES <= 8) then unsupported("gemm_wgmma: STAGES must be 2..8") end
-%     if not (SPLIT_K == 1) then unsupported("gemm_wgmma: SPLIT_K must be 1") end
+%     -- split=S (2..8): K split across a cluster of up to S CTAs per output tile when the tiles
+%     -- leave SMs idle (the launch chooses how many: one tile a CTA), the ranks' f32 tiles
+%     -- added in rank order, each rank finishing a band of the tile's rows
+%     if not (SPLIT_K >= 1 and SPLIT_K <= 8) then unsupported("gemm_wgmma: split must be 1..8 (split=" .. SPLIT_K .. ")") end
+%     local SPLIT = SPLIT_K > 1
+%     if SPLIT and STAGES * (BM + BN) * BK * 2 < BM * (BN + 8) * 4 then
+%       unsupported(string.format("gemm_wgmma: split=%d keeps the f32 tile (%d bytes) in the ring, which holds %d at stages=%d", SPLIT_K, BM * (BN + 8) * 4, STAGES * (BM + BN) * BK * 2, STAGES))
+%     end
 %     local NC = WM * WN
 %     local THREADS, PRODUCER_REGS, CONSUMER_REGS, REG_BUDGET = hopper_regs(NC)
 %     -- ptxas checks each wgmma against the entry cap, so above 384 threads a wide consumer
@@ -58,11 +70,15 @@
 %     if not ((BM // WM // 64) * (WGN // 2) + 32 <= REG_BUDGET) then unsupported("gemm_wgmma: the consumer tile's accumulators do not fit in its registers") end
 %     local NP, SMEM = hopper_staging("gemm_wgmma", STAGES * (BM + BN) * BK * 2 + 2048, WGN)
 %     return {threads = THREADS, smem = SMEM, k_multiple = 8, ld_multiple = 8, align = 16, persistent = 1,
-%             NC = NC, IN = IN, NP = NP, PRODUCER_REGS = PRODUCER_REGS, CONSUMER_REGS = CONSUMER_REGS}
+%             NC = NC, IN = IN, NP = NP, PRODUCER_REGS = PRODUCER_REGS, CONSUMER_REGS = CONSUMER_REGS,
+%             cluster_k = SPLIT and SPLIT_K or 1, k_chunk = SPLIT and BK or 0, SPLIT = SPLIT}
 %   end,
 % }
 // Launch needs, from the plan above (docs/TEMPLATES.md):
 // qjit: threads=$(threads) smem=$(smem) k_multiple=$(k_multiple) ld_multiple=$(ld_multiple) align=$(align) persistent=$(persistent)
+% if SPLIT then
+// qjit: cluster_k=$(cluster_k) k_chunk=$(k_chunk)
+% end
 
 % include("gemm_common.cuh")
 % include("gemm_hopper.cuh")
@@ -102,6 +118,120 @@ __device__ __forceinline__ void wgmma_ktile(float (&d)[IN / 2], u64 a, u64 b)
 % if BIAS then
 using qc::bias_at;
 % end
+% if SPLIT then
+
+// K split across the gridDim.z CTAs of a cluster (rank blockIdx.z; the launch gives each CTA
+// one tile).  Rank r sums K tiles [KT·r/c, KT·(r+1)/c) of 64 values: a GEMM of its own over A
+// and B from column 64·kt0 on.
+__device__ __forceinline__ qjit_params rank_part(const qjit_params &p)
+{
+    qjit_params q = p;
+    const int c = (int)gridDim.z, r = (int)blockIdx.z;
+    const long long kt_all = (p.k + BK - 1) / BK, kt0 = kt_all * r / c, kt1 = kt_all * (r + 1) / c;
+    q.a = static_cast<const u16 *>(p.a) + kt0 * BK;
+    q.b = static_cast<const u16 *>(p.b) + kt0 * BK;
+    q.k = (kt1 * BK < p.k ? kt1 * BK : p.k) - kt0 * BK;
+    return q;
+}
+
+constexpr int SUM_PITCH = BN + 8; // f32 a row of a rank's tile in its ring: 8 rows of a warp's
+                                  // stores fall on different banks
+
+// The split tile's end, for every consumer thread (ct of NC*128): once every consumer's wgmma
+// are done with the ring, each rank leaves its f32 tile there row-major; then rank r finishes
+// rows [BM·r/c, BM·(r+1)/c): each value the ranks' sums added in rank order 0, 1, ... (so it
+// depends neither on timing nor on which rank adds), plus the bias, rounded once to OUT and
+// stored to D.  The second cluster barrier keeps every ring alive until the others have read
+// it.  acc[mi][ni][4*j + 2*h + e] is row wg_m*WGM + 64*mi + 16*warp + lane/4 + 8*h, column
+// wg_n*WGN + IN*ni + 8*j + 2*(lane%4) + e of the tile.
+__device__ __forceinline__ void split_finish(const float (&acc)[MI][NSPLIT][IN / 2], u32 ring, int ct, int wg_m,
+                                             int wg_n, int warp, int lane, const qjit_params &p, int m0, int n0,
+                                             bool vec)
+{
+    asm volatile("bar.sync 14, $(NC * 128);\n" ::: "memory"); // the consumers' wgmma have read the ring
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NSPLIT; ++ni)
+#pragma unroll
+            for (int j = 0; j < IN / 8; ++j)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int row = wg_m * WGM + 64 * mi + 16 * warp + (lane >> 2) + 8 * h;
+                    const int col = wg_n * WGN + IN * ni + 8 * j + 2 * (lane & 3);
+                    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n"
+                                 :: "r"(ring + (row * SUM_PITCH + col) * 4), "f"(acc[mi][ni][4 * j + 2 * h]),
+                                    "f"(acc[mi][ni][4 * j + 2 * h + 1]) : "memory");
+                }
+    qc::cluster_sync();
+    const int c = (int)gridDim.z, r = (int)blockIdx.z;
+    const int M = (int)p.m, N = (int)p.n;
+    const int r0 = BM * r / c, r1 = min(BM * (r + 1) / c, M - m0); // rows past M: nothing to add
+    out_t *__restrict__ D = static_cast<out_t *>(p.d);
+% if BIAS then
+    const out_t *__restrict__ bias = static_cast<const out_t *>(p.bias);
+% end
+#pragma unroll 1
+    for (int i = ct; i < (r1 - r0) * (BN / 4); i += NC * 128) {
+        const int row = r0 + i / (BN / 4), col = (i % (BN / 4)) * 4;
+        const int grow = m0 + row, gcol = n0 + col;
+        if (gcol >= N)
+            continue;
+        const u32 at = ring + (row * SUM_PITCH + col) * 4;
+        // every rank's four values in flight at once, then added in rank order
+        float x[8][4];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            x[k][0] = x[k][1] = x[k][2] = x[k][3] = 0.f;
+            if (k < c) {
+                u32 peer;
+                asm("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(peer) : "r"(at), "r"(k));
+                asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                             : "=f"(x[k][0]), "=f"(x[k][1]), "=f"(x[k][2]), "=f"(x[k][3]) : "r"(peer) : "memory");
+            }
+        }
+        float v[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            v[e] = x[0][e];
+#pragma unroll
+            for (int k = 1; k < 8; ++k)
+                if (k < c)
+                    v[e] += x[k][e];
+        }
+% if BIAS then
+        float b[4];
+        qc::bias_pair(bias, gcol, N, b[0], b[1]);
+        qc::bias_pair(bias, gcol + 2, N, b[2], b[3]);
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+            v[e] += b[e];
+% end
+        out_t *dst = D + (long long)grow * p.ldd + gcol;
+% if OUT == "f32" then
+        if (vec && gcol + 4 <= N) {
+            asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n"
+                         :: "l"(dst), "f"(v[0]), "f"(v[1]), "f"(v[2]), "f"(v[3]) : "memory");
+        } else {
+            for (int e = 0; e < 4 && gcol + e < N; ++e)
+                dst[e] = v[e];
+        }
+% else
+        u32 w0, w1; // the first operand goes to the upper half
+        asm("cvt.rn.$(OUT)x2.f32 %0, %1, %2;\n" : "=r"(w0) : "f"(v[1]), "f"(v[0]));
+        asm("cvt.rn.$(OUT)x2.f32 %0, %1, %2;\n" : "=r"(w1) : "f"(v[3]), "f"(v[2]));
+        if (vec && gcol + 4 <= N) {
+            asm volatile("st.global.v2.b32 [%0], {%1, %2};\n" :: "l"(dst), "r"(w0), "r"(w1) : "memory");
+        } else {
+            const u16 h[4] = {(u16)w0, (u16)(w0 >> 16), (u16)w1, (u16)(w1 >> 16)};
+            for (int e = 0; e < 4 && gcol + e < N; ++e)
+                dst[e] = h[e];
+        }
+% end
+    }
+    qc::cluster_sync();
+}
+% end
 
 } // namespace
 
@@ -111,7 +241,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     const int M = (int)p.m, N = (int)p.n;
     const int tid = threadIdx.x;
 
+% if SPLIT then
+    const qjit_params q = gridDim.z > 1 ? rank_part(p) : p; // this rank's part of K
+    const qh::tile_walk<BM, BN, 2> w(q);
+% else
     const qh::tile_walk<BM, BN, 2> w(p);
+% end
     const int first = w.first, tiles = w.tiles, stride = w.stride, KT = w.k_tiles;
 
     // The ring (gemm_hopper.cuh) runs on across a CTA's tiles.
@@ -122,7 +257,15 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 % if NC > 1 then
         asm volatile("setmaxnreg.dec.sync.aligned.u32 $(PRODUCER_REGS);\n" ::: "memory");
 % end
+% if SPLIT then
+        qh::produce<BM, BN, STAGES, 2>(q, w, ring, full0, empty0, tid);
+        if (gridDim.z > 1 && first < tiles) { // the consumers' two cluster barriers (split_finish)
+            qc::cluster_sync();
+            qc::cluster_sync();
+        }
+% else
         qh::produce<BM, BN, STAGES, 2>(p, w, ring, full0, empty0, tid);
+% end
     } else {
 % include("gemm_hopper_consumer.cuh")
         auto release = [&](int q) { // frees stage q for the producer
@@ -158,9 +301,20 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                 }
             }
             wgmma_wait<0>();
+% if SPLIT then
+            if (KT > 0) // a rank of a split may have no K tile
+                release(prev);
+% else
             release(prev);
+% end
             int m0, n0;
             w.origin(t, m0, n0);
+% if SPLIT then
+            if (gridDim.z > 1) {
+                split_finish(acc, ring, tid - 128, wg_m, wg_n, warp, lane, p, m0, n0, vec);
+                continue;
+            }
+% end
 
             // Epilogue, staged: pass q stages columns [q*SEG, (q+1)*SEG) of the consumer's tile,
             // bias added in f32 before the rounding to OUT, into its part of the buffer (rows

@@ -42,10 +42,11 @@ static void test_cluster_split(qjit_context *ctx, const char *text)
     const int64_t M = 1, N = 520, K = 128 * 16;
     double err = 0, worst = 0;
     long mism = 0;
-    /* decode sizes, N and K off the tile (a few output tiles: the split is taken) */
-    static const int64_t ms[] = {1, 3, 16, 17, 64};
+    /* decode sizes and one of several tile rows, N and K off the tile (few enough output
+     * tiles that the split is taken) */
+    static const int64_t ms[] = {1, 3, 16, 17, 64, 333};
     const int64_t unit = d.sb == QJIT_SCALE_GROUP ? d.group : 3 * info.k_multiple;
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 6; i++) {
         CHECK(run_one(g, &info.desc, &info, ms[i], N, K + unit, &err, &mism) &&
                   err <= bound_for(&info.desc) && (!bit_exact_pair(&info.desc) || mism == 0),
               "%s split m=%lld: error %.3g > %.1e, or %ld outputs not bit-exact", info.text,
@@ -424,6 +425,14 @@ int main(int argc, char **argv)
                                 "stages=4 split=8");
         test_cluster_split(ctx, "gemm a=f16 b=f16 out=f32 bias=0 kernel=mma tile=64x64x32 "
                                 "warps=2x2 stages=3 split=4");
+        /* f16/bf16 on wgmma, K split across a cluster when named: each rank finishes a band
+         * of the tile's rows from every rank's f32 tile, in rank order */
+        test_cluster_split(ctx, "gemm a=bf16 b=bf16 out=bf16 bias=1 kernel=wgmma tile=128x256x64 "
+                                "warps=2x1 stages=3 split=8");
+        test_cluster_split(ctx, "gemm a=f16 b=f16 out=f32 bias=0 kernel=wgmma tile=128x128x64 "
+                                "warps=2x1 stages=5 split=4");
+        test_cluster_split(ctx, "gemm a=bf16 b=bf16 out=f16 kernel=wgmma tile=64x256x64 "
+                                "warps=1x1 stages=4 split=8");
         /* int8 decode on mma_i8, K split across a cluster when named: exact int32 sums
          * (W8A8, W4A8 col: bit-exact), f32 totals of whole groups (W4A8 group) */
         test_cluster_split(ctx, "gemm a=s8 b=s8 sa=row sb=col out=bf16 kernel=mma_i8 "

@@ -81,6 +81,28 @@ int main(void)
     EXPECT(g, 224, 1, 1, 1, 1, 1, "no split: 224 tiles > 132 SMs");
     covers(&split, g, 1, 28672, "no split");
 
+    /* K split across a cluster in a persistent kernel (wgmma named split=8), which fills an SM
+     * alone: about one CTA a SM, and then one tile a CTA (its ring holds the rank's tile) */
+    qjit_grid_facts psplit = {128, 256, 1, 132, 8, 64, 1, 0, 132};
+    g = run(&psplit, 256, 4096, 4096);
+    EXPECT(g, 16, 2, 4, 1, 1, 4, "persistent split 256x4096x4096 (32 tiles: 132/32 = 4)");
+    g = run(&psplit, 128, 4096, 4096);
+    EXPECT(g, 16, 1, 8, 1, 1, 8, "persistent split 128x4096x4096 (16 tiles: 8)");
+    g = run(&psplit, 128, 520, 128);
+    EXPECT(g, 3, 1, 2, 1, 1, 2, "persistent split, K of two chunks");
+    g = run(&psplit, 1024, 4096, 4096);
+    EXPECT(g, 16, 8, 1, 1, 1, 1, "persistent split: 128 tiles, 132/128 = 1, no split");
+    g = run(&psplit, 8192, 8192, 8192);
+    EXPECT(g, 132, 1, 1, 1, 1, 1, "persistent split 8192^3: more tiles than SMs, no split");
+    for (int64_t m = 1; m <= 4096; m = m * 3 + 1) { /* a split never walks more than one tile */
+        g = run(&psplit, m, 4096, 4096);
+        const uint64_t tiles = (uint64_t)((m + 127) / 128) * 16;
+        CHECK(g.grid[2] == 1 || (uint64_t)g.grid[0] * g.grid[1] == tiles,
+              "persistent split m=%lld: grid %ux%ux%u for %llu tiles", (long long)m, g.grid[0],
+              g.grid[1], g.grid[2], (unsigned long long)tiles);
+        covers(&psplit, g, m, 4096, "persistent split");
+    }
+
     /* B shared across clusters of two along M (wgmma_tma): one tile row runs alone */
     qjit_grid_facts tma = {128, 128, 1, 132, 1, 0, 2, 66, 132};
     g = run(&tma, 1, 520, 1072);

@@ -102,7 +102,7 @@ static void test_named(void)
         CHECK(compiled >= 2, "only %d %s kernels compiled", compiled, named[n].kernel);
     }
     /* wgmma_tma also serves f16/bf16 (not in the quantized list); mma_i8 splits K across a
-     * cluster when named with split=2..8 (sm_90a only), and so does mma_f8 */
+     * cluster when named with split=2..8 (sm_90a only), and so do mma_f8 and wgmma */
     static const char *const halves[] = {
         "gemm a=bf16 b=bf16 out=bf16 kernel=wgmma_tma",
         "gemm a=f16 b=f16 out=f32 bias=1 kernel=wgmma_tma tile=64x128x64 warps=1x1 stages=8",
@@ -113,6 +113,8 @@ static void test_named(void)
         "stages=4 split=8",
         "gemm a=e2m1 b=e2m1 sa=mx sb=mx out=f32 bias=1 kernel=mma_f8 tile=16x128x128 warps=1x4 "
         "stages=4 split=4",
+        "gemm a=bf16 b=bf16 out=bf16 bias=1 kernel=wgmma tile=128x256x64 warps=2x1 stages=3 split=8",
+        "gemm a=f16 b=f16 out=f32 kernel=wgmma tile=64x256x64 warps=1x1 stages=4 split=3",
     };
     for (size_t i = 0; i < sizeof halves / sizeof halves[0]; i++) {
         qjit_gemm_desc d;
@@ -126,6 +128,15 @@ static void test_named(void)
               "%s on sm_89: %s '%s' (expected a refusal naming sm_90a)", halves[i],
               qjit_status_string(st), why);
     }
+    /* wgmma's split keeps a rank's f32 tile in the ring: a ring too small for it is refused */
+    qjit_gemm_desc d;
+    char why[512] = "";
+    CHECK_OK(qjit_gemm_desc_parse("gemm a=bf16 b=bf16 out=bf16 kernel=wgmma tile=256x128x64 "
+                                  "warps=2x1 stages=2 split=2", &d));
+    qjit_status st = qjit_gemm_supports(ctx, &d, QJIT_ARCH_SM90A, why, sizeof why);
+    CHECK(st == QJIT_ERROR_UNSUPPORTED && strstr(why, "split=2") && strstr(why, "ring"),
+          "wgmma split=2 with a 2-stage 256x128 ring: %s '%s' (expected a refusal naming the "
+          "split and the ring)", qjit_status_string(st), why);
 }
 
 int main(void)
