@@ -1,7 +1,7 @@
 /*
  * test_sandbox.c — template expansion: holes and Lua lines, #line marks, determinism,
- * includes, the sandbox's limits and removed functions, and errors that name the
- * template file and line (from Lua and from NVRTC).
+ * includes, chunks parsed once and reused, the sandbox's limits and removed functions, and
+ * errors that name the template file and line (from Lua and from NVRTC).
  */
 #include "qjit_internal.h"
 #include "testlib.h"
@@ -89,6 +89,52 @@ static void test_include_and_determinism(void)
     CHECK(a.nfiles == 2 && strcmp(a.files[1].name, "inc.cuh") == 0, "files list");
     qjit_expansion_free(&a);
     qjit_expansion_free(&b);
+}
+
+/* Each file's chunk is parsed once a process and reused (sandbox.c): a file included at a
+ * different index, a second expansion from the kept bytecode, a Lua error raised from it,
+ * and a file whose text changed under the same name must all come out as a fresh parse. */
+static void test_chunks_reused(void)
+{
+    put("shared.cuh", "// shared $(BM)\n% if A == 'bf16' then\nbf16 here\n% end\n");
+    put("first.cuh", "// first\n");
+    put("ra.cu", "% include(\"shared.cuh\")\nra tail $(BM + 1)\n");
+    put("rb.cu", "% include(\"first.cuh\")\n% include(\"shared.cuh\")\nrb tail\n");
+    qjit_expansion a1, b1, a2, b2;
+    CHECK_OK(expand("ra.cu", &a1));
+    CHECK_OK(expand("rb.cu", &b1));
+    CHECK_OK(expand("ra.cu", &a2));
+    CHECK_OK(expand("rb.cu", &b2));
+    const char *shared = "#line 1 \"shared.cuh\"\n// shared 128\n#line 3 \"shared.cuh\"\nbf16 here\n";
+    CHECK(a1.source.data && strstr(a1.source.data, shared) && b1.source.data &&
+              strstr(b1.source.data, shared),
+          "shared.cuh as file 1 and as file 2:\n%s\n%s", a1.source.data, b1.source.data);
+    CHECK(b1.nfiles == 3 && strcmp(b1.files[2].name, "shared.cuh") == 0, "rb's files");
+    CHECK(a2.source.data && strcmp(a1.source.data, a2.source.data) == 0, "ra again:\n%s",
+          a2.source.data);
+    CHECK(b2.source.data && strcmp(b1.source.data, b2.source.data) == 0, "rb again:\n%s",
+          b2.source.data);
+    qjit_expansion_free(&a1);
+    qjit_expansion_free(&b1);
+    qjit_expansion_free(&a2);
+    qjit_expansion_free(&b2);
+
+    qjit_expansion e;
+    put("err2.cu", "line one\n% local x = nil + 1\n");
+    for (int i = 0; i < 2; i++) {
+        CHECK(expand("err2.cu", &e) == QJIT_ERROR_TEMPLATE, "Lua error not reported (run %d)", i);
+        CHECK(strstr(qjit_last_error(), "err2.cu:2:") != NULL, "run %d: %s", i,
+              qjit_last_error());
+    }
+    put("chg.cu", "one $(BM)\n");
+    CHECK_OK(expand("chg.cu", &e));
+    CHECK(strstr(e.source.data, "one 128") != NULL, "chg.cu: %s", e.source.data);
+    qjit_expansion_free(&e);
+    put("chg.cu", "two $(BM)\n");
+    CHECK_OK(expand("chg.cu", &e));
+    CHECK(strstr(e.source.data, "two 128") != NULL && !strstr(e.source.data, "one"),
+          "chg.cu changed: %s", e.source.data);
+    qjit_expansion_free(&e);
 }
 
 static void test_limits(void)
@@ -217,6 +263,7 @@ int main(void)
         return 1;
     test_holes_and_lines();
     test_include_and_determinism();
+    test_chunks_reused();
     test_limits();
     test_memory_cap_everywhere();
     test_errors_name_lines();
