@@ -231,11 +231,13 @@ static void translate(lua_State *L, const char *name, const char *s, size_t n, b
  * expanded again and again: every variant, every get, the shared includes of every family.
  * So each (file name, text, head_only) is translated and parsed once a process, its
  * bytecode kept (with its debug information, so that errors still name template lines),
- * and later expansions, in any state on any thread, load the bytecode.  A text that
- * changes (an override directory) is a new entry; the table is small and stops growing
- * when full. */
+ * and later expansions, in any state on any thread, load the bytecode.  An entry is found
+ * by a hash and then matched against its own copy of the text, so a changed file (an
+ * override directory) can only be a new entry; the table is small and stops growing when
+ * full. */
 typedef struct chunk_entry {
-    uint64_t hash; /* of the name, head_only and the text */
+    uint64_t hash; /* of the name and head_only, and of the text */
+    char *text;    /* a copy, compared in full before the bytecode is used */
     size_t text_len;
     char *code;
     size_t code_len;
@@ -250,12 +252,17 @@ static uint64_t chunk_hash(const char *name, const char *text, size_t len, bool 
     return XXH3_64bits_withSeed(text, len, seed);
 }
 
-static const chunk_entry *chunk_find(uint64_t hash, size_t text_len)
+static bool chunk_is(const chunk_entry *c, uint64_t hash, const char *text, size_t len)
+{
+    return c->hash == hash && c->text_len == len && memcmp(c->text, text, len) == 0;
+}
+
+static const chunk_entry *chunk_find(uint64_t hash, const char *text, size_t len)
 {
     const chunk_entry *hit = NULL;
     pthread_mutex_lock(&chunks_mu);
     for (int i = 0; i < nchunks && !hit; i++)
-        if (chunks[i].hash == hash && chunks[i].text_len == text_len)
+        if (chunk_is(&chunks[i], hash, text, len))
             hit = &chunks[i]; /* an entry never changes or goes once made */
     pthread_mutex_unlock(&chunks_mu);
     return hit;
@@ -269,22 +276,27 @@ static int dump_writer(lua_State *L, const void *p, size_t n, void *ud)
 
 /* Keeps the bytecode of the function on the stack top (best effort: a failure only means
  * that the next expansion parses again). */
-static void chunk_keep(lua_State *L, uint64_t hash, size_t text_len)
+static void chunk_keep(lua_State *L, uint64_t hash, const char *text, size_t len)
 {
     qjit_buf code = {0};
-    if (lua_dump(L, dump_writer, &code, 0) != 0 || !code.len) {
+    char *copy = malloc(len ? len : 1);
+    if (!copy || lua_dump(L, dump_writer, &code, 0) != 0 || !code.len) {
+        free(copy);
         qjit_buf_free(&code);
         return;
     }
+    memcpy(copy, text, len);
     pthread_mutex_lock(&chunks_mu);
     bool have = false;
     for (int i = 0; i < nchunks && !have; i++)
-        have = chunks[i].hash == hash && chunks[i].text_len == text_len;
+        have = chunk_is(&chunks[i], hash, text, len);
     if (!have && nchunks < (int)(sizeof chunks / sizeof chunks[0])) {
-        chunks[nchunks++] = (chunk_entry){hash, text_len, code.data, code.len};
-        code.data = NULL; /* the table owns it now */
+        chunks[nchunks++] = (chunk_entry){hash, copy, len, code.data, code.len};
+        copy = NULL; /* the table owns them now */
+        code.data = NULL;
     }
     pthread_mutex_unlock(&chunks_mu);
+    free(copy);
     qjit_buf_free(&code);
 }
 
@@ -295,7 +307,7 @@ static void chunk_load(lua_State *L, const qjit_tmpl_file *f, bool head_only)
     char chunkname[160];
     snprintf(chunkname, sizeof chunkname, "=%s", f->name);
     const uint64_t hash = chunk_hash(f->name, f->text, f->len, head_only);
-    const chunk_entry *c = chunk_find(hash, f->len);
+    const chunk_entry *c = chunk_find(hash, f->text, f->len);
     if (c) {
         if (luaL_loadbufferx(L, c->code, c->code_len, chunkname, "b") != LUA_OK)
             lua_error(L);
@@ -307,7 +319,7 @@ static void chunk_load(lua_State *L, const qjit_tmpl_file *f, bool head_only)
     if (luaL_loadbufferx(L, chunk, clen, chunkname, "t") != LUA_OK)
         lua_error(L);
     lua_remove(L, -2); /* the translation */
-    chunk_keep(L, hash, f->len);
+    chunk_keep(L, hash, f->text, f->len);
 }
 
 /* ------------------------------------------------------------ functions for templates */
