@@ -58,9 +58,9 @@
 %     -- leave SMs idle (the launch chooses how many: one tile a CTA), the ranks' f32 tiles
 %     -- added in rank order, each rank finishing a band of the tile's rows
 %     if not (SPLIT_K >= 1 and SPLIT_K <= 8) then unsupported("gemm_wgmma: split must be 1..8 (split=" .. SPLIT_K .. ")") end
-%     local SPLIT = SPLIT_K > 1
-%     if SPLIT and STAGES * (BM + BN) * BK * 2 < BM * (BN + 8) * 4 then
-%       unsupported(string.format("gemm_wgmma: split=%d keeps the f32 tile (%d bytes) in the ring, which holds %d at stages=%d", SPLIT_K, BM * (BN + 8) * 4, STAGES * (BM + BN) * BK * 2, STAGES))
+%     local SPLIT, RING = SPLIT_K > 1, STAGES * (BM + BN) * BK * 2
+%     if SPLIT and RING < BM * (BN + 8) * 4 then
+%       unsupported(string.format("gemm_wgmma: split=%d keeps the f32 tile (%d bytes) in the ring, which holds %d at stages=%d", SPLIT_K, BM * (BN + 8) * 4, RING, STAGES))
 %     end
 %     local NC = WM * WN
 %     local THREADS, PRODUCER_REGS, CONSUMER_REGS, REG_BUDGET = hopper_regs(NC)
@@ -68,7 +68,7 @@
 %     -- tile is computed by two wgmma of half the width.
 %     local IN = (THREADS > 384 and WGN > 128) and WGN // 2 or WGN
 %     if not ((BM // WM // 64) * (WGN // 2) + 32 <= REG_BUDGET) then unsupported("gemm_wgmma: the consumer tile's accumulators do not fit in its registers") end
-%     local NP, SMEM = hopper_staging("gemm_wgmma", STAGES * (BM + BN) * BK * 2 + 2048, WGN)
+%     local NP, SMEM = hopper_staging("gemm_wgmma", RING + 2048, WGN)
 %     return {threads = THREADS, smem = SMEM, k_multiple = 8, ld_multiple = 8, align = 16, persistent = 1,
 %             NC = NC, IN = IN, NP = NP, PRODUCER_REGS = PRODUCER_REGS, CONSUMER_REGS = CONSUMER_REGS,
 %             cluster_k = SPLIT and SPLIT_K or 1, k_chunk = SPLIT and BK or 0, SPLIT = SPLIT}
@@ -241,12 +241,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     const int M = (int)p.m, N = (int)p.n;
     const int tid = threadIdx.x;
 
+% local P = SPLIT and "q" or "p" -- the GEMM the producer and the walk see
 % if SPLIT then
     const qjit_params q = gridDim.z > 1 ? rank_part(p) : p; // this rank's part of K
-    const qh::tile_walk<BM, BN, 2> w(q);
-% else
-    const qh::tile_walk<BM, BN, 2> w(p);
 % end
+    const qh::tile_walk<BM, BN, 2> w($(P));
     const int first = w.first, tiles = w.tiles, stride = w.stride, KT = w.k_tiles;
 
     // The ring (gemm_hopper.cuh) runs on across a CTA's tiles.
@@ -257,14 +256,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 % if NC > 1 then
         asm volatile("setmaxnreg.dec.sync.aligned.u32 $(PRODUCER_REGS);\n" ::: "memory");
 % end
+        qh::produce<BM, BN, STAGES, 2>($(P), w, ring, full0, empty0, tid);
 % if SPLIT then
-        qh::produce<BM, BN, STAGES, 2>(q, w, ring, full0, empty0, tid);
         if (gridDim.z > 1 && first < tiles) { // the consumers' two cluster barriers (split_finish)
             qc::cluster_sync();
             qc::cluster_sync();
         }
-% else
-        qh::produce<BM, BN, STAGES, 2>(p, w, ring, full0, empty0, tid);
 % end
     } else {
 % include("gemm_hopper_consumer.cuh")
