@@ -137,6 +137,13 @@ static void test_named(void)
     CHECK(st == QJIT_ERROR_UNSUPPORTED && strstr(why, "split=2") && strstr(why, "ring"),
           "wgmma split=2 with a 2-stage 256x128 ring: %s '%s' (expected a refusal naming the "
           "split and the ring)", qjit_status_string(st), why);
+    qjit_stats before, after;
+    qjit_context_stats(ctx, &before);
+    st = qjit_gemm_precompile(ctx, &d, QJIT_ARCH_SM90A, NULL);
+    qjit_context_stats(ctx, &after);
+    CHECK(st == QJIT_ERROR_UNSUPPORTED && after.compiles == before.compiles,
+          "precompile of the refused split: %s, %llu compiles (expected a refusal, none)",
+          qjit_status_string(st), (unsigned long long)(after.compiles - before.compiles));
 }
 
 int main(void)
