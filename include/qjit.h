@@ -544,7 +544,8 @@ typedef struct qjit_gemm_info {
     char text[256];             /* canonical text of desc */
     uint8_t key[16];            /* cache key (XXH3-128, big-endian) */
     unsigned threads, shared_bytes, registers;
-    int k_multiple;             /* K must be a multiple of this */
+    int k_multiple;             /* K must be a multiple of this (the kernel's loads, whole
+                                   scale groups, MX blocks of 32, 4-bit pairs) */
     int ld_multiple;            /* lda, ldb must be multiples of this */
     int ptr_align;              /* a, b must be aligned to this many bytes */
     int variants;               /* kernels the handle holds (qjit_gemm_get_variants) */

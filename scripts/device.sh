@@ -34,19 +34,24 @@ if [ "${QJIT_NEW_FIRST:-1}" = 1 ] && [ -x "$build/tests/test_gpu_quant" ]; then
     [ $code -eq 0 ] || [ $code -eq 77 ] || rc=1
   done
 fi
-# QJIT_SANITIZE=1: the new kernels at their two smallest shapes under compute-sanitizer's
-# memcheck (out-of-bounds global and shared accesses) and synccheck (barrier misuse).
+# QJIT_SANITIZE=1: every Hopper family (wgmma, wgmma_f8, wgmma_i8, wgmma_wq, wgmma_mx,
+# wgmma_tma) and every K split, at their two smallest shapes (one descriptor of each
+# configuration), under compute-sanitizer's memcheck (out-of-bounds and misaligned
+# accesses), racecheck (shared-memory hazards) and synccheck (barrier misuse).
 if [ "${QJIT_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
-  for tool in memcheck synccheck; do
-    echo "== compute-sanitizer --tool $tool, new Hopper kernels, 2 shapes"
-    QJIT_TEST_FILTER=kernel=wgmma_ QJIT_TEST_SHAPES=2 timeout "$limit" \
-      compute-sanitizer --tool "$tool" --print-limit 20 "$build/tests/test_gpu_quant" \
-      > "$out/sanitize.$tool.log" 2>&1
-    code=$?
-    grep -E "ERROR SUMMARY|Invalid|Barrier|error" "$out/sanitize.$tool.log" | head -n 20
-    tail -n 3 "$out/sanitize.$tool.log"
-    [ $code -eq 0 ] || rc=1
+  for tool in memcheck racecheck synccheck; do
+    for t in test_gpu_quant test_gpu_gemm; do
+      echo "== compute-sanitizer --tool $tool, $t, Hopper families and K splits, 2 shapes"
+      QJIT_TEST_FILTER="kernel=wgmma|split=" QJIT_TEST_SHAPES=2 QJIT_TEST_PER_CONFIG=1 \
+        timeout "$limit" compute-sanitizer --tool "$tool" --print-limit 20 "$build/tests/$t" \
+        > "$out/sanitize.$tool.$t.log" 2>&1
+      code=$?
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Invalid|Barrier|hazard" "$out/sanitize.$tool.$t.log" | head -n 20
+      tail -n 2 "$out/sanitize.$tool.$t.log"
+      [ $code -eq 0 ] || rc=1
+    done
   done
+  [ "${QJIT_SANITIZE_ONLY:-0}" = 1 ] && exit $rc
 fi
 # test_gpu_quant leaves out the new kernels here when the passes above ran them
 skip_new=""

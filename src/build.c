@@ -9,6 +9,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Caller holds ctx->mu. */
+static bool compiling(const qjit_context *ctx, const uint8_t key[16])
+{
+    for (const qjit_compiling *p = ctx->compiling; p; p = p->next)
+        if (memcmp(p->key, key, 16) == 0)
+            return true;
+    return false;
+}
+
+static void compile_end(qjit_context *ctx, qjit_compiling *me)
+{
+    pthread_mutex_lock(&ctx->mu);
+    for (qjit_compiling **p = &ctx->compiling; *p; p = &(*p)->next)
+        if (*p == me) {
+            *p = me->next;
+            break;
+        }
+    pthread_cond_broadcast(&ctx->cv);
+    pthread_mutex_unlock(&ctx->mu);
+}
+
 qjit_status qjit_build_cubin(qjit_context *ctx, const qjit_gemm_desc *r, const char *text,
                              bool must_store, uint8_t key_out[16], void **cubin,
                              size_t *cubin_len, int *was_cached)
@@ -32,14 +53,33 @@ qjit_status qjit_build_expanded(qjit_context *ctx, const char *text, qjit_arch a
     if (st != QJIT_OK)
         goto done;
     memcpy(key_out, key.hash, 16);
-    st = qjit_cache_get(ctx->cache, key.hash, key.material.data, key.material.len, cubin,
-                        cubin_len);
-    if (st == QJIT_OK) {
-        *was_cached = 1;
-        goto done;
+    qjit_compiling me;
+    for (;;) {
+        st = qjit_cache_get(ctx->cache, key.hash, key.material.data, key.material.len, cubin,
+                            cubin_len);
+        if (st == QJIT_OK) {
+            *was_cached = 1;
+            goto done;
+        }
+        if (st != QJIT_ERROR_NOT_FOUND)
+            goto done;
+        /* the same key being compiled by another thread (for another device, or another
+         * handle that shares the kernel): wait for it, then look again */
+        pthread_mutex_lock(&ctx->mu);
+        bool waited = false;
+        while (compiling(ctx, key.hash)) {
+            pthread_cond_wait(&ctx->cv, &ctx->mu);
+            waited = true;
+        }
+        if (!waited) {
+            me = (qjit_compiling){{0}, ctx->compiling};
+            memcpy(me.key, key.hash, 16);
+            ctx->compiling = &me;
+        }
+        pthread_mutex_unlock(&ctx->mu);
+        if (!waited)
+            break;
     }
-    if (st != QJIT_ERROR_NOT_FOUND)
-        goto done;
     *was_cached = 0;
     double ms = 0;
     st = qjit_nvrtc_compile(e.source.data, e.source.len, e.files[0].name, arch, cubin,
@@ -52,6 +92,7 @@ qjit_status qjit_build_expanded(qjit_context *ctx, const char *text, qjit_arch a
     pthread_mutex_unlock(&ctx->mu);
     if (st != QJIT_OK) {
         qjit_err_prefix(st, "%s", text);
+        compile_end(ctx, &me);
         goto done;
     }
     qjit_cache_row row = {{0},
@@ -66,6 +107,7 @@ qjit_status qjit_build_expanded(qjit_context *ctx, const char *text, qjit_arch a
                           ms};
     memcpy(row.key, key.hash, 16);
     qjit_status pst = qjit_cache_put(ctx->cache, &row, NULL);
+    compile_end(ctx, &me); /* stored (or not storable): a waiter looks again */
     if (pst != QJIT_OK && must_store) { /* precompile exists to fill the cache */
         free(*cubin);
         *cubin = NULL;

@@ -365,6 +365,25 @@ qjit_status qjit_get_gemm(const qjit_gemm_desc *d, qjit_gemm **out)
     return qjit_context_get_gemm(ctx, d, NULL, out);
 }
 
+static int64_t gcd64(int64_t a, int64_t b) { return b ? gcd64(b, a % b) : a; }
+static int lcm(int a, int b) { return (int)(a / gcd64(a, b) * b); }
+
+/* What K a launch of k accepts: its loads' multiple, and what the pair needs (two 4-bit
+ * values a byte, whole scale groups, whole 32-value MX blocks); check_args refuses the
+ * rest, naming the rule. */
+static int k_multiple(const kernel *k)
+{
+    const qjit_gemm_desc *d = &k->desc;
+    int m = k->plan.k_multiple;
+    if (qjit_desc_dtype_bits(d->a) == 4 || qjit_desc_dtype_bits(d->b) == 4)
+        m = lcm(m, 2);
+    if (d->sb == QJIT_SCALE_GROUP)
+        m = lcm(m, d->group);
+    if (d->sa == QJIT_SCALE_MX || d->sb == QJIT_SCALE_MX)
+        m = lcm(m, 32);
+    return m;
+}
+
 static void kernel_info(const kernel *k, qjit_gemm_info *o)
 {
     memset(o, 0, sizeof *o);
@@ -374,7 +393,7 @@ static void kernel_info(const kernel *k, qjit_gemm_info *o)
     o->threads = k->plan.threads;
     o->shared_bytes = k->plan.smem;
     o->registers = k->registers;
-    o->k_multiple = k->plan.k_multiple;
+    o->k_multiple = k_multiple(k);
     o->ld_multiple = k->plan.ld_multiple;
     o->ptr_align = k->plan.align;
 }
@@ -402,8 +421,6 @@ static inline const kernel *pick(const qjit_gemm *h, const qjit_gemm_args *a)
     return h->kernels[pick_index(h, a->m, a->n, a->k, &tuned)];
 }
 
-static int64_t gcd64(int64_t a, int64_t b) { return b ? gcd64(b, a % b) : a; }
-
 qjit_status qjit_gemm_get_info(const qjit_gemm *g, qjit_gemm_info *o)
 {
     if (!g || !o)
@@ -412,9 +429,8 @@ qjit_status qjit_gemm_get_info(const qjit_gemm *g, qjit_gemm_info *o)
     /* what every kernel of the handle accepts */
     for (int i = 0; i < g->nkernels; i++) {
         const qjit_plan *p = &g->kernels[i]->plan;
-        o->k_multiple = (int)(o->k_multiple / gcd64(o->k_multiple, p->k_multiple) * p->k_multiple);
-        o->ld_multiple =
-            (int)(o->ld_multiple / gcd64(o->ld_multiple, p->ld_multiple) * p->ld_multiple);
+        o->k_multiple = lcm(o->k_multiple, k_multiple(g->kernels[i]));
+        o->ld_multiple = lcm(o->ld_multiple, p->ld_multiple);
         o->ptr_align = o->ptr_align > p->align ? o->ptr_align : p->align;
     }
     o->variants = g->nkernels;

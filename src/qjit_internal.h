@@ -450,6 +450,13 @@ typedef struct qjit_inflight {
     struct qjit_inflight *next;
 } qjit_inflight;
 
+/* A compile under way, for compile-once across CUDA contexts and devices: a cubin does
+ * not depend on the device that loads it, only on its key.  Lives in the compiler's frame. */
+typedef struct qjit_compiling {
+    uint8_t key[16];
+    struct qjit_compiling *next;
+} qjit_compiling;
+
 struct qjit_context {
     qjit_options opt;            /* strings point at the owned copies below */
     char *cache_dir, *shipped, *template_dir;
@@ -463,6 +470,7 @@ struct qjit_context {
     qjit_owned *owned;           /* every object made, destroyed with the context */
     size_t nowned, cap_owned;
     qjit_inflight *inflight;     /* builds under way */
+    qjit_compiling *compiling;   /* compiles under way, by cache key (any CUDA context) */
     qjit_stats stats;
 };
 

@@ -113,7 +113,7 @@ static void operands_free(operands *o)
 static qjit_status upload(const qjit_cu_api *cu, CUdeviceptr *dst, const void *src, size_t n)
 {
     CUresult r = cu->MemAlloc(dst, n ? n : 16);
-    if (r == CUDA_SUCCESS && n)
+    if (r == CUDA_SUCCESS && n && src) /* src NULL: an output, written by the kernels */
         r = cu->MemcpyHtoD(*dst, src, n);
     return r == CUDA_SUCCESS ? QJIT_OK : qjit_drv_fail(cu, r, "tuning operands");
 }

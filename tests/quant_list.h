@@ -22,21 +22,7 @@ static void add(const char *fmt, ...)
     va_end(ap);
 }
 
-/* Whether descriptor text d contains one of the '|'-separated substrings of `any`. */
-static int matches_any(const char *d, const char *any)
-{
-    char part[64];
-    for (const char *p = any;;) {
-        const char *bar = strchr(p, '|');
-        size_t n = bar ? (size_t)(bar - p) : strlen(p);
-        snprintf(part, sizeof part, "%.*s", (int)n, p);
-        if (strstr(d, part))
-            return 1;
-        if (!bar)
-            return 0;
-        p = bar + 1;
-    }
-}
+#define matches_any tl_matches_any
 
 /* Every pair x mode of DESIGN.md §2, outputs and bias rotated across them. */
 static void build_list(void)

@@ -52,6 +52,13 @@ static void test_variants(qjit_context *ctx)
         {128, 128, 256, 256, 256, 128},   {1000, 333, 1000, 1000, 1000, 336},
         {129, 1, 8, 8, 8, 1},             {77, 600, 520, 520, 528, 601},
     };
+    /* QJIT_TEST_FILTER=a|b: only descriptors containing a or b; QJIT_TEST_SHAPES=n: the
+     * first n shapes (a quick pass, e.g. under compute-sanitizer) */
+    const char *filter = getenv("QJIT_TEST_FILTER");
+    size_t nshapes = sizeof shapes / sizeof shapes[0];
+    if (getenv("QJIT_TEST_SHAPES") && atoi(getenv("QJIT_TEST_SHAPES")) > 0 &&
+        (size_t)atoi(getenv("QJIT_TEST_SHAPES")) < nshapes)
+        nshapes = (size_t)atoi(getenv("QJIT_TEST_SHAPES"));
     job jobs[2 * 3 * NCONF];
     int nj = 0;
     for (int t = 0; t < 2; t++)
@@ -60,7 +67,8 @@ static void test_variants(qjit_context *ctx)
                 jobs[nj].ctx = ctx;
                 snprintf(jobs[nj].text, sizeof jobs[nj].text, "gemm a=%s b=%s out=%s bias=%d %s",
                          types[t], types[t], outs[o], (c + o) % 2, configs[c]);
-                nj++;
+                if (!filter || tl_matches_any(jobs[nj].text, filter))
+                    nj++;
             }
     /* compile in parallel first (precompile fills the cache), then get = disk hits */
     pthread_t th[2 * 3 * NCONF];
@@ -79,7 +87,7 @@ static void test_variants(qjit_context *ctx)
         qjit_gemm_info info;
         qjit_gemm_get_info(g, &info);
         double worst = 0;
-        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        for (size_t s = 0; s < nshapes; s++) {
             double e = -1;
             long mismatch = 0;
             if (!run_problem(g, &d, &info, shapes[s], &e, &mismatch))
@@ -293,9 +301,11 @@ int main(void)
     qjit_context *ctx;
     CHECK_OK(qjit_context_create(&o, &ctx));
     test_variants(ctx);
-    test_graph(ctx);
-    test_bad_launch(ctx);
-    test_warm_get(ctx);
+    if (!getenv("QJIT_TEST_FILTER")) {
+        test_graph(ctx);
+        test_bad_launch(ctx);
+        test_warm_get(ctx);
+    }
     qjit_context_destroy(ctx);
     return tl_finish("test_gpu_gemm");
 }

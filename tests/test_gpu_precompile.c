@@ -1,11 +1,16 @@
 /*
  * test_gpu_precompile.c — what qjit-precompile writes, with no GPU involved, is exactly
- * what a later qjit_get_gemm on the GPU looks up: a fresh context on the precompiled
- * cache gets every kernel of the manifest (arch=auto, resolved from the device) with
- * zero compiles, and every kernel runs.  Skips without an sm_90 GPU.
+ * what a later qjit_get_gemm on the GPU loads: the tool fills a fresh cache for sm_90a
+ * from a small manifest and from the GEMM lines of cache/manifests/default.txt that run
+ * on sm_90a; a fresh context on that cache then gets every descriptor (arch=auto lines
+ * resolved from the device), launches each at M = 1, 16, 256 and 4096 (every M bucket's
+ * kernel of an auto handle, checked against the reference), and has compiled nothing:
+ * one disk hit for each distinct kernel the handles hold.  Skips without an sm_90 GPU.
  */
 #include "qjit.h"
 #include "testlib.h"
+
+#include "gpu_check.c" /* the reference and the check driver */
 
 #include <cuda_runtime_api.h>
 #include <string.h>
@@ -19,8 +24,11 @@ static const char *const manifest[] = {
     "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16",
     "gemm a=s8 b=s8 sa=row sb=col out=bf16",
     "gemm a=e4m3 b=e4m3 sa=row sb=col out=bf16",
+    "gemm a=e4m3 b=e4m3 sa=mx sb=mx out=bf16",
+    "gemm a=s8 b=s4 sa=row sb=group:128 gs=f32 out=bf16",
 };
-#define N (int)(sizeof manifest / sizeof manifest[0])
+#define NSMALL (int)(sizeof manifest / sizeof manifest[0])
+#define MAXLINES 256
 
 int main(void)
 {
@@ -31,6 +39,37 @@ int main(void)
         printf("test_gpu_precompile: no sm_90 GPU visible, skipped\n");
         return TL_SKIP;
     }
+    /* the tool and the default manifest beside this test (build/tests/.. is build/, its
+     * parent the source tree), since the build tree may have moved to the GPU machine */
+    char self[1024] = "";
+    ssize_t sn = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (sn > 0)
+        self[sn] = 0;
+    char *slash = strrchr(self, '/');
+    if (slash)
+        *slash = 0;
+    static char lines[MAXLINES][256];
+    int n = 0;
+    for (int i = 0; i < NSMALL; i++)
+        snprintf(lines[n++], sizeof lines[0], "%s", manifest[i]);
+    char defpath[1200];
+    snprintf(defpath, sizeof defpath, "%s/../../cache/manifests/default.txt", self);
+    FILE *df = fopen(defpath, "r");
+    CHECK(df != NULL, "cannot read %s", defpath);
+    int from_default = 0;
+    char line[512];
+    while (df && fgets(line, sizeof line, df) && n < MAXLINES) {
+        line[strcspn(line, "#\r\n")] = 0;
+        if (strncmp(line, "gemm ", 5) != 0 ||
+            (strstr(line, "arch=") && !strstr(line, "arch=sm_90a") && !strstr(line, "arch=auto")))
+            continue; /* quantizers, and kernels for other GPUs */
+        snprintf(lines[n++], sizeof lines[0], "%s", line);
+        from_default++;
+    }
+    if (df)
+        fclose(df);
+    CHECK(from_default >= 20, "only %d sm_90a GEMM lines in %s", from_default, defpath);
+
     const char *dir = tl_tmpdir("gpu-precompile");
     char path[1200], cmd[4096];
     snprintf(path, sizeof path, "%s/manifest.txt", dir);
@@ -38,56 +77,68 @@ int main(void)
     CHECK(f != NULL, "cannot write %s", path);
     if (!f)
         return tl_finish("test_gpu_precompile");
-    for (int i = 0; i < N; i++)
-        fprintf(f, "%s\n", manifest[i]);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s\n", lines[i]);
     fclose(f);
-    /* the real tool, for the named arch, in its own process; found beside this test
-     * (build/tests/.. /tools), since the build tree may have moved to the GPU machine */
-    char self[1024] = "";
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n > 0)
-        self[n] = 0;
-    char *slash = strrchr(self, '/');
-    if (slash)
-        *slash = 0;
     snprintf(cmd, sizeof cmd, "'%s/../tools/qjit-precompile' --quiet --arch sm_90a --cache-dir '%s' '%s'",
              self, dir, path);
     int rc = system(cmd);
     CHECK(rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "qjit-precompile failed: %d", rc);
 
-    if (cudaSetDevice(0) != cudaSuccess || cudaFree(0) != cudaSuccess)
-        return 1;
+    CK(cudaSetDevice(0));
+    CK(cudaFree(0));
     qjit_options o;
     qjit_options_init(&o);
     o.cache_dir = dir;
     qjit_context *ctx;
     CHECK_OK(qjit_context_create(&o, &ctx));
-    qjit_gemm *g[N];
-    for (int i = 0; i < N; i++) {
+    /* every distinct kernel the handles hold: each must be a disk hit, none a compile */
+    static qjit_gemm_desc kernels[MAXLINES * 8];
+    int nkernels = 0, launches = 0;
+    static const int64_t ms[] = {1, 16, 256, 4096};
+    for (int i = 0; i < n; i++) {
         qjit_gemm_desc d;
-        CHECK_OK(qjit_gemm_desc_parse(manifest[i], &d));
-        g[i] = NULL;
-        CHECK_OK(qjit_context_get_gemm(ctx, &d, NULL, &g[i]));
+        qjit_gemm *g = NULL;
+        CHECK_OK(qjit_gemm_desc_parse(lines[i], &d));
+        if (qjit_context_get_gemm(ctx, &d, NULL, &g) != QJIT_OK) {
+            CHECK(0, "%s: %s", lines[i], qjit_last_error());
+            continue;
+        }
+        qjit_gemm_variant v[32];
+        size_t nv = 0;
+        CHECK_OK(qjit_gemm_get_variants(g, v, 32, &nv));
+        for (size_t j = 0; j < nv && j < 32; j++) {
+            bool seen = false;
+            for (int q = 0; q < nkernels && !seen; q++)
+                seen = memcmp(&kernels[q], &v[j].desc, sizeof v[j].desc) == 0;
+            if (!seen && nkernels < MAXLINES * 8)
+                kernels[nkernels++] = v[j].desc;
+        }
+        qjit_gemm_info info;
+        CHECK_OK(qjit_gemm_get_info(g, &info));
+        for (int j = 0; j < 4; j++) {
+            qjit_gemm_variant c;
+            const int64_t km = info.k_multiple, k = km * ((520 + km - 1) / km);
+            CHECK_OK(qjit_gemm_choose(g, ms[j], 136, k, &c));
+            double err = 0;
+            long mism = 0;
+            /* a narrow N keeps the CPU reference quick at M = 4096 */
+            bool ok = run_one(g, &c.desc, &info, ms[j], 136, k, &err, &mism);
+            CHECK(ok && err <= bound_for(&c.desc) && (!bit_exact_pair(&c.desc) || mism == 0),
+                  "%s m=%lld (%s): error %.3g, %ld not exact", lines[i], (long long)ms[j],
+                  c.text, err, mism);
+            launches++;
+        }
     }
     qjit_stats s;
     qjit_context_stats(ctx, &s);
-    CHECK(s.compiles == 0 && s.disk_hits == (unsigned long long)N,
-          "after precompile: %llu compiles, %llu disk hits for %d gets",
-          (unsigned long long)s.compiles, (unsigned long long)s.disk_hits, N);
-    /* and each loaded kernel runs: a small f16/bf16 launch where the pair allows */
-    void *buf;
-    if (cudaMalloc(&buf, 1 << 20) == cudaSuccess) {
-        cudaMemset(buf, 0, 1 << 20);
-        for (int i = 0; i < 3; i++) {
-            if (!g[i])
-                continue;
-            qjit_gemm_args a = {buf, (char *)buf + 65536, (char *)buf + 131072,
-                                (char *)buf + 262144, NULL, NULL, NULL, 64, 64, 64, 64, 64, 64};
-            CHECK_OK(qjit_gemm_launch(g[i], &a, NULL));
-        }
-        CHECK(cudaDeviceSynchronize() == cudaSuccess, "launch failed");
-        cudaFree(buf);
-    }
+    printf("test_gpu_precompile: %d descriptors (%d from default.txt), %d kernels, %d checked "
+           "launches: %llu compiles, %llu disk hits\n",
+           n, from_default, nkernels, launches, (unsigned long long)s.compiles,
+           (unsigned long long)s.disk_hits);
+    CHECK(s.compiles == 0 && s.disk_hits == (unsigned long long)nkernels,
+          "after precompile: %llu compiles, %llu disk hits for %d kernels",
+          (unsigned long long)s.compiles, (unsigned long long)s.disk_hits, nkernels);
     qjit_context_destroy(ctx);
     return tl_finish("test_gpu_precompile");
 }

@@ -9,7 +9,8 @@
  * with nothing written.  Skips without an sm_90 GPU.  QJIT_TEST_FILTER=a|b|... runs
  * the descriptors whose text contains one of the substrings, QJIT_TEST_SKIP=a|b|... leaves
  * out those that contain one; QJIT_TEST_SHAPES=n only the first n shapes (a
- * quick pass, e.g. under compute-sanitizer).
+ * quick pass, e.g. under compute-sanitizer); QJIT_TEST_PER_CONFIG=n at most n descriptors
+ * of each configuration.
  */
 #include "qjit.h"
 #include "testlib.h"
@@ -31,7 +32,7 @@
  * tile, two eager launches agree bit for bit (the partial tiles are summed in a fixed
  * order), and a graph captured in global mode replays them bit for bit, over 100 rounds of
  * new input contents. */
-static void test_cluster_split(qjit_context *ctx, const char *text)
+static void test_cluster_split(qjit_context *ctx, const char *text, int max_shapes)
 {
     qjit_gemm_desc d;
     qjit_gemm *g;
@@ -46,7 +47,8 @@ static void test_cluster_split(qjit_context *ctx, const char *text)
      * tiles that the split is taken) */
     static const int64_t ms[] = {1, 3, 16, 17, 64, 333};
     const int64_t unit = d.sb == QJIT_SCALE_GROUP ? d.group : 3 * info.k_multiple;
-    for (int i = 0; i < 6; i++) {
+    const int nms = max_shapes > 0 && max_shapes < 6 ? max_shapes : 6;
+    for (int i = 0; i < nms; i++) {
         CHECK(run_one(g, &info.desc, &info, ms[i], N, K + unit, &err, &mism) &&
                   err <= bound_for(&info.desc) && (!bit_exact_pair(&info.desc) || mism == 0),
               "%s split m=%lld: error %.3g > %.1e, or %ld outputs not bit-exact", info.text,
@@ -57,8 +59,11 @@ static void test_cluster_split(qjit_context *ctx, const char *text)
     /* scales of whatever modes the pair has (tests/gpu_check.c's shapes and types) */
     qjit_dtype sat, sbt;
     const size_t na = scale_count(&d, 1, M, N, K, &sat), nb = scale_count(&d, 0, M, N, K, &sbt);
-    buf A, B, SA, S, D[3];
+    buf A, B, SA, S, BIAS, D[3];
     buf_make(&A, bytes_of(d.a, M, K));
+    buf_make(&BIAS, bytes_of(d.out, 1, N)); /* a descriptor with bias=1 needs one */
+    fill_elems(d.out, BIAS.h, (size_t)N);
+    buf_up(&BIAS);
     buf_make(&B, bytes_of(d.b, N, K));
     buf_make(&SA, na ? na * (size_t)(bits_of(sat) / 8) : 16);
     buf_make(&S, nb ? nb * (size_t)(bits_of(sbt) / 8) : 16);
@@ -67,7 +72,8 @@ static void test_cluster_split(qjit_context *ctx, const char *text)
     buf_up(&SA);
     for (int i = 0; i < 3; i++)
         buf_make(&D[i], bytes_of(d.out, M, N));
-    qjit_gemm_args a = {A.d, B.d, D[0].d, NULL, na ? SA.d : NULL, nb ? S.d : NULL, NULL, M, N, K, K, K, N};
+    qjit_gemm_args a = {A.d, B.d, D[0].d, d.bias ? BIAS.d : NULL, na ? SA.d : NULL,
+                        nb ? S.d : NULL, NULL, M, N, K, K, K, N};
     qjit_launch_config cfg;
     CHECK_OK(qjit_gemm_launch_config(g, &a, &cfg));
     CHECK(cfg.cluster_z > 1 && cfg.grid[2] == cfg.cluster_z,
@@ -82,7 +88,8 @@ static void test_cluster_split(qjit_context *ctx, const char *text)
     CHECK_OK(qjit_gemm_launch(g, &a, (struct CUstream_st *)st));
     CK(cudaStreamEndCapture(st, &graph));
     CK(cudaGraphInstantiate(&exec, graph, 0));
-    for (int round = 0; round < 100; round++) { /* 100 replays, each with new inputs */
+    const int rounds = max_shapes > 0 ? 2 : 100; /* fewer under QJIT_TEST_SHAPES */
+    for (int round = 0; round < rounds; round++) { /* replays, each with new inputs */
         fill_elems(d.a, A.h, (size_t)(M * K));
         fill_elems(d.b, B.h, (size_t)(N * K));
         if (nb)
@@ -105,13 +112,13 @@ static void test_cluster_split(qjit_context *ctx, const char *text)
         CHECK(memcmp(D[0].h, D[2].h, D[0].n) == 0, "round %d: graph replay differs from eager",
               round);
     }
-    printf("%-96s split across clusters of %u: 100 exact replays, error %.2e (M 1..64)\n",
-           info.text, cfg.cluster_z, err);
+    printf("%-96s split across clusters of %u: %d exact replays, error %.2e (M 1..333)\n",
+           info.text, cfg.cluster_z, rounds, err);
     CK(cudaGraphExecDestroy(exec));
     CK(cudaGraphDestroy(graph));
     CK(cudaStreamDestroy(st));
-    buf *all[] = {&A, &B, &SA, &S, &D[0], &D[1], &D[2]};
-    for (int i = 0; i < 7; i++)
+    buf *all[] = {&A, &B, &SA, &S, &BIAS, &D[0], &D[1], &D[2]};
+    for (int i = 0; i < 8; i++)
         buf_free(all[i]);
 }
 
@@ -233,7 +240,8 @@ static void test_tma_twins(qjit_context *ctx)
  * required ones must be supported; the others run where the kernel supports them and are
  * reported where not.  The kernels named by name are those `auto` does not choose yet. */
 #define WEIGHT_ONLY "a=f16 b=|a=bf16 b=" /* W4A16, W8A16, f16/bf16 x e2m1 */
-#define TMA_PAIRS "b=e4m3 sa=tensor|b=e4m3 sa=row|b=e4m3 sa=block|a=s8 b=s8" /* FP8 (not MX), W8A8 */
+#define FP8_PAIRS "b=e4m3 sa=tensor|b=e4m3 sa=row|b=e4m3 sa=block" /* FP8, not MX */
+#define TMA_PAIRS FP8_PAIRS "|a=s8 b=s8" /* FP8 (not MX), W8A8 */
 static const struct {
     const char *fields, *only;
     bool required;
@@ -254,6 +262,7 @@ static const struct {
     {" kernel=wgmma_wq", WEIGHT_ONLY, true},
     {" kernel=wgmma_wq tile=64x128x64 warps=1x1 stages=6", WEIGHT_ONLY, true},
     {" kernel=wgmma_wq tile=128x128x64 warps=2x1 stages=5", WEIGHT_ONLY, true},
+    {" kernel=wgmma_f8", FP8_PAIRS, true},
     {" kernel=wgmma_tma", TMA_PAIRS, true},
     {" kernel=wgmma_tma tile=64x128x128 warps=1x1 stages=6", TMA_PAIRS, true},
     {" kernel=wgmma_tma tile=128x64x128 warps=2x1 stages=6", TMA_PAIRS, true},
@@ -418,51 +427,42 @@ int main(int argc, char **argv)
     const char *filter = getenv("QJIT_TEST_FILTER");
     const int max_shapes = getenv("QJIT_TEST_SHAPES") ? atoi(getenv("QJIT_TEST_SHAPES")) : 0;
     precompile_all(ctx, filter);
-    if (!filter) {
-        test_cluster_split(ctx, "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16");
-        /* f16/bf16 decode on mma, K split across a cluster when named (split=8) */
-        test_cluster_split(ctx, "gemm a=bf16 b=bf16 out=bf16 kernel=mma tile=64x128x32 warps=2x2 "
-                                "stages=4 split=8");
-        test_cluster_split(ctx, "gemm a=f16 b=f16 out=f32 bias=0 kernel=mma tile=64x64x32 "
-                                "warps=2x2 stages=3 split=4");
-        /* f16/bf16 on wgmma, K split across a cluster when named: each rank finishes a band
-         * of the tile's rows from every rank's f32 tile, in rank order */
-        test_cluster_split(ctx, "gemm a=bf16 b=bf16 out=bf16 bias=1 kernel=wgmma tile=128x256x64 "
-                                "warps=2x1 stages=3 split=8");
-        test_cluster_split(ctx, "gemm a=f16 b=f16 out=f32 bias=0 kernel=wgmma tile=128x128x64 "
-                                "warps=2x1 stages=5 split=4");
-        test_cluster_split(ctx, "gemm a=bf16 b=bf16 out=f16 kernel=wgmma tile=64x256x64 "
-                                "warps=1x1 stages=4 split=8");
-        /* int8 decode on mma_i8, K split across a cluster when named: exact int32 sums
-         * (W8A8, W4A8 col: bit-exact), f32 totals of whole groups (W4A8 group) */
-        test_cluster_split(ctx, "gemm a=s8 b=s8 sa=row sb=col out=bf16 kernel=mma_i8 "
-                                "tile=16x128x128 warps=1x4 stages=4 split=8");
-        test_cluster_split(ctx, "gemm a=s8 b=s4 sa=row sb=col out=bf16 kernel=mma_i8 "
-                                "tile=16x128x128 warps=1x4 stages=4 split=8");
-        test_cluster_split(ctx, "gemm a=s8 b=s4 sa=row sb=group:128 gs=f32 out=bf16 kernel=mma_i8 "
-                                "tile=16x128x128 warps=1x4 stages=4 split=8");
-        test_cluster_split(ctx, "gemm a=s8 b=s4 sa=row sb=group:256 gs=bf16 out=f32 kernel=mma_i8 "
-                                "tile=16x128x64 warps=1x4 stages=4 split=4");
-        /* fp8 and MX decode on mma_f8, K split across a cluster when named: f32 sums of
-         * whole K tiles (whole 128-blocks with block scales) */
-        test_cluster_split(ctx, "gemm a=e4m3 b=e4m3 sa=row sb=col out=bf16 kernel=mma_f8 "
-                                "tile=16x128x128 warps=1x4 stages=4 split=8");
-        test_cluster_split(ctx, "gemm a=e4m3 b=e4m3 sa=block sb=block out=bf16 kernel=mma_f8 "
-                                "tile=16x128x64 warps=1x4 stages=4 split=8");
-        test_cluster_split(ctx, "gemm a=e4m3 b=e4m3 sa=mx sb=mx out=bf16 kernel=mma_f8 "
-                                "tile=16x128x128 warps=1x4 stages=4 split=8");
-        test_cluster_split(ctx, "gemm a=e2m1 b=e2m1 sa=mx sb=mx out=f32 kernel=mma_f8 "
-                                "tile=16x128x128 warps=1x4 stages=4 split=4");
-    }
+    /* K split across a cluster, on the kernels that offer it (by name, split=S, or chosen
+     * at launch for weight-only decode); QJIT_TEST_FILTER applies to these texts too */
+    static const char *const splits[] = {
+        "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16",
+        "gemm a=bf16 b=bf16 out=bf16 kernel=mma tile=64x128x32 warps=2x2 stages=4 split=8",
+        "gemm a=f16 b=f16 out=f32 bias=0 kernel=mma tile=64x64x32 warps=2x2 stages=3 split=4",
+        "gemm a=bf16 b=bf16 out=bf16 bias=1 kernel=wgmma tile=128x256x64 warps=2x1 stages=3 split=8",
+        "gemm a=f16 b=f16 out=f32 bias=0 kernel=wgmma tile=128x128x64 warps=2x1 stages=5 split=4",
+        "gemm a=bf16 b=bf16 out=f16 kernel=wgmma tile=64x256x64 warps=1x1 stages=4 split=8",
+        "gemm a=s8 b=s8 sa=row sb=col out=bf16 kernel=mma_i8 tile=16x128x128 warps=1x4 stages=4 split=8",
+        "gemm a=s8 b=s4 sa=row sb=col out=bf16 kernel=mma_i8 tile=16x128x128 warps=1x4 stages=4 split=8",
+        "gemm a=s8 b=s4 sa=row sb=group:128 gs=f32 out=bf16 kernel=mma_i8 tile=16x128x128 warps=1x4 stages=4 split=8",
+        "gemm a=s8 b=s4 sa=row sb=group:256 gs=bf16 out=f32 kernel=mma_i8 tile=16x128x64 warps=1x4 stages=4 split=4",
+        "gemm a=e4m3 b=e4m3 sa=row sb=col out=bf16 kernel=mma_f8 tile=16x128x128 warps=1x4 stages=4 split=8",
+        "gemm a=e4m3 b=e4m3 sa=block sb=block out=bf16 kernel=mma_f8 tile=16x128x64 warps=1x4 stages=4 split=8",
+        "gemm a=e4m3 b=e4m3 sa=mx sb=mx out=bf16 kernel=mma_f8 tile=16x128x128 warps=1x4 stages=4 split=8",
+        "gemm a=e2m1 b=e2m1 sa=mx sb=mx out=f32 kernel=mma_f8 tile=16x128x128 warps=1x4 stages=4 split=4",
+    };
+    for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++)
+        if ((!filter || matches_any(splits[i], filter)) && !(skip && matches_any(splits[i], skip)))
+            test_cluster_split(ctx, splits[i], max_shapes);
     if ((!filter || matches_any("kernel=wgmma_tma", filter)) &&
         !(skip && matches_any("kernel=wgmma_tma", skip)))
         test_tma_twins(ctx);
     printf("%-96s %-22s %s\n", "descriptor (resolved)", "max error (bound)", "shapes");
+    /* QJIT_TEST_PER_CONFIG=n: at most n descriptors of each configuration (a quick pass
+     * over every kernel family, e.g. under compute-sanitizer) */
+    const int per_config = getenv("QJIT_TEST_PER_CONFIG") ? atoi(getenv("QJIT_TEST_PER_CONFIG")) : 0;
+    int ran[NCONFIGS] = {0};
     for (int i = 0; i < ndesc; i++) {
         for (int c = 0; c < NCONFIGS; c++) {
             char text[256];
-            if (!config_text(i, c, text, sizeof text) || (filter && !matches_any(text, filter)))
+            if (!config_text(i, c, text, sizeof text) || (filter && !matches_any(text, filter)) ||
+                (per_config > 0 && ran[c] >= per_config))
                 continue;
+            ran[c]++;
             qjit_gemm_desc d;
             qjit_status st = qjit_gemm_desc_parse(text, &d);
             CHECK(st == QJIT_OK, "%s: %s", text, qjit_last_error());

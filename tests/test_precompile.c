@@ -491,6 +491,93 @@ static void test_quant_lines(const char *dir)
     result_free(&r);
 }
 
+/* Lines with auto fields: the tool stores every kernel a get of each line loads (one per
+ * run of M buckets, qjit_gemm_variants), the same set as qjit_gemm_precompile of each line
+ * (what `python -m qjit precompile` calls), and nothing more. */
+static const char *const auto_lines[] = {
+    "gemm a=bf16 b=bf16 out=bf16 arch=sm_90a",
+    "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16",
+    "gemm a=f16 b=f16 out=f16 arch=sm_80",
+};
+
+static uint64_t rows_in(const char *cache)
+{
+    char db[1300];
+    snprintf(db, sizeof db, "%s/qjit.db", cache);
+    qjit_cache_db *h = NULL;
+    qjit_cache_stats s = {0};
+    if (qjit_cache_db_open(db, 0, &h) != QJIT_OK)
+        return 0;
+    qjit_status st = qjit_cache_db_stats(h, &s);
+    qjit_cache_db_close(h);
+    return st == QJIT_OK ? s.rows : 0;
+}
+
+static void test_auto_lines(const char *dir)
+{
+    char manifest[1200], tool_cache[1200], api_cache[1200], log[1200];
+    snprintf(manifest, sizeof manifest, "%s/auto.txt", dir);
+    snprintf(tool_cache, sizeof tool_cache, "%s/auto-tool", dir);
+    snprintf(api_cache, sizeof api_cache, "%s/auto-api", dir);
+    snprintf(log, sizeof log, "%s/auto.log", dir);
+    const size_t nl = sizeof auto_lines / sizeof auto_lines[0];
+    char text[1024] = "";
+    for (size_t i = 0; i < nl; i++) {
+        strcat(text, auto_lines[i]);
+        strcat(text, "\n");
+    }
+    CHECK(write_file(manifest, text), "write %s", manifest);
+    const char *args[] = {"--quiet", "--cache-dir", tool_cache, manifest, NULL};
+    result r = run_tool(args, log);
+    CHECK(r.rc == 0 && r.failed == 0, "auto lines: exit %d:\n%s", r.rc, r.out);
+
+    /* every variant of every line is a hit in the tool's cache: nothing compiles */
+    qjit_options o;
+    qjit_options_init(&o);
+    o.cache_dir = tool_cache;
+    qjit_context *ctx = NULL;
+    CHECK_OK(qjit_context_create(&o, &ctx));
+    size_t variants = 0;
+    for (size_t i = 0; ctx && i < nl; i++) {
+        qjit_gemm_desc d;
+        CHECK_OK(qjit_gemm_desc_parse(auto_lines[i], &d));
+        const qjit_arch arch = d.arch == QJIT_ARCH_AUTO ? QJIT_ARCH_SM90A : d.arch;
+        qjit_gemm_variant v[32];
+        size_t nv = 0;
+        CHECK_OK(qjit_gemm_variants(ctx, &d, arch, v, 32, &nv));
+        CHECK(nv >= 2 || arch == QJIT_ARCH_SM80, "%s: %zu variants (a decode and a prefill "
+              "kernel expected on sm_90a)", auto_lines[i], nv);
+        for (size_t j = 0; j < nv && j < 32; j++) {
+            int cached = 0;
+            CHECK_OK(qjit_gemm_precompile(ctx, &v[j].desc, arch, &cached));
+            CHECK(cached == 1, "%s: variant %s (M %lld..%lld) was not in the cache",
+                  auto_lines[i], v[j].text, (long long)v[j].m_min, (long long)v[j].m_max);
+            variants++;
+        }
+    }
+    qjit_stats st;
+    qjit_context_stats(ctx, &st);
+    CHECK(st.compiles == 0, "%llu compiles after the tool ran", (unsigned long long)st.compiles);
+    qjit_context_destroy(ctx);
+
+    /* qjit_gemm_precompile of each auto line stores the same number of kernels */
+    o.cache_dir = api_cache;
+    CHECK_OK(qjit_context_create(&o, &ctx));
+    for (size_t i = 0; ctx && i < nl; i++) {
+        qjit_gemm_desc d;
+        CHECK_OK(qjit_gemm_desc_parse(auto_lines[i], &d));
+        CHECK_OK(qjit_gemm_precompile(ctx, &d, d.arch == QJIT_ARCH_AUTO ? QJIT_ARCH_SM90A : d.arch,
+                                      NULL));
+    }
+    qjit_context_destroy(ctx);
+    const uint64_t a = rows_in(tool_cache), b = rows_in(api_cache);
+    CHECK(a == b && a >= nl + 1, "the tool stored %llu kernels, qjit_gemm_precompile %llu "
+          "(%zu variants)", (unsigned long long)a, (unsigned long long)b, variants);
+    printf("auto lines: %zu lines, %zu variants, %llu kernels stored by the tool and by the API\n",
+           nl, variants, (unsigned long long)a);
+    result_free(&r);
+}
+
 int main(void)
 {
     if (access(TOOL, X_OK) != 0) {
@@ -508,6 +595,7 @@ int main(void)
     test_unusable_cache(dir);
     test_usage(dir);
     test_sweep(dir);
+    test_auto_lines(dir);
     test_quant_lines(dir);
     test_killed(dir);
     return tl_finish("test_precompile");

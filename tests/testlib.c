@@ -28,3 +28,18 @@ const char *tl_tmpdir(const char *tag)
         return NULL;
     return p;
 }
+
+int tl_matches_any(const char *text, const char *any)
+{
+    char part[64];
+    for (const char *p = any;;) {
+        const char *bar = strchr(p, '|');
+        size_t n = bar ? (size_t)(bar - p) : strlen(p);
+        snprintf(part, sizeof part, "%.*s", (int)n, p);
+        if (strstr(text, part))
+            return 1;
+        if (!bar)
+            return 0;
+        p = bar + 1;
+    }
+}

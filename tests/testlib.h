@@ -37,5 +37,8 @@ extern int tl_passed, tl_failed;
 int tl_finish(const char *name);
 /* A fresh empty directory under the build tree (or /tmp); static storage per call. */
 const char *tl_tmpdir(const char *tag);
+/* Whether text contains one of the '|'-separated substrings of `any` (the GPU tests'
+ * QJIT_TEST_FILTER and QJIT_TEST_SKIP). */
+int tl_matches_any(const char *text, const char *any);
 
 #endif

@@ -29,9 +29,10 @@ static const char usage_text[] =
     "A manifest holds one descriptor per line in the canonical text form, e.g.\n"
     "  gemm a=bf16 b=bf16 out=bf16 tile=128x128x32 warps=2x2 stages=4 arch=sm_90a\n"
     "  quant in=bf16 out=e4m3 scale=mx rule=rceil\n"
-    "'#' starts a comment; blank lines are ignored.  Auto fields are resolved as\n"
-    "qjit_get_gemm would resolve them on that architecture, or, when the line ends\n"
-    "in sweep=NAME, to every configuration of that named sweep (default, small-m).\n"
+    "'#' starts a comment; blank lines are ignored.  A line with auto fields gives\n"
+    "every kernel qjit_get_gemm loads for it on that architecture (one per run of\n"
+    "M buckets, and the tuned winners the cache holds), or, when the line ends in\n"
+    "sweep=NAME, every configuration of that named sweep (default, small-m).\n"
     "\n"
     "  -j N             worker threads (default: all online cores)\n"
     "  --arch LIST      compile every descriptor for each of these targets (sm_80,\n"
@@ -239,22 +240,28 @@ static job *push_job(run *R, const char *text, qjit_arch arch, const char *where
     return j;
 }
 
-/* Resolve d for arch and queue it, unless the same resolved kernel is queued. */
+/* Queue every kernel a get of d loads on arch (one per run of M buckets, and the tuned
+ * winners this cache holds for d, of every GPU), each unless the same kernel is queued. */
 static void add_job(run *R, const qjit_gemm_desc *d, qjit_arch arch, const char *where)
 {
-    qjit_gemm_desc r;
+    qjit_gemm_variant v[64];
+    size_t n = 0;
     char text[TEXT_CAP];
-    if (qjit_gemm_resolve(R->ctx, d, arch, &r) != QJIT_OK) {
+    qjit_gemm_desc r;
+    if (qjit_gemm_resolve(R->ctx, d, arch, &r) != QJIT_OK ||
+        qjit_gemm_variants(R->ctx, d, arch, v, sizeof v / sizeof v[0], &n) != QJIT_OK) {
         char *err = xstrdup(qjit_last_error());
         fmt_desc(d, text);
         refuse(R, text, arch, where, err);
         free(err);
         return;
     }
-    fmt_desc(&r, text);
-    job *j = push_job(R, text, arch, where);
-    if (j)
-        j->desc = r;
+    for (size_t i = 0; i < n && i < sizeof v / sizeof v[0]; i++) {
+        fmt_desc(&v[i].desc, text);
+        job *j = push_job(R, text, arch, where);
+        if (j)
+            j->desc = v[i].desc;
+    }
 }
 
 /* Queue a quantization kernel for arch (its own arch when it names one), unless queued. */
