@@ -123,10 +123,10 @@ typedef enum qjit_kernel {
     QJIT_KERNEL_MMA_I8 = 4, /* "mma_i8": s8 x s8 / s8 x s4 on int8 tensor cores */
     QJIT_KERNEL_MMA_F8 = 5, /* "mma_f8": fp8 tensor cores (sm_89+); MX through dequantization */
     QJIT_KERNEL_WGMMA_F8 = 6, /* "wgmma_f8": fp8 on Hopper warpgroup MMA (sm_90a), tensor|row|block x tensor|col|block */
-    QJIT_KERNEL_WGMMA_I8 = 7, /* "wgmma_i8": s8 x s8 on Hopper warpgroup MMA (sm_90a), by name until measured */
-    QJIT_KERNEL_WGMMA_MX = 8, /* "wgmma_mx": MXFP8/MXFP4 on Hopper fp8 warpgroup MMA (sm_90a), by name until measured */
-    QJIT_KERNEL_WGMMA_WQ = 9, /* "wgmma_wq": f16/bf16 x s4/u4 on Hopper warpgroup MMA (sm_90a), by name until measured */
-    QJIT_KERNEL_WGMMA_TMA = 10, /* "wgmma_tma": fp8, s8 x s8 and f16/bf16 on Hopper warpgroup MMA with TMA loads, B multicast across CTA pairs and (fp8) overlapped promotion (sm_90a), by name until measured */
+    QJIT_KERNEL_WGMMA_I8 = 7, /* "wgmma_i8": s8 x s8 / s8 x s4 on Hopper warpgroup MMA (sm_90a), in auto above M = 64 */
+    QJIT_KERNEL_WGMMA_MX = 8, /* "wgmma_mx": MXFP8/MXFP4 on Hopper fp8 warpgroup MMA (sm_90a), in auto above M = 64 */
+    QJIT_KERNEL_WGMMA_WQ = 9, /* "wgmma_wq": f16/bf16 x s4/u4/s8/e2m1 on Hopper warpgroup MMA (sm_90a), in auto above M = 64 */
+    QJIT_KERNEL_WGMMA_TMA = 10, /* "wgmma_tma": fp8, s8 x s8 and f16/bf16 on Hopper warpgroup MMA with TMA loads, B multicast across CTA pairs and (fp8) overlapped promotion (sm_90a), in auto above M = 64 */
     QJIT_KERNEL_COUNT
 } qjit_kernel;
 

@@ -30,11 +30,12 @@
 %   serves = function() return one_of(A, "f16", "bf16") and B == A and SA == "none" and SB == "none" end,
 %   -- 128x256x64, two consumer warpgroups, 3 stages (room for the staged epilogue beside the
 %   -- ring): 1.000x cuBLAS at bf16 8192^3 on H100.  A named tile gets two consumer
-%   -- warpgroups along M where it allows.  Up to M = 64 (with no tile named) it leaves
-%   -- the problem to `mma`: the 128x256 tile is 0.54x cuBLAS at 16x8192x8192, mma's
-%   -- 64x128x32 0.65x in the same sweep (docs/NOTES.md).
+%   -- warpgroups along M where it allows.  Up to M = 64 (no tile named): 64x128x64, one
+%   -- consumer warpgroup, 6 stages; qjit-tune on the H100 found it the fastest of wgmma's and
+%   -- mma's small-m tiles (or within 2.5% of wgmma_tma's) at bf16 M = 1, 16, 64 on the Llama 3
+%   -- 8B layers, 1.07-1.74x mma's 64x128x32 that auto ran before (docs/BENCH.md).
 %   default = function(m)
-%     if m ~= 0 and m <= 64 and BM == 0 then return nil end
+%     if m ~= 0 and m <= 64 and BM == 0 then return choose(64, 128, 64, 1, 1, 6) end
 %     local c = choose(128, 256, 64, 2, 1, 3)
 %     if BM ~= 0 and WM == 0 then c.wm, c.wn = BM >= 128 and 2 or 1, 1 end
 %     return c

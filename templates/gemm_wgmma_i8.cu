@@ -32,16 +32,16 @@
 % include("gemm_hopper_plan.cuh")
 % family {
 %   floor = 90,
-%   -- not yet run on a GPU: kernel=auto neither picks nor sweeps it (by name only)
-%   measured = false,
+%   -- its GPU tests and compute-sanitizer passes ran clean on the H100 (test_gpu_quant)
+%   measured = true,
 %   serves = function()
 %     return A == "s8" and one_of(SA, "none", "tensor", "row") and
 %            ((B == "s8" and one_of(SB, "none", "tensor", "col")) or
 %             (B == "s4" and one_of(SB, "none", "tensor", "col", "group")))
 %   end,
-%   -- Predicted, not measured.  One accumulator set (tensor/col scales): a consumer tile of
-%   -- 64x256 fits (128 registers): 128x256x128 with two consumer warpgroups, 4 stages (192 KB
-%   -- of ring; the output leaves in passes), the tile CUTLASS's int8 Hopper kernels favour.
+%   -- One accumulator set (tensor/col scales): a consumer tile of 64x256 fits (128 registers):
+%   -- 128x256x128 with two consumer warpgroups (the output leaves in passes), the tile
+%   -- CUTLASS's int8 Hopper kernels favour; measured choices below.
 %   -- Group scales keep a part and a total: 128x128x128, two consumer warpgroups, 4 stages.
 %   default = function(m)
 %     -- decode (M <= 64, no tile named): under auto it stays with mma_i8, listed after
@@ -50,7 +50,12 @@
 %       if not NAMED then return nil end
 %       return choose(64, 128, 128, 1, 1, 6)
 %     end
-%     local c = SB == "group" and choose(128, 128, 128, 2, 1, 4) or choose(128, 256, 128, 2, 1, B == "s4" and 3 or 4)
+%     -- s8 x s8 (qjit-tune on the H100, Llama 3 8B layers): 128x128x128 with 5 stages up to
+%     -- M = 256 (1.1-1.9x the 128x256 tile there), 128x256x128 with 3 stages above (1.07-1.10x
+%     -- the same tile with 4)
+%     local c = SB == "group" and choose(128, 128, 128, 2, 1, 4) or
+%               (B == "s8" and m ~= 0 and m <= 256) and choose(128, 128, 128, 2, 1, 5) or
+%               choose(128, 256, 128, 2, 1, 3)
 %     if BM ~= 0 and WM == 0 then c.wm, c.wn = BM >= 128 and 2 or 1, 1 end
 %     return c
 %   end,

@@ -29,10 +29,10 @@
 % include("gemm_hopper_plan.cuh")
 % family {
 %   floor = 90,
-%   -- not yet run on a GPU: kernel=auto neither picks nor sweeps it (by name only)
-%   measured = false,
+%   -- its GPU tests and compute-sanitizer passes ran clean on the H100 (test_gpu_quant)
+%   measured = true,
 %   serves = function() return one_of(A, "e4m3", "e2m1") and B == A and SA == "mx" and SB == "mx" end,
-%   -- Predicted, not measured: wgmma_f8's tile (part and total accumulators, consumer tiles
+%   -- Chosen before the H100 ran it (qjit-tune measures it against the rest): wgmma_f8's tile (part and total accumulators, consumer tiles
 %   -- of 64x128) with 5 stages; MXFP4 (both operands through the expanding producer) 4.
 %   default = function(m)
 %     -- decode (M <= 64, no tile named): under auto it stays with mma_f8, listed after

@@ -24,15 +24,15 @@
 % include("gemm_hopper_plan.cuh")
 % family {
 %   floor = 90,
-%   -- not yet run on a GPU: kernel=auto neither picks nor sweeps it (by name only)
-%   measured = false,
+%   -- its GPU tests and compute-sanitizer passes ran clean on the H100 (test_gpu_quant)
+%   measured = true,
 %   -- the weight-only pairs of DESIGN §2: W4A16 (col, group; zeros for u4), W8A16 (tensor,
 %   -- col), f16/bf16 × e2m1 (mx)
 %   serves = function()
 %     local ok = {s4 = {col = 1, group = 1}, u4 = {col = 1, group = 1}, s8 = {col = 1, tensor = 1}, e2m1 = {mx = 1}}
 %     return one_of(A, "f16", "bf16") and SA == "none" and ok[B] ~= nil and ok[B][SB] ~= nil
 %   end,
-%   -- Predicted, not measured: the f16/bf16 wgmma tile (128x256x64, two consumer warpgroups,
+%   -- Chosen before the H100 ran it (qjit-tune measures it against the rest): the f16/bf16 wgmma tile (128x256x64, two consumer warpgroups,
 %   -- 3 stages; 1.00x cuBLAS at bf16 8192^3), its B operand dequantized by the producer.
 %   default = function(m)
 %     -- decode (M <= 64, no tile named): under auto it stays with mma_wq, listed after

@@ -87,21 +87,28 @@ static size_t variants(qjit_context *ctx, const char *text, qjit_arch arch,
 static void test_heuristics(qjit_context *ctx)
 {
     qjit_gemm_variant v[32];
-    /* f16/bf16: mma 64x128x32 up to M = 64 (wgmma leaves those sizes to it), then the
-     * prefill kernel (wgmma on sm_90a, mma elsewhere) */
+    /* f16/bf16 on sm_90a: wgmma's 64x128x64 up to M = 64, its 128x256x64 above (both
+     * measured on the H100); mma elsewhere */
     size_t n = variants(ctx, "gemm a=bf16 b=bf16 out=bf16", QJIT_ARCH_SM90A, v, 32);
-    CHECK(n == 2 && v[0].m_min == 1 && v[0].m_max == 64 && v[0].desc.kernel == QJIT_KERNEL_MMA &&
-              v[0].desc.bm == 64 && v[1].m_min == 65 && v[1].m_max == INT64_MAX &&
-              v[1].desc.kernel == QJIT_KERNEL_WGMMA && !v[0].tuned && !v[1].tuned,
+    CHECK(n == 2 && v[0].m_min == 1 && v[0].m_max == 64 && v[0].desc.kernel == QJIT_KERNEL_WGMMA &&
+              v[0].desc.bm == 64 && v[0].desc.bn == 128 && v[1].m_min == 65 &&
+              v[1].m_max == INT64_MAX && v[1].desc.kernel == QJIT_KERNEL_WGMMA &&
+              v[1].desc.bm == 128 && !v[0].tuned && !v[1].tuned,
           "bf16 sm_90a: %zu variants, %s | %s", n, v[0].text, n > 1 ? v[1].text : "");
     n = variants(ctx, "gemm a=f16 b=f16 out=f32", QJIT_ARCH_SM80, v, 32);
     CHECK(n == 2 && v[0].desc.kernel == QJIT_KERNEL_MMA && v[0].desc.bm == 64 &&
               v[1].desc.kernel == QJIT_KERNEL_MMA && v[1].desc.bm == 128,
           "f16 sm_80: %zu, %s", n, v[0].text);
-    /* kernel=wgmma named: wgmma for every M, its general choice */
+    /* kernel=wgmma named: wgmma for every M, the same two tiles */
     n = variants(ctx, "gemm a=bf16 b=bf16 out=bf16 kernel=wgmma", QJIT_ARCH_SM90A, v, 32);
-    CHECK(n == 1 && v[0].desc.kernel == QJIT_KERNEL_WGMMA && v[0].desc.bm == 128,
+    CHECK(n == 2 && v[0].desc.kernel == QJIT_KERNEL_WGMMA && v[0].desc.bm == 64 &&
+              v[1].desc.kernel == QJIT_KERNEL_WGMMA && v[1].desc.bm == 128,
           "kernel=wgmma: %zu, %s", n, v[0].text);
+    /* a named tile holds for every M */
+    n = variants(ctx, "gemm a=bf16 b=bf16 out=bf16 kernel=wgmma tile=128x128x64", QJIT_ARCH_SM90A,
+                 v, 32);
+    CHECK(n == 1 && v[0].desc.bm == 128 && v[0].desc.bn == 128, "kernel=wgmma tile=128x128x64: "
+          "%zu, %s", n, v[0].text);
     /* weight-only and W4A8: decode tiles up to M = 64, tiles of more rows above */
     static const char *const split[] = {
         "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16", "gemm a=f16 b=u4 sb=group:64 gs=f16 zeros=1 out=f16",
@@ -117,14 +124,26 @@ static void test_heuristics(qjit_context *ctx)
                   "%s on arch %d: %zu variants (%s | %s)", split[i], (int)arch, n, v[0].text,
                   n > 1 ? v[1].text : "");
         }
-    /* W8A8, fp8, MX: one kernel for every M */
-    static const char *const one[] = {
-        "gemm a=s8 b=s8 sa=row sb=col out=bf16", "gemm a=e4m3 b=e4m3 sa=row sb=col out=bf16",
-        "gemm a=e4m3 b=e4m3 sa=mx sb=mx out=bf16",
+    /* W8A8, fp8, MX on sm_90a: one family up to M = 64 (mma_i8, wgmma_f8, mma_f8), another
+     * above (W8A8: two tiles of wgmma_i8, 128x128 up to M = 256); mma_f8 for every M on sm_89 */
+    static const struct {
+        const char *text;
+        qjit_kernel decode, prefill;
+        size_t n;
+    } q[] = {
+        {"gemm a=s8 b=s8 sa=row sb=col out=bf16", QJIT_KERNEL_MMA_I8, QJIT_KERNEL_WGMMA_I8, 3},
+        {"gemm a=e4m3 b=e4m3 sa=row sb=col out=bf16", QJIT_KERNEL_WGMMA_F8, QJIT_KERNEL_WGMMA_TMA, 2},
+        {"gemm a=e4m3 b=e4m3 sa=mx sb=mx out=bf16", QJIT_KERNEL_MMA_F8, QJIT_KERNEL_WGMMA_MX, 2},
     };
-    for (size_t i = 0; i < sizeof one / sizeof one[0]; i++) {
-        n = variants(ctx, one[i], QJIT_ARCH_SM90A, v, 32);
-        CHECK(n == 1, "%s: %zu variants", one[i], n);
+    for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
+        n = variants(ctx, q[i].text, QJIT_ARCH_SM90A, v, 32);
+        CHECK(n == q[i].n && v[0].m_max == 64 && v[0].desc.kernel == q[i].decode &&
+                  v[n - 1].desc.kernel == q[i].prefill && v[n - 1].m_max == INT64_MAX,
+              "%s: %zu variants (%s | %s)", q[i].text, n, v[0].text, n > 1 ? v[n - 1].text : "");
+        if (i > 0) { /* fp8 and MX */
+            n = variants(ctx, q[i].text, QJIT_ARCH_SM89, v, 32);
+            CHECK(n == 1, "%s on sm_89: %zu variants", q[i].text, n);
+        }
     }
     /* a descriptor that names its whole configuration is one kernel, as named */
     n = variants(ctx, "gemm a=bf16 b=s4 sb=col out=bf16 kernel=mma_wq tile=64x64x64 warps=2x2 "
@@ -451,30 +470,38 @@ static void test_sweep_families(void)
     for (size_t i = 0; i < n && i < 64; i++)
         only_mma &= pts[i].kernel == QJIT_KERNEL_MMA;
     CHECK(only_mma, "bf16 auto sweep on sm_80 has %zu points, not all mma", n);
-    /* W8A8: auto picks and sweeps mma_i8 alone while wgmma_i8 is not measured */
+    /* W8A8: auto resolves (M unknown) to wgmma_i8 and sweeps the three families that serve
+     * it on sm_90a, wgmma_i8's points first */
     d = parse("gemm a=s8 b=s8 sa=row sb=col out=bf16");
     qjit_gemm_desc r;
     CHECK_OK(qjit_gemm_resolve(ctx, &d, QJIT_ARCH_SM90A, &r));
-    CHECK(r.kernel == QJIT_KERNEL_MMA_I8, "W8A8 auto resolved to %s", qjit_kernel_name(r.kernel));
+    CHECK(r.kernel == QJIT_KERNEL_WGMMA_I8, "W8A8 auto resolved to %s", qjit_kernel_name(r.kernel));
     CHECK_OK(qjit_gemm_sweep(ctx, &d, QJIT_ARCH_SM90A, "default", pts, 64, &n));
-    bool none = n > 0;
+    int fams[QJIT_KERNEL_WGMMA_TMA + 1] = {0};
     for (size_t i = 0; i < n && i < 64; i++)
-        none &= pts[i].kernel == QJIT_KERNEL_MMA_I8;
-    CHECK(none, "W8A8 auto sweep has %zu points, not all mma_i8", n);
+        if (pts[i].kernel <= QJIT_KERNEL_WGMMA_TMA)
+            fams[pts[i].kernel]++;
+    CHECK(n > 0 && pts[0].kernel == QJIT_KERNEL_WGMMA_I8 && fams[QJIT_KERNEL_WGMMA_I8] >= 3 &&
+              fams[QJIT_KERNEL_MMA_I8] >= 3 && fams[QJIT_KERNEL_WGMMA_TMA] >= 3,
+          "W8A8 auto sweep: %zu points, wgmma_i8 %d, mma_i8 %d, wgmma_tma %d", n,
+          fams[QJIT_KERNEL_WGMMA_I8], fams[QJIT_KERNEL_MMA_I8], fams[QJIT_KERNEL_WGMMA_TMA]);
     d.kernel = QJIT_KERNEL_WGMMA_I8;
     CHECK_OK(qjit_gemm_sweep(ctx, &d, QJIT_ARCH_SM90A, "default", pts, 64, &n));
     bool all = n >= 3;
     for (size_t i = 0; i < n && i < 64; i++)
         all &= pts[i].kernel == QJIT_KERNEL_WGMMA_I8;
     CHECK(all, "wgmma_i8 sweep has %zu points, not all wgmma_i8", n);
-    /* a handle's variants: auto keeps mma_i8 in every bucket; named, wgmma_i8 in every one,
-     * with one consumer warpgroup of 64 rows up to M = 64 (its default(m) answers NAMED) */
+    /* a handle's variants: auto runs mma_i8 up to M = 64 and wgmma_i8 above; named, wgmma_i8
+     * in every bucket, with one consumer warpgroup of 64 rows up to M = 64 (its default(m)
+     * answers NAMED) */
     qjit_gemm_variant v[QJIT_M_BUCKETS];
     size_t nv = 0;
     d.kernel = QJIT_KERNEL_AUTO;
     CHECK_OK(qjit_gemm_variants(ctx, &d, QJIT_ARCH_SM90A, v, QJIT_M_BUCKETS, &nv));
     for (size_t i = 0; i < nv && i < QJIT_M_BUCKETS; i++)
-        CHECK(v[i].desc.kernel == QJIT_KERNEL_MMA_I8, "auto W8A8 variant %s", v[i].text);
+        CHECK(v[i].desc.kernel == (v[i].m_max <= 64 ? QJIT_KERNEL_MMA_I8 : QJIT_KERNEL_WGMMA_I8),
+              "auto W8A8 variant %s for M %lld..%lld", v[i].text, (long long)v[i].m_min,
+              (long long)v[i].m_max);
     d.kernel = QJIT_KERNEL_WGMMA_I8;
     CHECK_OK(qjit_gemm_variants(ctx, &d, QJIT_ARCH_SM90A, v, QJIT_M_BUCKETS, &nv));
     CHECK(nv >= 1, "no wgmma_i8 variants");
@@ -483,7 +510,7 @@ static void test_sweep_families(void)
         CHECK((v[i].m_max <= 64) == (v[i].desc.bm == 64), "named wgmma_i8 variant for M %lld..%lld: %s",
               (long long)v[i].m_min, (long long)v[i].m_max, v[i].text);
     }
-    CHECK(nv == 2, "named wgmma_i8: %zu variants, expected 2 (M <= 64, M > 64)", nv);
+    CHECK(nv == 3, "named wgmma_i8: %zu variants, expected 3 (M <= 64, 65-256, > 256)", nv);
     qjit_context_destroy(ctx);
 }
 
