@@ -17,7 +17,8 @@ static const char usage[] =
     "usage: qjit-cache [--db PATH] COMMAND [ARGS]\n"
     "\n"
     "commands:\n"
-    "  list [--arch A] [--match S] [--key HEX]   kernels, one per line\n"
+    "  list [--arch A] [--match S] [--key HEX]   kernels, one per line (A: sm_80, sm_86,\n"
+    "                                            sm_89 or sm_90a)\n"
     "  tuning [--arch A] [--match S]             tuning results (qjit-tune), winners marked *\n"
     "  stats                                     rows, bytes, per-arch counts, file size\n"
     "  verify [--repair]                         recheck every row and the file; --repair\n"
@@ -253,6 +254,34 @@ static int cmd_source(qjit_cache_db *db, const char *prefix)
 
 /* ---------------------------------------------------------------- main */
 
+/* --arch names one target as descriptors do (read by the library's own parser), so that
+ * a target qjit has no kernels for is refused, not listed as "0 kernels"; the name
+ * given becomes the canonical one, and an alias (sm_90) is said to be one. */
+static int check_arch(const char **arch)
+{
+    char text[64], list[160] = "";
+    qjit_gemm_desc d;
+    const char *name = *arch;
+    if (!strchr(name, ' ') && !strchr(name, '\t') &&
+        snprintf(text, sizeof text, "gemm arch=%s", name) < (int)sizeof text &&
+        qjit_gemm_desc_parse(text, &d) == QJIT_OK && d.arch != QJIT_ARCH_AUTO) {
+        *arch = qjit_arch_name(d.arch);
+        if (strcmp(name, *arch) != 0)
+            fprintf(stderr, "qjit-cache: note: --arch %s is taken as %s\n", name, *arch);
+        return 0;
+    }
+    for (int a = 1; a < 128; a++) {
+        const char *n = qjit_arch_name((qjit_arch)a);
+        if (n)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", *list ? ", " : "",
+                     n);
+    }
+    fprintf(stderr, "qjit-cache: --arch: bad target '%s' (expected one of %s)\n"
+                    "(qjit-cache --help for usage)\n",
+            name, list);
+    return 2;
+}
+
 /* Take the value of "--name VALUE" or "--name=VALUE" at argv[*i]; NULL if not this one. */
 static const char *opt_value(int argc, char **argv, int *i, const char *name, int *missing)
 {
@@ -338,6 +367,8 @@ int main(int argc, char **argv)
         return bad_usage("--repair goes with verify, not %s", cmd);
     if (!strcmp(cmd, "prune") && !days && !size)
         return bad_usage("prune needs --older-than DAYS or --max-size SIZE%s", "");
+    if (arch && check_arch(&arch) != 0)
+        return 2;
 
     char def[4096];
     if (!db_path) {
