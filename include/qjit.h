@@ -397,8 +397,11 @@ QJIT_API qjit_status qjit_context_get_gemm(qjit_context *ctx, const qjit_gemm_de
 
 /* The calls from here to qjit_gemm_precompile take ctx = NULL for the default context.
  *
- * Fill the "auto" fields of *d as qjit_get_gemm would for `arch` (AUTO: the
- * context's override, else the current device's).  Touches no GPU when arch is named. */
+ * Fill the "auto" fields of *d for `arch` (AUTO: the context's override, else the
+ * current device's) with one configuration: the family's choice when M is not known (its
+ * template's default(m) at m = 0; for f16/bf16 on sm_90a that is the M > 64 kernel, for
+ * the weight-only and W4A8 pairs the decode tile).  A handle of d holds one kernel per
+ * run of M buckets: qjit_gemm_variants lists them.  Touches no GPU when arch is named. */
 QJIT_API qjit_status qjit_gemm_resolve(qjit_context *ctx, const qjit_gemm_desc *d,
                                        qjit_arch arch, qjit_gemm_desc *resolved);
 /* Whether descriptor d can run on arch (after resolving auto fields); on
