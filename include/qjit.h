@@ -315,8 +315,10 @@ typedef struct qjit_options {
     const char *shipped_cache;
     /* 1: no DB at all, memory only. */
     int memory_only;
-    /* Size cap of the writable DB in bytes (LRU eviction); 0: $QJIT_CACHE_MAX_BYTES or
-     * unlimited. */
+    /* Cap on the kernels in the writable DB, in cubin + generated source bytes: a put
+     * that takes them past it evicts the least recently used.  The file is larger by the
+     * key material, indexes and free pages (qjit_cache_db_prune_size caps the file
+     * itself).  0: $QJIT_CACHE_MAX_BYTES or unlimited. */
     uint64_t cache_max_bytes;
     /* Directory whose files override the built-in templates (development). NULL:
      * $QJIT_TEMPLATE_DIR or none. */
@@ -395,8 +397,11 @@ QJIT_API qjit_status qjit_context_get_gemm(qjit_context *ctx, const qjit_gemm_de
 
 /* The calls from here to qjit_gemm_precompile take ctx = NULL for the default context.
  *
- * Fill the "auto" fields of *d as qjit_get_gemm would for `arch` (AUTO: the
- * context's override, else the current device's).  Touches no GPU when arch is named. */
+ * Fill the "auto" fields of *d for `arch` (AUTO: the context's override, else the
+ * current device's) with one configuration: the family's choice when M is not known (its
+ * template's default(m) at m = 0; for f16/bf16 on sm_90a that is the M > 64 kernel, for
+ * the weight-only and W4A8 pairs the decode tile).  A handle of d holds one kernel per
+ * run of M buckets: qjit_gemm_variants lists them.  Touches no GPU when arch is named. */
 QJIT_API qjit_status qjit_gemm_resolve(qjit_context *ctx, const qjit_gemm_desc *d,
                                        qjit_arch arch, qjit_gemm_desc *resolved);
 /* Whether descriptor d can run on arch (after resolving auto fields); on
@@ -734,7 +739,11 @@ QJIT_API qjit_status qjit_cache_default_path(char *buf, size_t cap, size_t *len)
 /* Open the DB at `path` (NULL: the default path).  writable = 0: read-only, the file
  * must exist (QJIT_ERROR_IO if not).  writable = 1: created with its directory if
  * missing.  QJIT_ERROR_CACHE when the file is not a qjit cache DB of this schema
- * version (it is never modified then).  Free with qjit_cache_db_close. */
+ * version (it is never modified then).  A damaged qjit cache opens all the same, so that
+ * qjit_cache_db_verify can report and repair it, also one SQLite cannot read as a
+ * database (its header damaged, but the cache's schema text still on its first page);
+ * other calls on such a handle return QJIT_ERROR_CACHE saying so.  Free with
+ * qjit_cache_db_close. */
 QJIT_API qjit_status qjit_cache_db_open(const char *path, int writable, qjit_cache_db **out);
 /* NULL is fine. */
 QJIT_API void qjit_cache_db_close(qjit_cache_db *db);
@@ -787,11 +796,20 @@ typedef struct qjit_cache_verify_report {
     char integrity[256];    /* its first message when not ok */
     uint64_t tuning_checked, tuning_bad; /* tuning rows rechecked, and those whose hash
                                             does not match (repair deletes them) */
+    int rebuilt;            /* repair rebuilt the damaged file: the damaged one is now
+                               "<path>.corrupt", the new one holds rows_kept kernel rows,
+                               and rows_deleted is how many others it listed that did not
+                               read back or verify (rows on pages past reading are not
+                               counted: a file whose header is damaged may list none) */
+    uint64_t rows_kept;
 } qjit_cache_verify_report;
 /* Recheck every row (cubin size and XXH3-128, key = hash of its material, fields
  * present) and run PRAGMA quick_check.  repair = 1 (writable handle only) deletes bad
  * rows and, when the file itself is damaged, rebuilds it from the rows that still read
- * back intact.  Returns QJIT_OK when the check ran, whatever it found: read *out. */
+ * back intact (rebuilt = 1).  A file SQLite cannot open at all (see qjit_cache_db_open)
+ * reports integrity_ok = 0 with SQLite's message and no rows checked; repair rebuilds it
+ * from what a new header lets SQLite read, else empty.  Returns QJIT_OK when the check
+ * ran, whatever it found: read *out. */
 QJIT_API qjit_status qjit_cache_db_verify(qjit_cache_db *db, int repair,
                                           qjit_cache_bad_fn fn, void *user,
                                           qjit_cache_verify_report *out);
@@ -820,7 +838,11 @@ QJIT_API qjit_status qjit_cache_db_tuning(qjit_cache_db *db, const qjit_cache_fi
  * NULL) gets the number of rows deleted. */
 QJIT_API qjit_status qjit_cache_db_prune_age(qjit_cache_db *db, int64_t seconds,
                                              uint64_t *removed);
-/* Delete least-recently-used rows until cubin + source bytes <= max_bytes. */
+/* Make the file fit max_bytes: delete least-recently-used kernel rows, VACUUM, and
+ * repeat while the file plus its -wal is still larger (a row costs more than its cubin +
+ * source: key material, indexes, page slack).  Tuning rows are kept.  A file left with
+ * no kernel rows stays at its empty size, which a cap of a few KiB can be below.
+ * (The runtime cap, qjit_options.cache_max_bytes, counts cubin + source bytes only.) */
 QJIT_API qjit_status qjit_cache_db_prune_size(qjit_cache_db *db, uint64_t max_bytes,
                                               uint64_t *removed);
 /* Give free pages back to the file system (VACUUM; waits for other users). */

@@ -108,12 +108,10 @@ static uint64_t salvage(qjit_cache *c, const char *aside, uint64_t *found)
     sqlite3 *src = NULL;
     uint64_t kept = 0;
     qjit_dberr e = {0};
+    bool reheaded = false;
     *found = 0;
-    char *uri = qjit_db_file_uri(aside, "immutable=1");
-    if (!uri || !c->rw)
-        goto done;
-    if (sqlite3_open_v2(uri, &src, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) != SQLITE_OK ||
-        qjit_db_configure(src) != SQLITE_OK)
+    char *scratch = qjit_db_join_path(aside, ".salvage");
+    if (!scratch || !c->rw || qjit_db_open_salvage(aside, scratch, &src, &reheaded) != SQLITE_OK)
         goto done;
     if (qjit_db_exec(c->rw, "BEGIN IMMEDIATE") == SQLITE_OK) {
         if (qjit_db_copy_verified(src, c->rw, found, &kept, &e) == SQLITE_OK &&
@@ -125,7 +123,9 @@ static uint64_t salvage(qjit_cache *c, const char *aside, uint64_t *found)
     }
 done:
     sqlite3_close_v2(src);
-    free(uri);
+    if (reheaded)
+        unlink(scratch);
+    free(scratch);
     return kept;
 }
 

@@ -19,9 +19,14 @@
 #define FILTER_SQL QJIT_ADM_FILTER_SQL
 #define ENTRY_COLUMNS QJIT_ADM_ENTRY_COLUMNS
 
-/* A handle whose file could not be reopened after a rebuild. */
+/* A handle with no file open: a damaged one, or one a rebuild could not reopen. */
 qjit_status qjit_adm_unusable(qjit_cache_db *d)
 {
+    if (d->damage)
+        return qjit_err_set(QJIT_ERROR_CACHE,
+                            "cache %s: the file is damaged (%s): verify with repair rebuilds "
+                            "it",
+                            d->path, d->damage);
     return qjit_err_set(QJIT_ERROR_CACHE, "cache %s: not open (a rebuild failed to reopen it)",
                         d->path);
 }
@@ -69,6 +74,7 @@ QJIT_API void qjit_cache_db_close(qjit_cache_db *d)
     free(d->uri);
     free(d->entry_desc);
     free(d->entry_arch);
+    free(d->damage);
     free(d);
 }
 
@@ -171,6 +177,19 @@ QJIT_API qjit_status qjit_cache_db_open(const char *path, int writable, qjit_cac
         /* damaged pages: open anyway, so that verify can rebuild it; every other call
          * reports the damage */
         rc = SQLITE_OK;
+    } else if (qjit_db_is_corrupt(rc) && qjit_db_looks_like_cache(d->path)) {
+        /* a qjit cache SQLite cannot open at all (its header damaged): a handle with no
+         * file open, which verify reports and repair rebuilds */
+        sqlite3_close_v2(d->db);
+        d->db = NULL;
+        if (!(d->damage = qjit_db_dup_str(sqlite3_errstr(rc)))) {
+            st = qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "qjit_cache_db_open: no memory");
+            goto done;
+        }
+        rc = SQLITE_OK;
+    } else if ((rc & 0xff) == SQLITE_NOTADB) {
+        snprintf(e.msg, sizeof e.msg, "not a qjit cache (%s, and no qjit table in it): left "
+                 "as it is", sqlite3_errstr(rc));
     }
     if (rc != SQLITE_OK) {
         st = qjit_adm_fail(d, rc == SQLITE_NOMEM ? QJIT_ERROR_OUT_OF_MEMORY
@@ -321,8 +340,6 @@ done:
     return st;
 }
 
-/* Copy the rows of d that verify into a fresh file next to it, then put that file in
- * its place: for a file whose pages are damaged, where deleting rows cannot help. */
 qjit_status qjit_adm_need_writable(qjit_cache_db *d, const char *fn)
 {
     if (!d)
@@ -361,28 +378,56 @@ QJIT_API qjit_status qjit_cache_db_prune_age(qjit_cache_db *d, int64_t seconds,
     return st;
 }
 
+/* One eviction down to `cap` bytes of kernels, in its own write transaction. */
+static int evict_once(qjit_cache_db *d, uint64_t cap, uint64_t *n, qjit_dberr *e)
+{
+    int rc = qjit_db_exec(d->db, "BEGIN IMMEDIATE");
+    if (rc != SQLITE_OK)
+        qjit_db_note(e, d->db, rc, "begin");
+    else if ((rc = qjit_db_evict(d->db, cap, n, e)) == SQLITE_OK &&
+             (rc = qjit_db_exec(d->db, "COMMIT")) != SQLITE_OK)
+        qjit_db_note(e, d->db, rc, "commit");
+    if (rc != SQLITE_OK)
+        qjit_db_rollback(d->db);
+    return rc;
+}
+
+/* The file (and its -wal) fits max_bytes, not only its kernels: evict least recently used
+ * kernels, VACUUM, and while the file is still over, evict again to a kernel budget scaled
+ * by the overhead the file showed (key material, indexes, page slack). */
 QJIT_API qjit_status qjit_cache_db_prune_size(qjit_cache_db *d, uint64_t max_bytes,
                                               uint64_t *removed)
 {
     qjit_dberr e = {0};
-    uint64_t n = 0;
+    uint64_t n = 0, budget = max_bytes;
     qjit_status st = qjit_adm_need_writable(d, "qjit_cache_db_prune_size");
     if (removed)
         *removed = 0;
     if (st != QJIT_OK)
         return st;
-    int rc = qjit_db_exec(d->db, "BEGIN IMMEDIATE");
-    if (rc != SQLITE_OK)
-        qjit_db_note(&e, d->db, rc, "begin");
-    else if ((rc = qjit_db_evict(d->db, max_bytes, &n, &e)) == SQLITE_OK &&
-             (rc = qjit_db_exec(d->db, "COMMIT")) != SQLITE_OK)
-        qjit_db_note(&e, d->db, rc, "commit");
-    if (rc != SQLITE_OK) {
-        qjit_db_rollback(d->db);
-        return qjit_adm_fail(d, rc == SQLITE_NOMEM ? QJIT_ERROR_OUT_OF_MEMORY : QJIT_ERROR_CACHE, &e);
+    int rc = SQLITE_OK;
+    for (int round = 0; round < 16 && rc == SQLITE_OK; round++) {
+        sqlite3_int64 kernels = 0;
+        if ((rc = evict_once(d, budget, &n, &e)) != SQLITE_OK)
+            break;
+        if ((rc = qjit_db_exec(d->db, "VACUUM")) != SQLITE_OK ||
+            (rc = qjit_db_exec(d->db, "PRAGMA wal_checkpoint(TRUNCATE)")) != SQLITE_OK ||
+            (rc = qjit_db_query_int(d->db, "SELECT coalesce(sum(cubin_size + source_size), 0) "
+                                           "FROM kernels", &kernels)) != SQLITE_OK) {
+            qjit_db_note(&e, d->db, rc, "vacuum");
+            break;
+        }
+        uint64_t file = file_size(d->path, "") + file_size(d->path, "-wal");
+        if (file <= max_bytes || kernels == 0)
+            break; /* fits, or holds no kernel: an empty cache is as small as it gets */
+        uint64_t next = (uint64_t)((double)kernels * ((double)max_bytes / (double)file));
+        budget = next < (uint64_t)kernels ? next : (uint64_t)kernels - 1;
     }
     if (removed)
         *removed = n;
+    if (rc != SQLITE_OK)
+        return qjit_adm_fail(d, rc == SQLITE_NOMEM ? QJIT_ERROR_OUT_OF_MEMORY : QJIT_ERROR_CACHE,
+                             &e);
     return QJIT_OK;
 }
 

@@ -14,10 +14,12 @@ struct qjit_cache_db {
     char *uri;          /* how it was opened, to attach it elsewhere the same way */
     int writable;
     char *entry_desc, *entry_arch; /* what qjit_cache_db_source's entry points at */
+    char *damage;       /* the file is a damaged qjit cache SQLite cannot open (db NULL):
+                           what SQLite said; verify reports it, repair rebuilds it */
 };
 
 
-/* Errors of a handle: no file open (a rebuild failed to reopen it), a recorded SQLite
+/* Errors of a handle: no file open (damaged, or a rebuild failed to reopen it), a recorded SQLite
  * failure, one with its code; each sets the message and returns the status. */
 QJIT_HIDDEN qjit_status qjit_adm_unusable(qjit_cache_db *d);
 QJIT_HIDDEN qjit_status qjit_adm_fail(qjit_cache_db *d, qjit_status st, const qjit_dberr *e);

@@ -90,4 +90,15 @@ QJIT_HIDDEN int qjit_db_check(sqlite3 *db, qjit_db_bad_fn fn, void *user,
 QJIT_HIDDEN int qjit_db_copy_verified(sqlite3 *src, sqlite3 *dst, uint64_t *found,
                                       uint64_t *kept, qjit_dberr *e);
 
+/* cache_salvage.c.  Whether the file at path is (what is left of) a qjit cache: SQLite's
+ * header, or the kernels table's schema text on its first pages.  Repairs move aside and
+ * rebuild only such files. */
+QJIT_HIDDEN bool qjit_db_looks_like_cache(const char *path);
+/* Open the damaged file at path read-only to copy its rows out (qjit_db_copy_verified):
+ * as it is when SQLite reads it, else, when its header is damaged (SQLITE_NOTADB), through
+ * a copy at `scratch` with a header written anew (*reheaded = true; the caller closes *out
+ * and then unlinks scratch).  SQLITE_NOTADB when neither reads. */
+QJIT_HIDDEN int qjit_db_open_salvage(const char *path, const char *scratch, sqlite3 **out,
+                                     bool *reheaded);
+
 #endif

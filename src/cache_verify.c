@@ -12,28 +12,38 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Copy the rows of d that verify into a fresh file next to it, then put that file in
- * its place: for a file whose pages are damaged, where deleting rows cannot help. */
+/* Rebuild d's file from the rows that still read back and verify: they are copied into a
+ * fresh file next to it, the damaged file is moved aside to "<path>.corrupt" (one copy,
+ * for a post-mortem, as the runtime store's repair keeps) and the fresh one put in its
+ * place.  The rows come through d's own connection when SQLite opened the file (damaged
+ * pages), else through a copy given a new header (cache_salvage.c); a file neither reads
+ * is rebuilt empty.  For a file deleting rows cannot help. */
 static qjit_status rebuild(qjit_cache_db *d, uint64_t *found, uint64_t *kept)
 {
     qjit_status st = QJIT_OK;
-    sqlite3 *out = NULL;
+    sqlite3 *out = NULL, *own = NULL, *src = d->db;
     qjit_dberr e = {0};
+    bool reheaded = false;
     int recreated, rc;
     char *tmp = qjit_db_join_path(d->path, ".rebuild");
+    char *aside = qjit_db_join_path(d->path, ".corrupt");
+    char *scratch = qjit_db_join_path(d->path, ".salvage");
     char *wal = qjit_db_join_path(d->path, "-wal");
     char *shm = qjit_db_join_path(d->path, "-shm");
-    if (!tmp || !wal || !shm) {
+    *found = *kept = 0;
+    if (!tmp || !aside || !scratch || !wal || !shm) {
         st = qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "cache: no memory to rebuild");
         goto done;
     }
+    if (!src && qjit_db_open_salvage(d->path, scratch, &own, &reheaded) == SQLITE_OK)
+        src = own;
     unlink(tmp);
     rc = sqlite3_open_v2(tmp, &out, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
     if (rc == SQLITE_OK)
         rc = qjit_db_configure(out);
     if (rc != SQLITE_OK || (rc = qjit_db_schema_ensure(out, true, &recreated, &e)) != SQLITE_OK ||
         (rc = qjit_db_exec(out, "BEGIN IMMEDIATE")) != SQLITE_OK ||
-        (rc = qjit_db_copy_verified(d->db, out, found, kept, &e)) != SQLITE_OK ||
+        (src && (rc = qjit_db_copy_verified(src, out, found, kept, &e)) != SQLITE_OK) ||
         (rc = qjit_db_exec(out, "COMMIT")) != SQLITE_OK) {
         if (!e.msg[0])
             qjit_db_note(&e, out, rc, "create");
@@ -45,12 +55,16 @@ static qjit_status rebuild(qjit_cache_db *d, uint64_t *found, uint64_t *kept)
     out = NULL;
     sqlite3_close_v2(d->db);
     d->db = NULL;
+    if (rename(d->path, aside) != 0)
+        unlink(d->path);
     if (rename(tmp, d->path) != 0) {
         st = qjit_err_set(QJIT_ERROR_IO, "cache %s: rebuild: rename %s: %s", d->path, tmp,
                           strerror(errno));
     } else {
         unlink(wal);
         unlink(shm);
+        free(d->damage);
+        d->damage = NULL;
     }
     free(d->uri);
     d->uri = NULL;
@@ -66,7 +80,12 @@ done:
         sqlite3_close_v2(out);
         unlink(tmp);
     }
+    sqlite3_close_v2(own);
+    if (reheaded)
+        unlink(scratch);
     free(tmp);
+    free(aside);
+    free(scratch);
     free(wal);
     free(shm);
     return st;
@@ -109,12 +128,24 @@ QJIT_API qjit_status qjit_cache_db_verify(qjit_cache_db *d, int repair_it, qjit_
     if (!d || !out)
         return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "qjit_cache_db_verify: %s is NULL",
                             !d ? "db" : "out");
-    if (!d->db)
+    if (!d->db && !d->damage)
         return qjit_adm_unusable(d);
     memset(out, 0, sizeof *out);
     if (repair_it && !d->writable)
         return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
                             "cache %s: repair needs a writable handle", d->path);
+    if (d->damage) { /* SQLite cannot open it: nothing to check row by row */
+        snprintf(out->integrity, sizeof out->integrity, "%s", d->damage);
+        if (!repair_it)
+            goto done;
+        uint64_t found = 0, kept = 0;
+        if ((st = rebuild(d, &found, &kept)) == QJIT_OK) {
+            out->rebuilt = 1;
+            out->rows_kept = kept;
+            out->rows_deleted = found - kept;
+        }
+        goto done;
+    }
     if ((rc = qjit_db_check(d->db, on_bad, &bad, &r)) != SQLITE_OK) {
         st = rc == SQLITE_NOMEM ? qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "cache: verify")
                                 : qjit_adm_error(d, rc, "verify");
@@ -131,8 +162,11 @@ QJIT_API qjit_status qjit_cache_db_verify(qjit_cache_db *d, int repair_it, qjit_
     if (!out->integrity_ok) {
         uint64_t found = 0, kept = 0;
         st = rebuild(d, &found, &kept);
-        if (st == QJIT_OK)
+        if (st == QJIT_OK) {
+            out->rebuilt = 1;
+            out->rows_kept = kept;
             out->rows_deleted = found > kept ? found - kept : 0;
+        }
         goto done;
     }
     if (!bad.n && !out->tuning_bad)

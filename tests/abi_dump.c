@@ -165,5 +165,7 @@ int main(void)
     FIELD(qjit_cache_verify_report, integrity);
     FIELD(qjit_cache_verify_report, tuning_checked);
     FIELD(qjit_cache_verify_report, tuning_bad);
+    FIELD(qjit_cache_verify_report, rebuilt);
+    FIELD(qjit_cache_verify_report, rows_kept);
     return 0;
 }

@@ -13,6 +13,53 @@ int tl_finish(const char *name)
     return tl_failed ? 1 : 0;
 }
 
+/* The scratch directories this process made, removed when it exits (not by the
+ * children it forks, which exit while the parent still uses them).  QJIT_TEST_KEEP=1
+ * keeps them for a look after a failure. */
+static char **made;
+static size_t nmade;
+static pid_t maker;
+
+static void remove_all(void)
+{
+    const char *keep = getenv("QJIT_TEST_KEEP");
+    if (getpid() != maker)
+        return;
+    for (size_t i = 0; i < nmade; i++) {
+        if (!(keep && *keep && strcmp(keep, "0") != 0)) {
+            char cmd[1100];
+            snprintf(cmd, sizeof cmd, "rm -rf '%s'", made[i]);
+            if (system(cmd) != 0)
+                fprintf(stderr, "testlib: could not remove %s\n", made[i]);
+        }
+        free(made[i]);
+    }
+    free(made);
+    made = NULL;
+    nmade = 0;
+}
+
+static void remember(const char *p)
+{
+    for (size_t i = 0; i < nmade; i++)
+        if (strcmp(made[i], p) == 0)
+            return;
+    char **m = realloc(made, (nmade + 1) * sizeof *m);
+    char *copy = strdup(p);
+    if (!m || !copy) {
+        free(copy);
+        if (m)
+            made = m;
+        return;
+    }
+    made = m;
+    made[nmade++] = copy;
+    if (nmade == 1) {
+        maker = getpid();
+        atexit(remove_all);
+    }
+}
+
 const char *tl_tmpdir(const char *tag)
 {
     static char path[4][1024];
@@ -26,6 +73,7 @@ const char *tl_tmpdir(const char *tag)
         return NULL;
     if (mkdir(p, 0755) != 0)
         return NULL;
+    remember(p);
     return p;
 }
 

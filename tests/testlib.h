@@ -35,7 +35,8 @@ extern int tl_passed, tl_failed;
 
 /* Print "N passed, N failed" and return the exit code for main. */
 int tl_finish(const char *name);
-/* A fresh empty directory under the build tree (or /tmp); static storage per call. */
+/* A fresh empty directory under $TMPDIR (or /tmp); static storage per call.  Removed
+ * with everything in it when the process exits (QJIT_TEST_KEEP=1 keeps it). */
 const char *tl_tmpdir(const char *tag);
 /* Whether text contains one of the '|'-separated substrings of `any` (the GPU tests'
  * QJIT_TEST_FILTER and QJIT_TEST_SKIP). */

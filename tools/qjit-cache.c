@@ -17,13 +17,15 @@ static const char usage[] =
     "usage: qjit-cache [--db PATH] COMMAND [ARGS]\n"
     "\n"
     "commands:\n"
-    "  list [--arch A] [--match S] [--key HEX]   kernels, one per line\n"
+    "  list [--arch A] [--match S] [--key HEX]   kernels, one per line (A: sm_80, sm_86,\n"
+    "                                            sm_89 or sm_90a)\n"
     "  tuning [--arch A] [--match S]             tuning results (qjit-tune), winners marked *\n"
     "  stats                                     rows, bytes, per-arch counts, file size\n"
     "  verify [--repair]                         recheck every row and the file; --repair\n"
     "                                            deletes bad rows / rebuilds a damaged file\n"
     "  prune --older-than DAYS | --max-size SIZE delete rows unused for DAYS, or least\n"
-    "                                            recently used ones down to SIZE (500M, 2G)\n"
+    "                                            recently used ones and vacuum until the\n"
+    "                                            file is at most SIZE (500M, 2G)\n"
     "  vacuum                                    give free pages back to the file system\n"
     "  export OUT.db [--arch A] [--match S]      copy matching kernels and tuning results\n"
     "                                            to a new file to ship\n"
@@ -176,7 +178,7 @@ static void print_bad(void *user, const char *key, const char *desc, const char 
     printf("bad row %s: %s  (%s)\n", key[0] ? key : "(no key)", why, clean);
 }
 
-static int cmd_verify(qjit_cache_db *db, int repair)
+static int cmd_verify(qjit_cache_db *db, const char *path, int repair)
 {
     qjit_cache_verify_report r;
     if (qjit_cache_db_verify(db, repair, print_bad, NULL, &r) != QJIT_OK)
@@ -187,6 +189,12 @@ static int cmd_verify(qjit_cache_db *db, int repair)
         printf(", %" PRIu64 " removed", r.rows_deleted);
     printf("\ntuning    %" PRIu64 " checked, %" PRIu64 " bad%s\n", r.tuning_checked, r.tuning_bad,
            repair && r.tuning_bad ? " (removed)" : "");
+    if (r.rebuilt)
+        printf("rebuilt   kept %" PRIu64 " kernel%s, lost %" PRIu64 "%s; the damaged file is "
+               "%s.corrupt\n",
+               r.rows_kept, r.rows_kept == 1 ? "" : "s", r.rows_deleted,
+               r.rows_kept + r.rows_deleted == 0 ? " (none of its rows could be read)" : "",
+               path);
     if (repair) {
         /* check what the repair left */
         if (qjit_cache_db_verify(db, 0, print_bad, NULL, &r) != QJIT_OK)
@@ -216,10 +224,15 @@ static int cmd_prune(qjit_cache_db *db, const char *days, const char *size)
             return bad_usage("--max-size wants a size like 500M or 2G, not \"%s\"", size);
         if (qjit_cache_db_prune_size(db, cap, &removed) != QJIT_OK)
             return fail("prune");
-        char h[32];
+        char h[32], f[32];
+        qjit_cache_stats s;
         human(cap, h, sizeof h);
-        printf("removed %" PRIu64 " least recently used kernel%s to fit in %s\n", removed,
-               removed == 1 ? "" : "s", h);
+        if (qjit_cache_db_stats(db, &s) != QJIT_OK)
+            return fail("stats after prune");
+        human(s.file_bytes, f, sizeof f);
+        printf("removed %" PRIu64 " least recently used kernel%s: the file is %s, the cap %s%s\n",
+               removed, removed == 1 ? "" : "s", f, h,
+               s.file_bytes > cap ? " (it holds no kernels; an empty cache is this size)" : "");
     }
     return 0;
 }
@@ -240,6 +253,34 @@ static int cmd_source(qjit_cache_db *db, const char *prefix)
 }
 
 /* ---------------------------------------------------------------- main */
+
+/* --arch names one target as descriptors do (read by the library's own parser), so that
+ * a target qjit has no kernels for is refused, not listed as "0 kernels"; the name
+ * given becomes the canonical one, and an alias (sm_90) is said to be one. */
+static int check_arch(const char **arch)
+{
+    char text[64], list[160] = "";
+    qjit_gemm_desc d;
+    const char *name = *arch;
+    if (!strchr(name, ' ') && !strchr(name, '\t') &&
+        snprintf(text, sizeof text, "gemm arch=%s", name) < (int)sizeof text &&
+        qjit_gemm_desc_parse(text, &d) == QJIT_OK && d.arch != QJIT_ARCH_AUTO) {
+        *arch = qjit_arch_name(d.arch);
+        if (strcmp(name, *arch) != 0)
+            fprintf(stderr, "qjit-cache: note: --arch %s is taken as %s\n", name, *arch);
+        return 0;
+    }
+    for (int a = 1; a < 128; a++) {
+        const char *n = qjit_arch_name((qjit_arch)a);
+        if (n)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", *list ? ", " : "",
+                     n);
+    }
+    fprintf(stderr, "qjit-cache: --arch: bad target '%s' (expected one of %s)\n"
+                    "(qjit-cache --help for usage)\n",
+            name, list);
+    return 2;
+}
 
 /* Take the value of "--name VALUE" or "--name=VALUE" at argv[*i]; NULL if not this one. */
 static const char *opt_value(int argc, char **argv, int *i, const char *name, int *missing)
@@ -326,6 +367,8 @@ int main(int argc, char **argv)
         return bad_usage("--repair goes with verify, not %s", cmd);
     if (!strcmp(cmd, "prune") && !days && !size)
         return bad_usage("prune needs --older-than DAYS or --max-size SIZE%s", "");
+    if (arch && check_arch(&arch) != 0)
+        return 2;
 
     char def[4096];
     if (!db_path) {
@@ -349,7 +392,7 @@ int main(int argc, char **argv)
     } else if (!strcmp(cmd, "stats")) {
         rc = cmd_stats(db, db_path);
     } else if (!strcmp(cmd, "verify")) {
-        rc = cmd_verify(db, repair);
+        rc = cmd_verify(db, db_path, repair);
     } else if (!strcmp(cmd, "prune")) {
         rc = cmd_prune(db, days, size);
     } else if (!strcmp(cmd, "vacuum")) {

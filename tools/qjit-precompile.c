@@ -42,8 +42,9 @@ static const char usage_text[] =
     "                   $XDG_CACHE_HOME/qjit, else ~/.cache/qjit)\n"
     "  --quiet          print only failures and the summary\n"
     "\n"
-    "Exit status: 0 all compiled or cached, 1 some failed or qjit warned (e.g. a kernel\n"
-    "could not be stored), 2 usage error.\n";
+    "Exit status: 0 every kernel compiled or found cached (also when qjit warned and\n"
+    "recovered, e.g. repaired a damaged cache), 1 a line, a manifest or a kernel failed\n"
+    "or a kernel could not be stored, 2 usage error.\n";
 
 /* ---------------------------------------------------------------- output */
 
@@ -307,6 +308,24 @@ static void add_line(run *R, const qjit_gemm_desc *d, qjit_arch arch, const char
         add_job(R, &pts[i], arch, where);
 }
 
+/* Whether a manifest holds a line that parses: with none in any manifest, the run makes
+ * no context, so bad input writes nothing (no cache directory, no empty qjit.db). */
+static bool has_item(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char *line = NULL;
+    size_t cap = 0;
+    bool any = false;
+    while (f && !any && getline(&line, &cap, f) >= 0) {
+        qjit_manifest_item it;
+        any = qjit_manifest_line(line, &it) == QJIT_OK;
+    }
+    free(line);
+    if (f)
+        fclose(f);
+    return any;
+}
+
 /* Read one manifest: every line a descriptor, '#' to end of line a comment. */
 static void read_manifest(run *R, const char *path)
 {
@@ -314,7 +333,7 @@ static void read_manifest(run *R, const char *path)
     if (!f) {
         char msg[512];
         snprintf(msg, sizeof msg, "cannot open manifest: %s", strerror(errno));
-        add_failure(R, path, path, msg);
+        add_failure(R, path, "", msg);
         return;
     }
     char *line = NULL;
@@ -333,6 +352,10 @@ static void read_manifest(run *R, const char *path)
             add_failure(R, where, line, qjit_last_error());
             continue;
         }
+        if (!R->ctx) { /* has_item found no good line before */
+            add_failure(R, where, "", "the manifest changed while it was read");
+            continue;
+        }
         qjit_arch own = it.kind == QJIT_MANIFEST_QUANT ? it.quant.arch : it.gemm.arch;
         int narchs = R->narchs > 0 ? R->narchs : 1;
         for (int i = 0; i < narchs; i++) {
@@ -347,7 +370,7 @@ static void read_manifest(run *R, const char *path)
     if (ferror(f)) {
         char msg[512];
         snprintf(msg, sizeof msg, "read error: %s", strerror(errno));
-        add_failure(R, path, path, msg);
+        add_failure(R, path, "", msg);
     }
     free(line);
     fclose(f);
@@ -477,6 +500,9 @@ static bool add_archs(run *R, const char *list)
             ok = false;
             break;
         }
+        if (strcmp(t, arch_name(a)) != 0) /* sm_90: said, not silently widened */
+            fprintf(stderr, "qjit-precompile: note: --arch %s is taken as %s\n", t,
+                    arch_name(a));
         bool have = false;
         for (int i = 0; i < R->narchs; i++)
             have |= R->archs[i] == a;
@@ -566,14 +592,18 @@ int main(int argc, char **argv)
     o.log = log_cb;
     o.log_user = &R;
     o.verify_cache = 1; /* a damaged cache is repaired before anything is compiled into it */
-    if (qjit_context_create(&o, &R.ctx) != QJIT_OK) {
+    bool any = false;
+    for (int i = 0; i < nmanifests && !any; i++)
+        any = has_item(manifests[i]);
+    qjit_cache_info ci = {.persistent = 1};
+    if (any && qjit_context_create(&o, &R.ctx) != QJIT_OK) {
         fprintf(stderr, "qjit-precompile: cannot create a qjit context: %s\n",
                 qjit_last_error());
         free(manifests);
         return 1;
     }
-    qjit_cache_info ci;
-    qjit_context_cache_info(R.ctx, &ci);
+    if (R.ctx)
+        qjit_context_cache_info(R.ctx, &ci);
     if (!ci.persistent) { /* qjit caches in memory: compiling would store nothing */
         fprintf(stderr, "qjit-precompile: no writable cache (see the warning above); nothing "
                         "was compiled\n");
@@ -598,10 +628,11 @@ int main(int argc, char **argv)
         for (int i = 0; i < R.narchs; i++)
             snprintf(archs + strlen(archs), sizeof archs - strlen(archs), "%s%s",
                      i ? "," : "", arch_name(R.archs[i]));
-        printf("qjit-precompile: %zu kernels from %zu descriptors in %d manifest%s "
-               "(targets: %s), %d threads\n",
-               R.njobs, R.lines, nmanifests, nmanifests == 1 ? "" : "s",
-               R.narchs ? archs : "per descriptor, sm_90a for auto", nthreads);
+        printf("qjit-precompile: %zu kernel%s from %zu descriptor%s in %d manifest%s "
+               "(targets: %s), %d thread%s\n",
+               R.njobs, R.njobs == 1 ? "" : "s", R.lines, R.lines == 1 ? "" : "s", nmanifests,
+               nmanifests == 1 ? "" : "s", R.narchs ? archs : "per descriptor, sm_90a for auto",
+               nthreads, nthreads == 1 ? "" : "s");
         fflush(stdout);
     }
 
@@ -631,7 +662,8 @@ int main(int argc, char **argv)
         printf(" (%zu duplicate%s skipped)", R.duplicates, R.duplicates == 1 ? "" : "s");
     printf(" in %.2f s, %.2f kernels/s\n", wall, wall > 0 ? (double)ok / wall : 0.0);
     int warnings = atomic_load(&R.warnings);
-    qjit_context_cache_info(R.ctx, &ci);
+    if (R.ctx)
+        qjit_context_cache_info(R.ctx, &ci);
     if (!ci.persistent)
         printf("qjit-precompile: the cache became unusable during the run (%d warning%s "
                "above): kernels reported as compiled may not be stored\n",
@@ -639,7 +671,9 @@ int main(int argc, char **argv)
     if (R.failed) {
         printf("failures:\n");
         for (size_t i = 0; i < R.nfails; i++) {
-            if (R.fails[i].where)
+            if (R.fails[i].where && !*R.fails[i].what) /* the file itself */
+                printf("  %s\n    %s\n", R.fails[i].where, R.fails[i].error);
+            else if (R.fails[i].where)
                 printf("  %s: %s\n    %s\n", R.fails[i].where, R.fails[i].what,
                        R.fails[i].error);
             else

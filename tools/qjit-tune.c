@@ -115,6 +115,22 @@ static bool parse_nk(const char *s, int64_t (*nk)[2], size_t cap, size_t *n)
     return *n > 0;
 }
 
+/* A descriptor that names its whole configuration: nothing to tune. */
+static bool fully_named(const qjit_gemm_desc *d)
+{
+    return d->bm && d->wm && d->stages && d->kernel && d->split_k;
+}
+
+/* Descriptors read arch=sm_90 as sm_90a: say so, as qjit-precompile and qjit-cache do. */
+static void note_alias(const char *text)
+{
+    for (const char *p = text; (p = strstr(p, "arch=sm_90")) != NULL; p += 10)
+        if ((p == text || p[-1] == ' ' || p[-1] == '\t') && p[10] != 'a') {
+            fprintf(stderr, "qjit-tune: note: arch=sm_90 is taken as sm_90a\n");
+            return;
+        }
+}
+
 /* ---------------------------------------------------------------- progress */
 typedef struct progress {
     bool quiet, tty;
@@ -237,8 +253,9 @@ int main(int argc, char **argv)
                     fclose(f);
                     USAGE("%s:%d: %s", v, no, qjit_last_error());
                 }
-                if (d.bm && d.wm && d.stages && d.kernel && d.split_k)
+                if (fully_named(&d))
                     continue; /* names its whole configuration: nothing to tune */
+                note_alias(line);
                 if (ndescs == MAX_DESCS) {
                     fclose(f);
                     USAGE("more than %d descriptors", MAX_DESCS);
@@ -254,6 +271,9 @@ int main(int argc, char **argv)
             if (qjit_gemm_desc_parse(a, &descs[ndescs]) != QJIT_OK ||
                 qjit_gemm_desc_validate(&descs[ndescs]) != QJIT_OK)
                 USAGE("%s", qjit_last_error());
+            if (fully_named(&descs[ndescs]))
+                USAGE("'%s' names its whole configuration: there is nothing to tune", a);
+            note_alias(a);
             ndescs++;
         }
     }
@@ -263,11 +283,23 @@ int main(int argc, char **argv)
         USAGE("--nk is required (the N x K of the layers to tune for)");
 #undef USAGE
 
-    int ndev = 0;
+    /* Every argument is checked above; only now is a GPU looked for. */
+    int ndev = 0, driver = 0;
     cudaError_t ce = cudaGetDeviceCount(&ndev);
-    if (ce != cudaSuccess || device >= ndev) {
-        fprintf(stderr, "qjit-tune: no CUDA device %ld (%s)\n", device,
-                ce != cudaSuccess ? cudaGetErrorString(ce) : "not that many devices");
+    if (ce != cudaSuccess || ndev == 0) {
+        /* no driver at all reads as "insufficient driver" to the runtime: say what it is */
+        if (cudaDriverGetVersion(&driver) != cudaSuccess || driver == 0)
+            fprintf(stderr, "qjit-tune: no GPU visible (no CUDA driver is installed); tuning "
+                            "measures on a GPU\n");
+        else
+            fprintf(stderr, "qjit-tune: no GPU visible (%s); tuning measures on a GPU\n",
+                    ce != cudaSuccess ? cudaGetErrorString(ce) : "no devices");
+        free(descs);
+        return 1;
+    }
+    if (device >= ndev) {
+        fprintf(stderr, "qjit-tune: --device %ld: only %d GPU%s visible\n", device, ndev,
+                ndev == 1 ? "" : "s");
         free(descs);
         return 1;
     }

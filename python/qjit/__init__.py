@@ -412,12 +412,15 @@ def cache_stats(path=None):
 
 def cache_verify(path=None, repair=False):
     """Recheck every row of a cache DB file; repair=True deletes bad rows and rebuilds a
-    damaged file.  Returns the report as a dict (ok: nothing bad was found)."""
+    damaged file (rebuilt: 1, rows_kept kept, rows_deleted lost, the damaged file moved
+    to path + ".corrupt"), also one whose header is damaged.  Returns the report as a
+    dict (ok: nothing bad was found; path: the file)."""
     r = _lib.VerifyReport()
     with _DB(path, repair) as db:
         _check(lib.qjit_cache_db_verify(db, int(bool(repair)), None, None, r))
     rep = {f: getattr(r, f) for f, _ in r._fields_}
     rep["integrity"] = r.integrity.decode()
+    rep["path"] = os.fspath(path) if path else cache_default_path()
     rep["ok"] = bool(r.integrity_ok) and r.rows_bad == 0 and r.tuning_bad == 0
     return rep
 

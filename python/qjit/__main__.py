@@ -46,6 +46,13 @@ def cmd_verify(args):
     print(f"{r['rows_checked']} kernels checked, {r['rows_bad']} bad, {r['rows_deleted']} deleted; "
           f"{r['tuning_checked']} tuning results checked, {r['tuning_bad']} bad; "
           f"integrity {'ok' if r['integrity_ok'] else r['integrity']}")
+    if r["rebuilt"]:
+        print(f"rebuilt: kept {r['rows_kept']} kernels, lost {r['rows_deleted']} "
+              f"(the damaged file is {r['path']}.corrupt)")
+    if args.repair:  # what the repair left, as qjit-cache verify --repair says
+        r = qjit.cache_verify(args.db)
+        print(f"after: {r['rows_checked']} kernels, {r['rows_bad']} bad, "
+              f"integrity {'ok' if r['integrity_ok'] else r['integrity']}")
     return 0 if r["ok"] else 1
 
 

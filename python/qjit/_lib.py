@@ -128,7 +128,8 @@ class CacheStats(ctypes.Structure):
 class VerifyReport(ctypes.Structure):
     _fields_ = [("rows_checked", c_uint64), ("rows_bad", c_uint64), ("rows_deleted", c_uint64),
                 ("integrity_ok", c_int), ("integrity", ctypes.c_char * 256),
-                ("tuning_checked", c_uint64), ("tuning_bad", c_uint64)]
+                ("tuning_checked", c_uint64), ("tuning_bad", c_uint64), ("rebuilt", c_int),
+                ("rows_kept", c_uint64)]
 
 
 STRUCTS = {"qjit_gemm_desc": GemmDesc, "qjit_gemm_args": GemmArgs, "qjit_options": Options,

@@ -4,7 +4,9 @@ before any launch, and, where a CUDA GPU and torch are present, launches against
 own matmul, CUDA graph replay and torch.compile.
 
 Run in-tree by ctest (QJIT_LIBRARY = the build's libqjit.so, PYTHONPATH = python/), or
-against an installed package (pip install .) with neither variable set.
+against an installed package (pip install .) with neither variable set, through
+run_tests.py, which says what skipped.  A class that needs more than the package says so
+in `needs` ("numpy", "torch", "gpu"), and ctest runs each such group as its own test.
 """
 import ctypes
 import os
@@ -163,6 +165,24 @@ class TestOffline(unittest.TestCase):
         self.assertTrue(rep["ok"], rep)
         self.assertEqual(rep["rows_checked"], 1)
 
+    def test_repair_a_damaged_header(self):
+        d = "gemm a=f16 b=f16 out=f16 arch=sm_80 kernel=mma tile=64x64x32 warps=2x2 stages=2"
+        qjit.precompile(d, "sm_80", self.ctx)
+        path = self.ctx.cache_info()["path"]
+        self.ctx.close()
+        with open(path, "r+b") as f:  # the header gone: SQLite sees no database
+            f.write(b"\x5a" * 100)
+        rep = qjit.cache_verify(path)  # reported, not raised
+        self.assertFalse(rep["ok"])
+        self.assertIn("not a database", rep["integrity"])
+        rep = qjit.cache_verify(path, repair=True)
+        self.assertEqual((rep["rebuilt"], rep["rows_kept"], rep["rows_deleted"]), (1, 1, 0), rep)
+        self.assertTrue(os.path.exists(path + ".corrupt"))
+        after = qjit.cache_verify(path)
+        self.assertTrue(after["ok"], after)
+        self.assertEqual(after["rows_checked"], 1)
+        self.ctx = qjit.Context(cache_dir=self.dir.name)  # for tearDown
+
     def test_tune_refusals(self):
         with self.assertRaises(qjit.QjitError) as e:
             qjit.tune("gemm a=bf16 b=bf16 out=bf16 arch=sm_90a kernel=wgmma tile=128x256x64 "
@@ -268,6 +288,8 @@ class TestScalars(unittest.TestCase):
 
 @unittest.skipIf(np is None, "numpy is not installed")
 class TestHostNumpy(unittest.TestCase):
+    needs = "numpy"  # run_tests.py --needs numpy
+
     def setUp(self):
         self.rng = np.random.default_rng(11)
 
@@ -329,6 +351,8 @@ class TestHostNumpy(unittest.TestCase):
 
 @unittest.skipIf(torch is None, "torch is not installed")
 class TestTorchCPU(unittest.TestCase):
+    needs = "torch"  # run_tests.py --needs torch
+
     def test_host_helpers_on_cpu_tensors(self):
         w = torch.randn(4, 256)
         q, s, z = qjit.quant_group4(w, 128, "s4", "bf16")
@@ -446,6 +470,8 @@ class TestTorchCPU(unittest.TestCase):
 
 @unittest.skipUnless(HAVE_GPU, "needs torch with a CUDA GPU")
 class TestTorchGPU(unittest.TestCase):
+    needs = "gpu"  # run_tests.py --needs gpu
+
     def setUp(self):
         torch.manual_seed(3)
         self.dev = torch.device("cuda", 0)
