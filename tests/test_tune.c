@@ -2,12 +2,75 @@
  * test_tune.c — qjit_gemm_tune's refusals, which come before any GPU work: a descriptor
  * with nothing to tune, bad problems, NULL arguments, and, on a machine without a GPU, a
  * clear QJIT_ERROR_NO_DEVICE with nothing recorded.  The measuring itself is
- * test_gpu_tune's.
+ * test_gpu_dispatch's.  And the tuning records shipped in cache/tune/ (measured on the
+ * H100 by scripts/tune-h100.sh): merged into a fresh cache as scripts/run.sh merges them,
+ * they give that GPU's handles their winners and leave another GPU's on the heuristic.
  */
 #include "qjit.h"
+#include "qjit_internal.h"
 #include "testlib.h"
 
 #include <string.h>
+
+#define H100 "NVIDIA H100 80GB HBM3"
+
+static void test_shipped(void)
+{
+    const char *dir = tl_tmpdir("tune-shipped");
+    char db[1200];
+    snprintf(db, sizeof db, "%s/qjit.db", dir);
+    qjit_cache_db *h = NULL;
+    uint64_t added = 0, bad = 0;
+    CHECK_OK(qjit_cache_db_open(db, 1, &h));
+    if (!h)
+        return;
+    CHECK_OK(qjit_cache_db_merge(h, QJIT_SOURCE_DIR "/cache/tune/h100.db", &added, &bad));
+    qjit_cache_stats cs;
+    CHECK_OK(qjit_cache_db_stats(h, &cs));
+    CHECK(bad == 0 && cs.tuning_rows >= 200, "shipped records: %llu tuning rows, %llu bad",
+          (unsigned long long)cs.tuning_rows, (unsigned long long)bad);
+    qjit_cache_db_close(h);
+
+    qjit_options o;
+    qjit_options_init(&o);
+    o.cache_dir = dir;
+    qjit_context *ctx;
+    CHECK_OK(qjit_context_create(&o, &ctx));
+    static const struct {
+        const char *desc, *winner; /* the fastest measured at m, 4096 x 4096 */
+        int64_t m;
+    } cases[] = {
+        {"gemm a=bf16 b=bf16 out=bf16", "kernel=wgmma tile=64x128x64 warps=1x1 stages=6", 1},
+        {"gemm a=s8 b=s8 sa=row sb=col out=bf16", "kernel=wgmma_i8 tile=128x256x128 warps=2x1 stages=3", 4096},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        qjit_gemm_desc d;
+        CHECK_OK(qjit_gemm_desc_parse(cases[i].desc, &d));
+        const int b = qjit_m_bucket(cases[i].m);
+        /* the GPU the records were measured on: its problems tuned, the winner as measured */
+        qjit_dispatch dp;
+        CHECK_OK(qjit_select_dispatch(ctx, &d, QJIT_ARCH_SM90A, H100, true, &dp));
+        bool found = false;
+        for (size_t p = 0; p < dp.nproblems; p++) {
+            if (dp.problems[p].n != 4096 || dp.problems[p].k != 4096)
+                continue;
+            found = dp.problems[p].has[b];
+            char text[256];
+            qjit_desc_text(&dp.problems[p].desc[b], text, sizeof text);
+            CHECK(found && strstr(text, cases[i].winner), "%s m=%lld 4096x4096 on the H100: "
+                  "tuned %d, runs %s", cases[i].desc, (long long)cases[i].m, found, text);
+        }
+        CHECK(found && dp.nproblems >= 3, "%s: %zu tuned problems on the H100, 4096x4096 %s",
+              cases[i].desc, dp.nproblems, found ? "found" : "missing");
+        qjit_dispatch_free(&dp);
+        /* another GPU: no record is its, so every problem runs the heuristic */
+        CHECK_OK(qjit_select_dispatch(ctx, &d, QJIT_ARCH_SM90A, "NVIDIA H200", true, &dp));
+        CHECK(dp.nproblems == 0, "%s: %zu tuned problems for another GPU", cases[i].desc,
+              dp.nproblems);
+        qjit_dispatch_free(&dp);
+    }
+    qjit_context_destroy(ctx);
+}
 
 int main(void)
 {
@@ -59,5 +122,6 @@ int main(void)
         CHECK(n == 2, "a refused tune changed the dispatch: %zu variants", n);
     }
     qjit_context_destroy(ctx);
+    test_shipped();
     return tl_finish("test_tune");
 }
