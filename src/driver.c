@@ -49,6 +49,7 @@ static void load(void)
         SYM(MemFree, "cuMemFree_v2"),
         SYM(MemcpyHtoD, "cuMemcpyHtoD_v2"),
         SYM(MemcpyDtoH, "cuMemcpyDtoH_v2"),
+        SYM(MemcpyDtoD, "cuMemcpyDtoD_v2"),
         SYM(MemsetD8, "cuMemsetD8_v2"),
         SYM(StreamCreate, "cuStreamCreate"),
         SYM(StreamDestroy, "cuStreamDestroy_v2"),

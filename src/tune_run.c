@@ -3,10 +3,11 @@
  * current GPU and record them (tune.c) for the dispatch of later handles.
  *
  * Per problem: candidates (the named sweep plus the bucket's heuristic) compiled on CPU
- * threads first; then random operands in several copies (so that repeated launches read
- * the weights from DRAM), the heuristic's output as the reference, each candidate run
- * once on a poisoned output and checked, then timed as replays of a CUDA graph of
- * launches over the copies (the way decode runs), median of the replays.
+ * threads first; then random operands, filled once and copied on the device into several
+ * buffers (so that repeated launches read the weights from DRAM), the heuristic's output
+ * as the reference, each candidate run once on a poisoned output and checked, then timed
+ * as replays of a CUDA graph of launches over the copies (the way decode runs), median of
+ * the replays.
  */
 #define _GNU_SOURCE
 #include "driver.h"
@@ -118,6 +119,22 @@ static qjit_status upload(const qjit_cu_api *cu, CUdeviceptr *dst, const void *s
     return r == CUDA_SUCCESS ? QJIT_OK : qjit_drv_fail(cu, r, "tuning operands");
 }
 
+/* copies[0..count) of n bytes, each holding host's bytes: one upload, then device copies
+ * (the copies exist for their addresses, so that launches over them read from DRAM). */
+static qjit_status replicate(const qjit_cu_api *cu, CUdeviceptr *copies, int count,
+                             const void *host, size_t n)
+{
+    qjit_status st = upload(cu, &copies[0], host, n);
+    for (int c = 1; c < count && st == QJIT_OK; c++) {
+        CUresult r = cu->MemAlloc(&copies[c], n ? n : 16);
+        if (r == CUDA_SUCCESS && n)
+            r = cu->MemcpyDtoD(copies[c], copies[0], n);
+        if (r != CUDA_SUCCESS)
+            st = qjit_drv_fail(cu, r, "tuning operands");
+    }
+    return st;
+}
+
 static qjit_status operands_make(const qjit_cu_api *cu, const qjit_gemm_desc *d,
                                  const qjit_tune_problem *p, uint64_t rotate, operands *o)
 {
@@ -138,37 +155,37 @@ static qjit_status operands_make(const qjit_cu_api *cu, const qjit_gemm_desc *d,
 
     size_t biggest = o->a_bytes > o->b_bytes ? o->a_bytes : o->b_bytes;
     biggest = biggest > o->bias_bytes ? biggest : o->bias_bytes;
-    uint8_t *h = malloc(biggest + o->sa_bytes + o->sb_bytes + 64);
+    biggest = biggest > o->sa_bytes ? biggest : o->sa_bytes;
+    biggest = biggest > o->sb_bytes ? biggest : o->sb_bytes;
+    uint8_t *h = malloc(biggest + 64);
     if (!h)
         return qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "tuning operands (%zu bytes)", biggest);
     uint64_t seed = 0x9e3779b97f4a7c15ull ^ (uint64_t)(m * 31 + n * 17 + k);
     bool int_pair = d->a == QJIT_DTYPE_S8;
     bool small_b = int_pair || d->sb == QJIT_SCALE_GROUP || d->sb == QJIT_SCALE_COL;
-    qjit_status st = QJIT_OK;
-    for (int c = 0; c < o->copies && st == QJIT_OK; c++) {
-        fill(&seed, d->a, h, m * k, false, 0, 0);
-        st = upload(cu, &o->a[c], h, o->a_bytes);
-        if (st == QJIT_OK) {
-            fill(&seed, d->b, h, n * k, false, 0, 0);
-            st = upload(cu, &o->b[c], h, o->b_bytes);
+    /* random contents once (never zeros), the same in every copy */
+    fill(&seed, d->a, h, m * k, false, 0, 0);
+    qjit_status st = replicate(cu, o->a, o->copies, h, o->a_bytes);
+    if (st == QJIT_OK) {
+        fill(&seed, d->b, h, n * k, false, 0, 0);
+        st = replicate(cu, o->b, o->copies, h, o->b_bytes);
+    }
+    if (st == QJIT_OK && nsa) {
+        fill(&seed, sat, h, nsa, true, int_pair ? 0.5e-3f : 0.5f, int_pair ? 1.5e-3f : 1.5f);
+        st = replicate(cu, o->sa, o->copies, h, o->sa_bytes);
+    }
+    if (st == QJIT_OK && nsb) {
+        fill(&seed, sbt, h, nsb, true, small_b ? 0.5e-2f : 0.5f, small_b ? 1.5e-2f : 1.5f);
+        st = replicate(cu, o->sb, o->copies, h, o->sb_bytes);
+    }
+    if (st == QJIT_OK && d->zeros) { /* integer zero points in [0, 15] */
+        for (int64_t i = 0; i < nsb; i++) {
+            float z = (float)(next(&seed) % 16);
+            if (sbt == QJIT_DTYPE_F16) ((uint16_t *)h)[i] = qjit_f16_from_f32(z);
+            else if (sbt == QJIT_DTYPE_BF16) ((uint16_t *)h)[i] = qjit_bf16_from_f32(z);
+            else ((float *)h)[i] = z;
         }
-        if (st == QJIT_OK && nsa) {
-            fill(&seed, sat, h, nsa, true, int_pair ? 0.5e-3f : 0.5f, int_pair ? 1.5e-3f : 1.5f);
-            st = upload(cu, &o->sa[c], h, o->sa_bytes);
-        }
-        if (st == QJIT_OK && nsb) {
-            fill(&seed, sbt, h, nsb, true, small_b ? 0.5e-2f : 0.5f, small_b ? 1.5e-2f : 1.5f);
-            st = upload(cu, &o->sb[c], h, o->sb_bytes);
-        }
-        if (st == QJIT_OK && d->zeros) { /* integer zero points in [0, 15] */
-            for (int64_t i = 0; i < nsb; i++) {
-                float z = (float)(next(&seed) % 16);
-                if (sbt == QJIT_DTYPE_F16) ((uint16_t *)h)[i] = qjit_f16_from_f32(z);
-                else if (sbt == QJIT_DTYPE_BF16) ((uint16_t *)h)[i] = qjit_bf16_from_f32(z);
-                else ((float *)h)[i] = z;
-            }
-            st = upload(cu, &o->zb[c], h, o->sb_bytes);
-        }
+        st = replicate(cu, o->zb, o->copies, h, o->sb_bytes);
     }
     if (st == QJIT_OK) {
         fill(&seed, d->out, h, n, false, 0, 0);
