@@ -33,7 +33,7 @@
 %   -- warpgroups along M where it allows.  Up to M = 64 (no tile named): 64x128x64, one
 %   -- consumer warpgroup, 6 stages; qjit-tune on the H100 found it the fastest of wgmma's and
 %   -- mma's small-m tiles (or within 2.5% of wgmma_tma's) at bf16 M = 1, 16, 64 on the Llama 3
-%   -- 8B layers, 1.07-1.74x mma's 64x128x32 that auto ran before (docs/BENCH.md).
+%   -- 8B layers, 1.06-1.95x mma's 64x128x32 that auto ran before (docs/BENCH.md).
 %   default = function(m)
 %     if m ~= 0 and m <= 64 and BM == 0 then return choose(64, 128, 64, 1, 1, 6) end
 %     local c = choose(128, 256, 64, 2, 1, 3)

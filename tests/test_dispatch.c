@@ -124,8 +124,9 @@ static void test_heuristics(qjit_context *ctx)
                   "%s on arch %d: %zu variants (%s | %s)", split[i], (int)arch, n, v[0].text,
                   n > 1 ? v[1].text : "");
         }
-    /* W8A8, fp8, MX on sm_90a: one family up to M = 64 (mma_i8, wgmma_f8, mma_f8), another
-     * above (W8A8: two tiles of wgmma_i8, 128x128 up to M = 256); mma_f8 for every M on sm_89 */
+    /* W8A8, fp8, MX on sm_90a: one kernel up to M = 64 (mma_i8, wgmma_f8, wgmma_mx's 64-row
+     * tile), another above (W8A8: two tiles of wgmma_i8, 128x128 up to M = 256); mma_f8 for
+     * every M on sm_89 */
     static const struct {
         const char *text;
         qjit_kernel decode, prefill;
@@ -133,7 +134,7 @@ static void test_heuristics(qjit_context *ctx)
     } q[] = {
         {"gemm a=s8 b=s8 sa=row sb=col out=bf16", QJIT_KERNEL_MMA_I8, QJIT_KERNEL_WGMMA_I8, 3},
         {"gemm a=e4m3 b=e4m3 sa=row sb=col out=bf16", QJIT_KERNEL_WGMMA_F8, QJIT_KERNEL_WGMMA_TMA, 2},
-        {"gemm a=e4m3 b=e4m3 sa=mx sb=mx out=bf16", QJIT_KERNEL_MMA_F8, QJIT_KERNEL_WGMMA_MX, 2},
+        {"gemm a=e4m3 b=e4m3 sa=mx sb=mx out=bf16", QJIT_KERNEL_WGMMA_MX, QJIT_KERNEL_WGMMA_MX, 2},
     };
     for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
         n = variants(ctx, q[i].text, QJIT_ARCH_SM90A, v, 32);
