@@ -454,9 +454,10 @@ QJIT_API qjit_status qjit_tune_record(qjit_context *ctx, const qjit_gemm_desc *d
  * using this cache) run each problem's winner.
  *
  * For each problem: the candidates are the points of the named sweep (qjit_gemm_sweep
- * on the device's arch) and the bucket's heuristic choice.  All are compiled first, on
- * compile_threads CPU threads (misses only; what a cache holds loads).  Then, on the
- * GPU, with fresh random operands (never zeros): the heuristic's kernel computes the
+ * on the device's arch) and the bucket's heuristic choice.  They compile on
+ * compile_threads CPU threads (misses only; what a cache holds loads) while the calling
+ * thread measures: each problem waits for its own candidates only.  On the GPU, with
+ * fresh random operands (never zeros): the heuristic's kernel computes the
  * reference output; each candidate runs once on a poisoned output and passes when its
  * normalized error against the reference is within twice the pair's bound (the output
  * rounding plus the precision the operands are multiplied in); its time is the median,
@@ -475,7 +476,8 @@ typedef struct qjit_tune_problem {
 typedef void (*qjit_tune_progress_fn)(void *user, const char *stage, size_t done,
                                       size_t total, const char *what);
 typedef struct qjit_tune_options {
-    const char *sweep;          /* candidates: "default" (NULL) or "small-m" */
+    const char *sweep;          /* candidates: "default" or "small-m"; NULL: small-m for
+                                   problems of M <= 64, default above */
     int warmup;                 /* graph replays before timing (0: 3) */
     int reps;                   /* timed replays; the median is kept (0: 20) */
     int compile_threads;        /* (0: the CPU count) */

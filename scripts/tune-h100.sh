@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # On the lent H100, over a carried build/ and a cache that qjit-precompile filled here with
 # every candidate (scripts/tune-prep.sh): qjit-tune measures and records the candidates of
-# the descriptors in cache/tune/descriptors.txt over the Llama 3 layer shapes, the small-m
-# sweep at M <= 64 and the default sweep above, each run under a time limit so that one
-# slow descriptor cannot take the lease.  The tables go to $OUT/tune.txt, the cache to
-# $OUT/tunecache.tgz (its tuning rows become cache/tune/h100.db, see docs/BENCH.md).
+# the descriptors in cache/tune/descriptors.txt over the Llama 3 layer shapes (its small-m
+# sweep at M <= 64, the default sweep above), each descriptor under a time limit so that one
+# slow descriptor cannot take the lease.  The tables go to $OUT/tune.txt; after each
+# descriptor the records so far are exported to $OUT/tuned.db (tuning rows become
+# cache/tune/h100.db, see docs/BENCH.md).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build"
@@ -14,12 +15,22 @@ nk="${QJIT_TUNE_NK:-6144x4096,4096x4096,28672x4096,4096x14336}"
 limit="${QJIT_TUNE_LIMIT:-60}"
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$build:$build/deps:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+m="${QJIT_TUNE_M:-1,16,64,128,256,1024,4096}"
 grep -v '^#' "$root/cache/tune/descriptors.txt" | grep -v '^$' | while read -r d; do
-  for sweep in small-m default; do
-    if [ "$sweep" = small-m ]; then m=1,16,64; else m=128,256,1024,4096; fi
-    echo "== $d ($sweep, M $m)"
-    timeout "$limit" "$build/tools/qjit-tune" --reps 10 --sweep "$sweep" --cache-dir "$cache" \
-      --nk "$nk" --m "$m" "$d" 2>&1 | grep -v '^\[' | tee -a "$out/tune.txt" | tail -n 16
-  done
+  echo "== $d"
+  timeout "$limit" "$build/tools/qjit-tune" --reps 10 --cache-dir "$cache" \
+    --nk "$nk" --m "$m" "$d" 2>&1 | grep -v '^qjit-tune: \(compile\|time\)' |
+    tee -a "$out/tune.txt" | tail -n 32
+  # the records so far, tuning rows only (a later limit or a lost lease keeps them)
+  python3 - "$cache/qjit.db" "$out/tuned.db" <<'PY' || echo "tune-h100: could not copy the records"
+import os, sqlite3, sys
+if os.path.exists(sys.argv[2]):
+    os.remove(sys.argv[2])
+src, dst = sqlite3.connect(sys.argv[1]), sqlite3.connect(sys.argv[2])
+src.backup(dst)
+dst.execute("DELETE FROM kernels")
+dst.commit()
+dst.execute("VACUUM")
+dst.close()
+PY
 done
-tar czf "$out/tunecache.tgz" -C "$(dirname "$cache")" "$(basename "$cache")"

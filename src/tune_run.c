@@ -252,12 +252,17 @@ static double nerr(qjit_dtype t, const uint8_t *got, const uint8_t *ref, int64_t
 }
 
 /* ------------------------------------------------------------ compiling */
+/* The candidates compile on CPU threads while the calling thread measures: a problem's
+ * candidates come first in the list, so the first problem starts as soon as its own are
+ * built, and later ones compile under its measurements. */
 typedef struct compile_job {
     qjit_context *ctx;
     const qjit_gemm_desc *cands;
     qjit_status *status;
-    size_t n, next;
+    bool *done;
+    size_t n, next, finished;
     pthread_mutex_t mu;
+    pthread_cond_t cv;
 } compile_job;
 
 static void *compile_worker(void *p)
@@ -269,31 +274,50 @@ static void *compile_worker(void *p)
         pthread_mutex_unlock(&j->mu);
         if (i >= j->n)
             return NULL;
-        j->status[i] = qjit_gemm_precompile(j->ctx, &j->cands[i], j->cands[i].arch, NULL);
+        qjit_status st = qjit_gemm_precompile(j->ctx, &j->cands[i], j->cands[i].arch, NULL);
+        pthread_mutex_lock(&j->mu);
+        j->status[i] = st;
+        j->done[i] = true;
+        j->finished++;
+        pthread_cond_broadcast(&j->cv);
+        pthread_mutex_unlock(&j->mu);
     }
 }
 
-/* Compile every candidate on `threads` threads; status[i] says which failed. */
-static void compile_all(qjit_context *ctx, const qjit_gemm_desc *cands, size_t n, int threads,
-                        qjit_status *status, const qjit_tune_options *o)
+/* Start `threads` compile threads (0: the CPU count) over the job; returns how many
+ * started (0: the caller compiles everything itself first). */
+static int compile_start(compile_job *j, int threads, pthread_t *tid, int cap)
 {
-    compile_job j = {ctx, cands, status, n, 0, PTHREAD_MUTEX_INITIALIZER};
     if (threads < 1) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         threads = cores > 0 ? (int)cores : 1;
     }
-    if ((size_t)threads > n)
-        threads = (int)n;
-    pthread_t tid[64];
+    if ((size_t)threads > j->n)
+        threads = (int)j->n;
     int started = 0;
-    for (int i = 1; i < threads && i < 64; i++)
-        if (pthread_create(&tid[started], NULL, compile_worker, &j) == 0)
+    for (int i = 0; i < threads && i < cap; i++)
+        if (pthread_create(&tid[started], NULL, compile_worker, j) == 0)
             started++;
-    compile_worker(&j); /* this thread works too */
-    for (int i = 0; i < started; i++)
-        pthread_join(tid[i], NULL);
-    if (o->progress)
-        o->progress(o->user, "compile", n, n, "");
+    if (started == 0)
+        compile_worker(j);
+    return started;
+}
+
+/* Wait until candidate u is built; its status.  Reports compile progress meanwhile. */
+static qjit_status compile_wait(compile_job *j, size_t u, const qjit_tune_options *o,
+                                size_t *reported)
+{
+    pthread_mutex_lock(&j->mu);
+    while (!j->done[u])
+        pthread_cond_wait(&j->cv, &j->mu);
+    qjit_status st = j->status[u];
+    size_t finished = j->finished;
+    pthread_mutex_unlock(&j->mu);
+    if (o->progress && finished != *reported) {
+        *reported = finished;
+        o->progress(o->user, "compile", finished, j->n, "");
+    }
+    return st;
 }
 
 /* ------------------------------------------------------------ timing */
@@ -393,10 +417,12 @@ typedef struct tuner {
     const qjit_tune_options *o;
     char gpu[64];
     size_t done, total; /* measurements, for progress */
+    compile_job *job;   /* the candidates being compiled */
+    size_t compiled;    /* compiles reported to progress */
 } tuner;
 
 static qjit_status tune_problem(tuner *T, const qjit_tune_problem *p, const qjit_gemm_desc *cands,
-                                const qjit_status *built, size_t ncands, qjit_tune_result *res)
+                                const size_t *uidx, size_t ncands, qjit_tune_result *res)
 {
     const qjit_gemm_desc *d = T->d;
     const qjit_cu_api *cu = T->cu;
@@ -411,7 +437,9 @@ static qjit_status tune_problem(tuner *T, const qjit_tune_problem *p, const qjit
     qjit_gemm *hg = NULL;
     if (!ref || !got)
         st = qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "tuning outputs (%zu bytes)", ops.d_bytes);
-    /* the reference: the bucket's heuristic kernel */
+    /* the reference: the bucket's heuristic kernel (candidate 0) */
+    if (st == QJIT_OK)
+        compile_wait(T->job, uidx[0], T->o, &T->compiled);
     if (st == QJIT_OK)
         st = qjit_context_get_gemm(T->ctx, &res->heuristic, NULL, &hg);
     if (st == QJIT_OK)
@@ -433,8 +461,9 @@ static qjit_status tune_problem(tuner *T, const qjit_tune_problem *p, const qjit
         double us = 0, e = 0;
         /* a candidate that did not compile is not tried again (a failure to store it
          * is not one: the get below compiles it) */
-        bool unbuildable = built[i] == QJIT_ERROR_COMPILE || built[i] == QJIT_ERROR_TEMPLATE ||
-                           built[i] == QJIT_ERROR_UNSUPPORTED;
+        const qjit_status built = compile_wait(T->job, uidx[i], T->o, &T->compiled);
+        bool unbuildable = built == QJIT_ERROR_COMPILE || built == QJIT_ERROR_TEMPLATE ||
+                           built == QJIT_ERROR_UNSUPPORTED;
         if (unbuildable || qjit_context_get_gemm(T->ctx, &cands[i], NULL, &g) != QJIT_OK ||
             run_once(cu, g, &ops, d, p, got) != QJIT_OK) {
             res->skipped++; /* not built, or sizes this kernel refuses */
@@ -510,7 +539,7 @@ qjit_status qjit_gemm_tune(qjit_context *ctx, const qjit_gemm_desc *d,
                                 (long long)problems[i].k);
     if (n == 0)
         return QJIT_OK; /* nothing to measure: no GPU needed */
-    tuner T = {ctx, NULL, d, o, "", 0, 0};
+    tuner T = {ctx, NULL, d, o, "", 0, 0, NULL, 0};
     CUcontext cuctx;
     CUdevice dev;
     int major, minor;
@@ -518,16 +547,17 @@ qjit_status qjit_gemm_tune(qjit_context *ctx, const qjit_gemm_desc *d,
         (st = qjit_drv_device_name(T.cu, dev, T.gpu, sizeof T.gpu)) != QJIT_OK)
         return qjit_err_prefix(st, "qjit_gemm_tune");
 
-    /* every problem's candidates: the bucket's heuristic first, then the sweep's */
-    const char *sweep = o->sweep && *o->sweep ? o->sweep : "default";
+    /* every problem's candidates: the bucket's heuristic first, then the sweep's (when none
+     * is named: the small-m sweep up to M = 64, the default one above) */
     size_t per = MAX_CANDIDATES;
-    qjit_gemm_desc *cands = calloc(n ? n * per : 1, sizeof *cands);
-    size_t *count = calloc(n ? n : 1, sizeof *count);
-    qjit_gemm_desc *uniq = calloc(n ? n * per : 1, sizeof *uniq);
-    qjit_status *built = calloc(n ? n * per : 1, sizeof *built);
-    qjit_status *ustatus = calloc(n ? n * per : 1, sizeof *ustatus);
+    qjit_gemm_desc *cands = calloc(n * per, sizeof *cands);
+    size_t *count = calloc(n, sizeof *count);
+    qjit_gemm_desc *uniq = calloc(n * per, sizeof *uniq);
+    size_t *uidx = calloc(n * per, sizeof *uidx);
+    qjit_status *ustatus = calloc(n * per, sizeof *ustatus);
+    bool *udone = calloc(n * per, sizeof *udone);
     size_t nuniq = 0;
-    if (!cands || !count || !uniq || !built || !ustatus)
+    if (!cands || !count || !uniq || !uidx || !ustatus || !udone)
         st = qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "qjit_gemm_tune: candidate lists");
     for (size_t i = 0; i < n && st == QJIT_OK; i++) {
         qjit_tune_result *r = &results[i];
@@ -542,37 +572,52 @@ qjit_status qjit_gemm_tune(qjit_context *ctx, const qjit_gemm_desc *d,
         c[count[i]++] = r->heuristic;
         size_t np = 0;
         qjit_gemm_desc pts[MAX_CANDIDATES];
+        const char *sweep = o->sweep && *o->sweep ? o->sweep
+                            : problems[i].m <= 64  ? "small-m"
+                                                   : "default";
         st = qjit_gemm_sweep(ctx, d, r->heuristic.arch, sweep, pts, MAX_CANDIDATES - 1, &np);
         for (size_t j = 0; st == QJIT_OK && j < np && j < MAX_CANDIDATES - 1; j++)
             if (!contains(c, count[i], &pts[j]))
                 c[count[i]++] = pts[j];
-        for (size_t j = 0; st == QJIT_OK && j < count[i]; j++)
-            if (!contains(uniq, nuniq, &c[j]))
+        for (size_t j = 0; st == QJIT_OK && j < count[i]; j++) {
+            size_t u = 0;
+            while (u < nuniq && memcmp(&uniq[u], &c[j], sizeof uniq[u]))
+                u++;
+            if (u == nuniq)
                 uniq[nuniq++] = c[j];
+            uidx[i * per + j] = u;
+        }
         T.total += count[i];
         r->candidates = (int)count[i];
     }
+    /* compile on CPU threads while this thread measures */
+    compile_job job = {ctx, uniq, ustatus, udone, nuniq, 0, 0, PTHREAD_MUTEX_INITIALIZER,
+                       PTHREAD_COND_INITIALIZER};
+    pthread_t tid[64];
+    int started = 0;
     if (st == QJIT_OK) {
         if (o->progress)
             o->progress(o->user, "compile", 0, nuniq, "");
-        compile_all(ctx, uniq, nuniq, o->compile_threads, ustatus, o);
-        for (size_t i = 0; i < n; i++)
-            for (size_t j = 0; j < count[i]; j++)
-                for (size_t u = 0; u < nuniq; u++)
-                    if (!memcmp(&uniq[u], &cands[i * per + j], sizeof uniq[u])) {
-                        built[i * per + j] = ustatus[u];
-                        break;
-                    }
+        started = compile_start(&job, o->compile_threads, tid, 64);
+        T.job = &job;
     }
     for (size_t i = 0; i < n && st == QJIT_OK; i++)
-        st = tune_problem(&T, &problems[i], &cands[i * per], &built[i * per], count[i],
+        st = tune_problem(&T, &problems[i], &cands[i * per], &uidx[i * per], count[i],
                           &results[i]);
+    if (started) { /* after an error, the rest of the list is not wanted */
+        pthread_mutex_lock(&job.mu);
+        job.next = job.n;
+        pthread_mutex_unlock(&job.mu);
+        for (int t = 0; t < started; t++)
+            pthread_join(tid[t], NULL);
+    }
     if (st == QJIT_OK && o->progress)
         o->progress(o->user, "time", T.total, T.total, "");
     free(cands);
     free(count);
     free(uniq);
-    free(built);
+    free(uidx);
     free(ustatus);
+    free(udone);
     return st;
 }

@@ -33,6 +33,7 @@ static const char usage_text[] =
     "                   1,4,8,16,32,64,128,256,1024,4096)\n"
     "  --manifest FILE  tune every descriptor of a manifest whose configuration is auto\n"
     "  --sweep NAME     candidates: default (all the template declares) or small-m\n"
+    "                   (default: small-m for M <= 64, default above)\n"
     "  --reps N         timed CUDA-graph replays per candidate, median kept (default 20)\n"
     "  --warmup N       replays before timing (default 3)\n"
     "  -j N             CPU threads compiling candidates (default: all cores)\n"
