@@ -23,7 +23,12 @@ def cmd_precompile(args):
     archs = args.arch.split(",")
     failed = 0
     for path in args.manifest:
-        r = qjit.precompile_manifest(path, archs, ctx)
+        try:
+            r = qjit.precompile_manifest(path, archs, ctx)
+        except OSError as e:  # one line, as qjit-precompile says it
+            print(f"{path}: cannot open manifest: {e.strerror}", file=sys.stderr)
+            failed += 1
+            continue
         print(f"{path}: {r['compiled']} compiled, {r['cached']} already cached, "
               f"{len(r['failed'])} failed")
         for line, text, msg in r["failed"]:
@@ -115,6 +120,9 @@ def main(argv=None):
         return args.fn(args)
     except qjit.QjitError as e:
         print(f"qjit: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"qjit: {e.filename}: {e.strerror}" if e.filename else f"qjit: {e}", file=sys.stderr)
         return 1
 
 

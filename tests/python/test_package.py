@@ -244,6 +244,14 @@ class TestOffline(unittest.TestCase):
         with contextlib.redirect_stderr(err):
             self.assertEqual(main(["stats", "--db", os.path.join(self.dir.name, "none.db")]), 1)
         self.assertIn("qjit:", err.getvalue())
+        # a missing manifest: one line naming it, no traceback, exit 1
+        out, err = io.StringIO(), io.StringIO()
+        missing = os.path.join(self.dir.name, "missing.txt")
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = main(["precompile", missing, "--cache-dir", self.dir.name])
+        self.assertEqual(rc, 1)
+        self.assertEqual(err.getvalue().strip().splitlines(),
+                         [f"{missing}: cannot open manifest: No such file or directory"])
 
     def test_tuned_result_is_listed(self):
         w4 = "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16"
