@@ -126,6 +126,9 @@ MANIFEST
     echo "== bench_quant.py (qjit vs torch peers, same run)"
     PYTHONUNBUFFERED=1 timeout "$limit" python3 "$root/tools/bench_quant.py" --lib "$build/libqjit.so" 2>&1 |
       tee "$out/bench_quant.log" | tail -n 80
+    echo "== bench_step.py (Llama 3 8B and 70B decode steps as graph replays, qjit vs torch)"
+    PYTHONUNBUFFERED=1 timeout "$limit" python3 "$root/tools/bench_step.py" --lib "$build/libqjit.so" \
+      --csv "$out/step.csv" --png "$out/step.png" 2>&1 | tee "$out/bench_step.log" | tail -n 80
     echo "== bench_quantize.py (activation quantizers vs copy bandwidth and torch.compile)"
     PYTHONUNBUFFERED=1 PYTHONPATH="$root/python" QJIT_LIBRARY="$build/libqjit.so" \
       timeout "$limit" python3 "$root/tools/bench_quantize.py" 2>&1 | tee "$out/bench_quantize.log" | tail -n 60
