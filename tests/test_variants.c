@@ -35,12 +35,16 @@ static void *worker(void *unused)
         const qjit_gemm_desc d = it.gemm;
         bool hopper_only = st == QJIT_OK && it.kind == QJIT_MANIFEST_GEMM &&
                            d.kernel == QJIT_KERNEL_WGMMA;
+        /* fp8 and fp4 operands need sm_89's tensor cores (or Hopper's) */
+        bool ada_up = st == QJIT_OK && it.kind == QJIT_MANIFEST_GEMM &&
+                      (d.a == QJIT_DTYPE_E4M3 || d.a == QJIT_DTYPE_E5M2 || d.a == QJIT_DTYPE_E2M1);
+        const char *floor = hopper_only ? "sm_90a" : "sm_89";
         if (st == QJIT_OK)
             st = it.kind == QJIT_MANIFEST_QUANT ? qjit_quant_precompile(ctx, &it.quant, arch, NULL)
                                                 : qjit_gemm_precompile(ctx, &d, arch, NULL);
-        if (hopper_only && arch != QJIT_ARCH_SM90A) {
+        if ((hopper_only || ada_up) && arch != QJIT_ARCH_SM90A) {
             /* refused up front with the supports message, never compiled */
-            if (st != QJIT_ERROR_UNSUPPORTED || !strstr(qjit_last_error(), "sm_90a")) {
+            if (st != QJIT_ERROR_UNSUPPORTED || !strstr(qjit_last_error(), floor)) {
                 pthread_mutex_lock(&mu);
                 failures++;
                 fprintf(stderr, "FAIL %s for arch %d: expected unsupported, got %s: %s\n",
