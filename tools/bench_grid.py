@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""bench_grid.py — for each pair, layer shape and M: the auto handle, every named
+configuration the tuner would try (the best of them reported), and torch's path for the
+pair, all timed the same way in the same run.
+
+Each time is the median of CUDA-graph replays of one launch per weight copy, the copies
+covering --rotate-mb (so that weights come from DRAM, as in a model), divided by the
+copies.  The auto handle is a get of the pair's descriptor through a context on the given
+cache (so tuned records there are used, as in a server); the named configurations are
+the pair's sweep on sm_90a (small-m up to M = 64, default above) with the bucket's
+heuristic.  The summary gives, per pair and model, auto's worst and median ratio to the
+peer across M and auto's worst ratio to the best named configuration.
+
+    LD_LIBRARY_PATH=build PYTHONPATH=python QJIT_LIBRARY=build/libqjit.so \\
+        python3 tools/bench_grid.py [--pairs bf16,w8a8] [--m 1,16,128,4096]
+        [--models 8b,70b] [--cache-dir DIR] [--csv grid.csv]
+"""
+import argparse
+import os
+import statistics
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_quant import Args, Qjit, ptr  # noqa: E402
+from bench_step import MODELS, PAIRS, make_act, make_weights, peer_call  # noqa: E402
+
+import qjit  # noqa: E402  (the package, for the sweep and the heuristic)
+
+
+def time_launches(calls, reps):
+    """Median µs of one call, as graph replays of all of them (one per weight copy)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for c in calls:
+            c()
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for c in calls:
+            c()
+    for _ in range(3):
+        graph.replay()
+    times = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        graph.replay()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) * 1e3 / len(calls))
+    return statistics.median(times)
+
+
+def args_for(pair, act, w, out, m, n, k):
+    sa = act.get("s") if pair in ("w8a8", "w4a8", "fp8", "mxfp8") else None
+    return Args(ptr(act["x"]), ptr(w["w"]), ptr(out), None, ptr(sa) if sa is not None else None,
+                ptr(w["s"]) if "s" in w else None, None, m, n, k, k, k, n)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", default="build/libqjit.so")
+    ap.add_argument("--pairs", default="bf16,w4a16,w8a8,fp8,w4a8,mxfp8,w8a16")
+    ap.add_argument("--models", default="8b,70b")
+    ap.add_argument("--m", default="1,4,16,32,64,128,256,1024,4096")
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--rotate-mb", type=int, default=256)
+    ap.add_argument("--cache-dir", default="", help="the cache whose tuned records auto uses")
+    ap.add_argument("--no-named", action="store_true", help="time auto and the peer only")
+    ap.add_argument("--csv", default="")
+    o = ap.parse_args()
+    torch.manual_seed(0)
+    torch.zeros(1, device="cuda")
+    q = Qjit(o.lib)
+    ctx = qjit.Context(cache_dir=o.cache_dir) if o.cache_dir else None
+    if o.cache_dir:
+        os.environ["QJIT_CACHE_DIR"] = o.cache_dir  # the ctypes gets of bench_quant's Qjit
+    print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}; µs per launch, median "
+          f"of {o.reps} graph replays over weight copies covering {o.rotate_mb} MB")
+    print(f"{'model':5} {'pair':6} {'M':>5} {'N x K':>12} {'auto us':>9} {'best us':>9} "
+          f"{'auto/best':>9} {'peer us':>9} {'peer/auto':>9}  best named")
+    rows = []
+    ms = [int(x) for x in o.m.split(",")]
+    for model in o.models.split(","):
+        for n, k in MODELS[model]:
+            for pair in o.pairs.split(","):
+                desc, peer, wb, sb, _ = PAIRS[pair]
+                g = q.get(desc)
+                heur = qjit.variants(desc, "sm_90a", ctx)  # each bucket's heuristic kernel
+                copies = max(1, min(16, -(-o.rotate_mb * 2**20 // int(n * k * (wb + sb)))))
+                ws = [make_weights(pair, n, k) for _ in range(copies)]
+                for m in ms:
+                    act = make_act(pair, m, k)
+                    out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+                    launch = lambda h, w: (lambda a=args_for(pair, act, w, out, m, n, k): q.launch(h, a))
+                    t_auto = time_launches([launch(g, w) for w in ws], o.reps)
+                    best, best_cfg = None, ""
+                    if not o.no_named:
+                        sweep = "small-m" if m <= 64 else "default"
+                        cands = [str(v["desc"]) for v in heur
+                                 if not v["tuned"] and v["m_min"] <= m <= v["m_max"]]
+                        cands += [str(c) for c in qjit.sweep(desc, "sm_90a", sweep, ctx)]
+                        for c in dict.fromkeys(cands):
+                            try:
+                                h = q.get(c)
+                                t = time_launches([launch(h, w) for w in ws], o.reps)
+                            except RuntimeError:
+                                continue  # sizes this configuration refuses
+                            if best is None or t < best:
+                                best, best_cfg = t, c.split("kernel=")[-1].replace(" split=1", "")
+                    t_peer = None
+                    if peer:
+                        try:
+                            t_peer = time_launches([peer_call(pair, act, w, out) for w in ws], o.reps)
+                        except Exception as e:  # noqa: BLE001
+                            print(f"  {peer} failed: {str(e).splitlines()[0][:80]}")
+                    r = dict(model=model, pair=pair, m=m, n=n, k=k, auto_us=t_auto, best_us=best,
+                             best=best_cfg, peer=peer or "", peer_us=t_peer)
+                    rows.append(r)
+                    f = lambda v, p=1: f"{v:9.{p}f}" if v is not None else f"{'—':>9}"
+                    print(f"{model:5} {pair:6} {m:5d} {n:6d}x{k:<5d} {f(t_auto)} {f(best)} "
+                          f"{f(t_auto / best if best else None, 2)} {f(t_peer)} "
+                          f"{f(t_peer / t_auto if t_peer else None, 2)}  {best_cfg}", flush=True)
+                del ws
+                torch.cuda.empty_cache()
+    print("\n# summary: peer time / auto time across M and shapes (> 1: auto faster), and auto / best named")
+    for model in o.models.split(","):
+        for pair in o.pairs.split(","):
+            rs = [r for r in rows if r["model"] == model and r["pair"] == pair]
+            vs = [r["peer_us"] / r["auto_us"] for r in rs if r["peer_us"]]
+            bs = [r["auto_us"] / r["best_us"] for r in rs if r["best_us"]]
+            print(f"{model:5} {pair:6} peer/auto worst {min(vs):.2f} median {statistics.median(vs):.2f}"
+                  if vs else f"{model:5} {pair:6} (no peer)", end="")
+            print(f"; auto/best worst {max(bs):.2f}" if bs else "")
+    if o.csv:
+        keys = ["model", "pair", "m", "n", "k", "auto_us", "best_us", "best", "peer", "peer_us"]
+        with open(o.csv, "w") as fh:
+            fh.write(",".join(keys) + "\n")
+            for r in rows:
+                fh.write(",".join("" if r.get(x) is None else str(r.get(x)) for x in keys) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
