@@ -31,7 +31,7 @@
 %     -- s8 x s8 decode: 16x64x128, 6 stages: twice the CTAs of 16x128 and a deep ring; qjit-tune
 %     -- on the H100 found it 2.1-2.6x the 128x128x64 tile at M = 1-64 on 4096- and 6144-wide
 %     -- layers (docs/BENCH.md)
-%     if B == "s8" and m ~= 0 and m <= 64 then return choose(16, 64, 128, 1, 4, 6) end
+%     if B == "s8" and m ~= 0 and m <= 64 and BM == 0 then return choose(16, 64, 128, 1, 4, 6) end
 %     if B == "s8" then return choose(128, 128, 64, 2, 2, 4) end
 %     if m == 0 or m <= 64 then return choose(16, 128, 128, 1, 4, 4) end
 %     if SB == "group" then return choose(64, 64, 64, 2, 2, 3) end

@@ -54,7 +54,7 @@
 %     -- M = 256 (1.1-1.9x the 128x256 tile there), 128x256x128 with 3 stages above (1.07-1.10x
 %     -- the same tile with 4)
 %     local c = SB == "group" and choose(128, 128, 128, 2, 1, 4) or
-%               (B == "s8" and m ~= 0 and m <= 256) and choose(128, 128, 128, 2, 1, 5) or
+%               (B == "s8" and m ~= 0 and m <= 256 and BM == 0) and choose(128, 128, 128, 2, 1, 5) or
 %               choose(128, 256, 128, 2, 1, 3)
 %     if BM ~= 0 and WM == 0 then c.wm, c.wn = BM >= 128 and 2 or 1, 1 end
 %     return c

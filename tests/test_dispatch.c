@@ -109,6 +109,16 @@ static void test_heuristics(qjit_context *ctx)
                  v, 32);
     CHECK(n == 1 && v[0].desc.bm == 128 && v[0].desc.bn == 128, "kernel=wgmma tile=128x128x64: "
           "%zu, %s", n, v[0].text);
+    /* ... and for W8A8, whose unnamed tiles change with M on both families */
+    static const char *const w8_named[] = {
+        "gemm a=s8 b=s8 sa=row sb=col out=bf16 tile=128x256x128",
+        "gemm a=s8 b=s8 sa=row sb=col out=bf16 kernel=mma_i8 tile=128x128x64",
+    };
+    for (size_t i = 0; i < 2; i++) {
+        n = variants(ctx, w8_named[i], QJIT_ARCH_SM90A, v, 32);
+        CHECK(n == 1 && v[0].m_min == 1 && v[0].m_max == INT64_MAX, "%s: %zu variants, %s",
+              w8_named[i], n, v[0].text);
+    }
     /* weight-only and W4A8: decode tiles up to M = 64, tiles of more rows above */
     static const char *const split[] = {
         "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16", "gemm a=f16 b=u4 sb=group:64 gs=f16 zeros=1 out=f16",
