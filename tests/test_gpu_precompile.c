@@ -1,8 +1,9 @@
 /*
  * test_gpu_precompile.c — what qjit-precompile writes, with no GPU involved, is exactly
- * what a later qjit_get_gemm on the GPU loads: the tool fills a fresh cache for sm_90a
- * from a small manifest and from the GEMM lines of cache/manifests/default.txt that run
- * on sm_90a; a fresh context on that cache then gets every descriptor (arch=auto lines
+ * what a later qjit_get_gemm on the GPU loads: as scripts/run.sh does, the shipped tuning
+ * records (cache/tune/h100.db) are merged into a fresh cache and the tool fills it for
+ * sm_90a from a small manifest and from the GEMM lines of cache/manifests/default.txt that
+ * run there; a fresh context on that cache then gets every descriptor (arch=auto lines
  * resolved from the device), launches each at M = 1, 16, 256 and 4096 (every M bucket's
  * kernel of an auto handle, checked against the reference), and has compiled nothing:
  * one disk hit for each distinct kernel the handles hold.  Skips without an sm_90 GPU.
@@ -80,6 +81,18 @@ int main(void)
     for (int i = 0; i < n; i++)
         fprintf(f, "%s\n", lines[i]);
     fclose(f);
+    /* as scripts/run.sh: the shipped tuning records first, so their winners are compiled
+     * too and this GPU's handles load them */
+    char db[1300], shipped[1200];
+    snprintf(db, sizeof db, "%s/qjit.db", dir);
+    snprintf(shipped, sizeof shipped, "%s/../../cache/tune/h100.db", self);
+    qjit_cache_db *h = NULL;
+    uint64_t merged = 0, bad = 0;
+    CHECK_OK(qjit_cache_db_open(db, 1, &h));
+    if (h) {
+        CHECK_OK(qjit_cache_db_merge(h, shipped, &merged, &bad));
+        qjit_cache_db_close(h);
+    }
     snprintf(cmd, sizeof cmd, "'%s/../tools/qjit-precompile' --quiet --arch sm_90a --cache-dir '%s' '%s'",
              self, dir, path);
     int rc = system(cmd);
@@ -94,7 +107,7 @@ int main(void)
     CHECK_OK(qjit_context_create(&o, &ctx));
     /* every distinct kernel the handles hold: each must be a disk hit, none a compile */
     static qjit_gemm_desc kernels[MAXLINES * 8];
-    int nkernels = 0, launches = 0;
+    int nkernels = 0, launches = 0, tuned = 0;
     static const int64_t ms[] = {1, 16, 256, 4096};
     for (int i = 0; i < n; i++) {
         qjit_gemm_desc d;
@@ -108,6 +121,7 @@ int main(void)
         size_t nv = 0;
         CHECK_OK(qjit_gemm_get_variants(g, v, 32, &nv));
         for (size_t j = 0; j < nv && j < 32; j++) {
+            tuned += v[j].tuned;
             bool seen = false;
             for (int q = 0; q < nkernels && !seen; q++)
                 seen = memcmp(&kernels[q], &v[j].desc, sizeof v[j].desc) == 0;
@@ -132,9 +146,9 @@ int main(void)
     }
     qjit_stats s;
     qjit_context_stats(ctx, &s);
-    printf("test_gpu_precompile: %d descriptors (%d from default.txt), %d kernels, %d checked "
-           "launches: %llu compiles, %llu disk hits\n",
-           n, from_default, nkernels, launches, (unsigned long long)s.compiles,
+    printf("test_gpu_precompile: %d descriptors (%d from default.txt), %d kernels (%d tuned "
+           "variants), %d checked launches: %llu compiles, %llu disk hits\n",
+           n, from_default, nkernels, tuned, launches, (unsigned long long)s.compiles,
            (unsigned long long)s.disk_hits);
     CHECK(s.compiles == 0 && s.disk_hits == (unsigned long long)nkernels,
           "after precompile: %llu compiles, %llu disk hits for %d kernels",
