@@ -24,35 +24,14 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_quant import Args, Qjit, ptr  # noqa: E402
-from bench_step import MODELS, PAIRS, make_act, make_weights, peer_call  # noqa: E402
+from bench_step import MODELS, PAIRS, make_act, make_weights, peer_call, time_graph  # noqa: E402
 
 import qjit  # noqa: E402  (the package, for the sweep and the heuristic)
 
 
 def time_launches(calls, reps):
     """Median µs of one call, as graph replays of all of them (one per weight copy)."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for c in calls:
-            c()
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for c in calls:
-            c()
-    for _ in range(3):
-        graph.replay()
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        graph.replay()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) * 1e3 / len(calls))
-    return statistics.median(times)
+    return time_graph(calls, len(calls), reps)
 
 
 def args_for(pair, act, w, out, m, n, k):
