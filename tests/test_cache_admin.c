@@ -76,35 +76,7 @@ static uint64_t size_of(const char *path)
 /* Run qjit-cache with args (NULL-terminated); its exit status, output into *out. */
 static int run_cache_tool(const char *const *args, char *out, size_t cap)
 {
-    const char *argv[16] = {CACHE_TOOL};
-    int n = 1;
-    for (; args[n - 1] && n < 15; n++)
-        argv[n] = args[n - 1];
-    argv[n] = NULL;
-    int fds[2];
-    if (pipe(fds) != 0)
-        return -1;
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fds[1], 1);
-        dup2(fds[1], 2);
-        close(fds[0]);
-        close(fds[1]);
-        execv(CACHE_TOOL, (char *const *)argv);
-        _exit(127);
-    }
-    close(fds[1]);
-    size_t len = 0;
-    ssize_t r;
-    while ((r = read(fds[0], out + len, cap - 1 - len)) > 0 && len + (size_t)r < cap - 1)
-        len += (size_t)r;
-    if (r > 0)
-        len += (size_t)r;
-    out[len] = 0;
-    close(fds[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return tl_run(CACHE_TOOL, args, NULL, out, cap);
 }
 
 /* The issue's case: the first 100 bytes overwritten.  SQLite no longer sees a database;

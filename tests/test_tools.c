@@ -31,37 +31,7 @@ typedef struct result {
 /* Run tool with args (NULL-terminated), env "NAME=VALUE" entries added (NULL-ended). */
 static void run(result *r, const char *tool, const char *const *args, const char *const *env)
 {
-    const char *argv[24] = {tool};
-    int n = 1;
-    for (; args[n - 1] && n < 23; n++)
-        argv[n] = args[n - 1];
-    argv[n] = NULL;
-    int fds[2];
-    r->rc = -1;
-    r->out[0] = 0;
-    if (pipe(fds) != 0)
-        return;
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fds[1], 1);
-        dup2(fds[1], 2);
-        close(fds[0]);
-        close(fds[1]);
-        for (int i = 0; env && env[i]; i++)
-            putenv((char *)env[i]);
-        execv(tool, (char *const *)argv);
-        _exit(127);
-    }
-    close(fds[1]);
-    size_t len = 0;
-    ssize_t got;
-    while ((got = read(fds[0], r->out + len, sizeof r->out - 1 - len)) > 0)
-        len += (size_t)got;
-    r->out[len] = 0;
-    close(fds[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    r->rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r->rc = tl_run(tool, args, env, r->out, sizeof r->out);
 }
 
 static bool write_file(const char *path, const char *text)

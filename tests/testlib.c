@@ -3,6 +3,7 @@
 
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 int tl_passed, tl_failed;
@@ -90,4 +91,47 @@ int tl_matches_any(const char *text, const char *any)
             return 0;
         p = bar + 1;
     }
+}
+
+int tl_run(const char *tool, const char *const *args, const char *const *env, char *out,
+           size_t cap)
+{
+    const char *argv[32] = {tool};
+    int n = 1;
+    for (; args[n - 1] && n < 31; n++)
+        argv[n] = args[n - 1];
+    argv[n] = NULL;
+    out[0] = 0;
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        dup2(fds[1], 2);
+        close(fds[0]);
+        close(fds[1]);
+        for (int i = 0; env && env[i]; i++)
+            putenv((char *)env[i]);
+        execv(tool, (char *const *)argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    size_t len = 0;
+    char sink[4096];
+    for (;;) { /* read to the end, keeping what fits, so the child never blocks */
+        char *to = len < cap - 1 ? out + len : sink;
+        size_t room = len < cap - 1 ? cap - 1 - len : sizeof sink;
+        ssize_t got = read(fds[0], to, room);
+        if (got <= 0)
+            break;
+        if (to != sink)
+            len += (size_t)got;
+    }
+    out[len] = 0;
+    close(fds[0]);
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid)
+        return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }

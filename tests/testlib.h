@@ -41,5 +41,10 @@ const char *tl_tmpdir(const char *tag);
 /* Whether text contains one of the '|'-separated substrings of `any` (the GPU tests'
  * QJIT_TEST_FILTER and QJIT_TEST_SKIP). */
 int tl_matches_any(const char *text, const char *any);
+/* Run the program `tool` with args (NULL-terminated, without argv[0]) and env "NAME=VALUE"
+ * entries added (NULL-terminated, or NULL); its stdout and stderr together into out (at
+ * most cap - 1 bytes kept, NUL-terminated).  Its exit status, or -1. */
+int tl_run(const char *tool, const char *const *args, const char *const *env, char *out,
+           size_t cap);
 
 #endif
