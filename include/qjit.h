@@ -525,6 +525,11 @@ typedef struct qjit_gemm_args {
  * QJIT_ERROR_INVALID_ARGUMENT names the devices) and launches nothing on error.
  * Does not allocate, synchronize, read device memory or load modules: legal inside
  * stream capture in any mode.  M == 0 or N == 0 launches nothing and returns QJIT_OK.
+ * With QJIT_PDL=1 in the environment when the context was made, sm_90a kernels are
+ * launched with programmatic stream serialization: a kernel may be scheduled while the
+ * previous one in the stream finishes, and waits (griddepcontrol.wait, before any global
+ * access) until that one's writes are visible; CUDA graphs keep the edge.  Results are the
+ * same bit for bit.  Experimental: not yet timed on a GPU.
  * Thread-safe. */
 QJIT_API qjit_status qjit_gemm_launch(const qjit_gemm *g, const qjit_gemm_args *args,
                                       struct CUstream_st *stream);

@@ -29,6 +29,7 @@ typedef struct kernel {
     unsigned registers;
     qjit_grid_facts gf; /* what the launch geometry depends on besides the sizes */
     int out_bytes;
+    bool pdl; /* launched with programmatic stream serialization (QJIT_PDL, sm_90a) */
 } kernel;
 
 static int dtype_bytes(qjit_dtype t) { return qjit_desc_dtype_bits(t) / 8; }
@@ -111,6 +112,7 @@ static qjit_status kernel_make(qjit_context *ctx, const qjit_cu_api *cu, CUconte
     k->dev = dev;
     k->plan = *plan;
     k->out_bytes = dtype_bytes(r->out);
+    k->pdl = ctx->pdl && r->arch == QJIT_ARCH_SM90A;
     k->gf = (qjit_grid_facts){r->bm, r->bn, r->split_k, 0, 1, 0, 1, 0, 0};
     if (plan->persistent || plan->cluster_k > 1 || plan->cluster_m > 1) {
         int sms = 0;
@@ -683,13 +685,25 @@ qjit_status qjit_gemm_launch(const qjit_gemm *h, const qjit_gemm_args *a,
         return st;
     CUresult r;
     const char *what = "cuLaunchKernel";
-    if (cluster[0] * cluster[1] * cluster[2] > 1) {
-        CUlaunchAttribute attr;
-        memset(&attr, 0, sizeof attr);
-        attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        attr.value.clusterDim.x = cluster[0];
-        attr.value.clusterDim.y = cluster[1];
-        attr.value.clusterDim.z = cluster[2];
+    const bool clustered = cluster[0] * cluster[1] * cluster[2] > 1;
+    if (clustered || k->pdl) {
+        /* a cluster shape, and an early start: the kernel's griddepcontrol.wait (pdl_enter)
+         * holds it until the previous kernel in the stream has finished */
+        CUlaunchAttribute attr[2];
+        unsigned nattr = 0;
+        memset(attr, 0, sizeof attr);
+        if (clustered) {
+            attr[nattr].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+            attr[nattr].value.clusterDim.x = cluster[0];
+            attr[nattr].value.clusterDim.y = cluster[1];
+            attr[nattr].value.clusterDim.z = cluster[2];
+            nattr++;
+        }
+        if (k->pdl) {
+            attr[nattr].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+            attr[nattr].value.programmaticStreamSerializationAllowed = 1;
+            nattr++;
+        }
         CUlaunchConfig cfg;
         memset(&cfg, 0, sizeof cfg);
         cfg.gridDimX = grid[0];
@@ -699,10 +713,10 @@ qjit_status qjit_gemm_launch(const qjit_gemm *h, const qjit_gemm_args *a,
         cfg.blockDimY = cfg.blockDimZ = 1;
         cfg.sharedMemBytes = k->plan.smem;
         cfg.hStream = (CUstream)stream;
-        cfg.attrs = &attr;
-        cfg.numAttrs = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = nattr;
         r = k->cu->LaunchKernelEx(&cfg, k->fn, params, NULL);
-        what = "cuLaunchKernelEx (cluster)";
+        what = clustered ? "cuLaunchKernelEx (cluster)" : "cuLaunchKernelEx (early start)";
     } else {
         r = k->cu->LaunchKernel(k->fn, grid[0], grid[1], grid[2], k->plan.threads, 1, 1, k->plan.smem,
                                 (CUstream)stream, params, NULL);

@@ -471,6 +471,7 @@ struct qjit_context {
     size_t nowned, cap_owned;
     qjit_inflight *inflight;     /* builds under way */
     qjit_compiling *compiling;   /* compiles under way, by cache key (any CUDA context) */
+    bool pdl;                    /* $QJIT_PDL: sm_90 GEMM launches may start early */
     qjit_stats stats;
 };
 

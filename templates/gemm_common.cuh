@@ -13,6 +13,21 @@ static_assert(sizeof(qjit_params) == $(PARAMS_BYTES), "qjit_params: the library'
 
 namespace qc {
 
+// Programmatic dependent launch (sm_90): wait until the kernel before this one in the
+// stream has finished and its writes are visible, then let the kernel after this one be
+// scheduled early (it waits here in turn).  Each GEMM calls it before its first global
+// access, so a launch that asks for an early start (QJIT_PDL=1) lets this kernel's launch
+// and set-up overlap the previous kernel's tail; without that launch attribute both are
+// no-ops.
+__device__ __forceinline__ void pdl_enter()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+
 typedef unsigned char u8;
 typedef unsigned short u16;
 typedef unsigned int u32;

@@ -223,6 +223,7 @@ __device__ __forceinline__ float e8m0(u32 c)
 extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const qjit_params p)
 {
     extern __shared__ __align__(128) unsigned char smem[];
+    qc::pdl_enter();
     const u8 *__restrict__ A = static_cast<const u8 *>(p.a);
     const u8 *__restrict__ B = static_cast<const u8 *>(p.b);
     const int M = (int)p.m, N = (int)p.n, K = (int)p.k;

@@ -98,6 +98,7 @@ __device__ __forceinline__ void mma(float (&c)[4], const u32 (&a)[4], const u32 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const qjit_params p)
 {
     extern __shared__ __align__(128) unsigned char smem[];
+    qc::pdl_enter();
     const u16 *__restrict__ A = static_cast<const u16 *>(p.a);
     const u16 *__restrict__ B = static_cast<const u16 *>(p.b);
     const int M = (int)p.m, N = (int)p.n, K = (int)p.k;

@@ -239,6 +239,7 @@ __device__ __forceinline__ void split_finish(const float (&acc)[MI][NSPLIT][IN /
 extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const qjit_params p)
 {
     extern __shared__ __align__(1024) unsigned char smem[];
+    qc::pdl_enter();
     const int M = (int)p.m, N = (int)p.n;
     const int tid = threadIdx.x;
 

@@ -3,7 +3,8 @@
  * tests/reference.c (through gpu_check.c) on fresh random data, with poisoned outputs,
  * tail shapes and padded leading dimensions; CUDA graph
  * capture replaying bit-identically; bad launch input rejected with nothing written;
- * a miss during capture refused without breaking the capture.  Skips with no GPU.
+ * a miss during capture refused without breaking the capture; a chain of GEMMs launched
+ * with an early start (QJIT_PDL) equal to the synchronized chain.  Skips with no GPU.
  */
 #include "qjit.h"
 #include "testlib.h"
@@ -257,6 +258,117 @@ static void test_bad_launch(qjit_context *ctx)
     cudaFree(dbias);
 }
 
+/* ------------------------------------------------------------ early start (QJIT_PDL) */
+/* A chain of GEMMs where each reads the previous one's output (X1 = X0·W1ᵀ, X2 = X1·W2ᵀ,
+ * ...), launched back to back with programmatic stream serialization (a context made with
+ * QJIT_PDL=1): each kernel may start before the previous one ends, and its
+ * griddepcontrol.wait must hold its reads until that one's writes are visible.  The
+ * outputs must equal, bit for bit, the same chain run with a synchronize between steps in
+ * a context without it, eagerly and as a graph replayed over new inputs.  Decode shapes
+ * (M = 1, 16) and a prefill one (M = 333), the auto handle's kernels. */
+static void test_pdl_chain(const char *dir)
+{
+    setenv("QJIT_PDL", "1", 1);
+    qjit_options o;
+    qjit_options_init(&o);
+    o.cache_dir = dir;
+    qjit_context *early, *plain;
+    CHECK_OK(qjit_context_create(&o, &early));
+    unsetenv("QJIT_PDL");
+    CHECK_OK(qjit_context_create(&o, &plain));
+    qjit_gemm_desc d;
+    qjit_gemm *ge, *gp;
+    CHECK_OK(qjit_gemm_desc_parse("gemm a=bf16 b=bf16 out=bf16", &d));
+    CHECK_OK(qjit_context_get_gemm(early, &d, NULL, &ge));
+    CHECK_OK(qjit_context_get_gemm(plain, &d, NULL, &gp));
+    enum { STEPS = 6, H = 2048 };
+    static const int64_t ms[] = {1, 16, 333};
+    cudaStream_t st;
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    void *w[STEPS];
+    uint16_t *hw = malloc((size_t)H * H * 2);
+    for (int i = 0; i < STEPS; i++) { /* small weights: the chain's values stay near 1 */
+        for (size_t j = 0; j < (size_t)H * H; j++)
+            hw[j] = qjit_bf16_from_f32(uni(-1.0f, 1.0f) * 0.04f);
+        CK(cudaMalloc(&w[i], (size_t)H * H * 2));
+        CK(cudaMemcpy(w[i], hw, (size_t)H * H * 2, cudaMemcpyHostToDevice));
+    }
+    free(hw);
+    for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+        const int64_t m = ms[mi];
+        const size_t nb = (size_t)m * H * 2;
+        void *xe[STEPS + 1], *xp[STEPS + 1], *xg[STEPS + 1];
+        for (int i = 0; i <= STEPS; i++) {
+            CK(cudaMalloc(&xe[i], nb));
+            CK(cudaMalloc(&xp[i], nb));
+            CK(cudaMalloc(&xg[i], nb));
+        }
+        uint16_t *hx = malloc(nb), *he = malloc(nb), *hp = malloc(nb), *hg = malloc(nb);
+        /* the graph of the early-start chain, captured once, replayed over new inputs */
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+        for (int i = 0; i < STEPS; i++) {
+            qjit_gemm_args a = {xg[i], w[i], xg[i + 1], NULL, NULL, NULL, NULL, m, H, H, H, H, H};
+            CHECK_OK(qjit_gemm_launch(ge, &a, (struct CUstream_st *)st));
+        }
+        CK(cudaStreamEndCapture(st, &graph));
+        CK(cudaGraphInstantiate(&exec, graph, 0));
+        bool eager_same = true, graph_same = true;
+        for (int round = 0; round < 5; round++) {
+            for (size_t j = 0; j < nb / 2; j++)
+                hx[j] = qjit_bf16_from_f32(uni(-1.0f, 1.0f));
+            CK(cudaMemcpy(xe[0], hx, nb, cudaMemcpyHostToDevice));
+            CK(cudaMemcpy(xp[0], hx, nb, cudaMemcpyHostToDevice));
+            CK(cudaMemcpy(xg[0], hx, nb, cudaMemcpyHostToDevice));
+            for (int i = 1; i <= STEPS; i++) { /* poisoned */
+                CK(cudaMemset(xe[i], 0xff, nb));
+                CK(cudaMemset(xp[i], 0xff, nb));
+                CK(cudaMemset(xg[i], 0xff, nb));
+            }
+            for (int i = 0; i < STEPS; i++) { /* step by step, synchronized */
+                qjit_gemm_args a = {xp[i], w[i], xp[i + 1], NULL, NULL, NULL, NULL, m, H, H, H, H, H};
+                CHECK_OK(qjit_gemm_launch(gp, &a, (struct CUstream_st *)st));
+                CK(cudaStreamSynchronize(st));
+            }
+            for (int i = 0; i < STEPS; i++) { /* back to back, each may start early */
+                qjit_gemm_args a = {xe[i], w[i], xe[i + 1], NULL, NULL, NULL, NULL, m, H, H, H, H, H};
+                CHECK_OK(qjit_gemm_launch(ge, &a, (struct CUstream_st *)st));
+            }
+            CK(cudaGraphLaunch(exec, st));
+            CK(cudaStreamSynchronize(st));
+            CK(cudaMemcpy(hp, xp[STEPS], nb, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(he, xe[STEPS], nb, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(hg, xg[STEPS], nb, cudaMemcpyDeviceToHost));
+            eager_same &= memcmp(hp, he, nb) == 0;
+            graph_same &= memcmp(hp, hg, nb) == 0;
+        }
+        bool finite = true; /* the chain's end holds values, not the poison */
+        for (size_t j = 0; j < nb / 2; j++)
+            finite &= isfinite(qjit_bf16_to_f32(hp[j])) && hp[j] != 0xffff;
+        CHECK(finite, "m=%lld: the synchronized chain left poison or overflowed", (long long)m);
+        CHECK(eager_same, "m=%lld: early-start launches differ from synchronized ones", (long long)m);
+        CHECK(graph_same, "m=%lld: the early-start graph differs from synchronized launches",
+              (long long)m);
+        CK(cudaGraphExecDestroy(exec));
+        CK(cudaGraphDestroy(graph));
+        for (int i = 0; i <= STEPS; i++) {
+            cudaFree(xe[i]);
+            cudaFree(xp[i]);
+            cudaFree(xg[i]);
+        }
+        free(hx);
+        free(he);
+        free(hp);
+        free(hg);
+    }
+    for (int i = 0; i < STEPS; i++)
+        cudaFree(w[i]);
+    CK(cudaStreamDestroy(st));
+    qjit_context_destroy(early);
+    qjit_context_destroy(plain);
+}
+
 static void test_warm_get(qjit_context *ctx)
 {
     qjit_gemm_desc d;
@@ -305,6 +417,7 @@ int main(void)
         test_graph(ctx);
         test_bad_launch(ctx);
         test_warm_get(ctx);
+        test_pdl_chain(o.cache_dir);
     }
     qjit_context_destroy(ctx);
     return tl_finish("test_gpu_gemm");
