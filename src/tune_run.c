@@ -70,19 +70,37 @@ static float uni(uint64_t *s, float lo, float hi)
 static void fill(uint64_t *s, qjit_dtype t, uint8_t *p, int64_t count, bool scale, float lo,
                  float hi)
 {
+    if (scale) { /* scales: few, uniform in [lo, hi] */
+        for (int64_t i = 0; i < count; i++) {
+            float x = uni(s, lo, hi);
+            switch (t) {
+            case QJIT_DTYPE_F16: ((uint16_t *)p)[i] = qjit_f16_from_f32(x); break;
+            case QJIT_DTYPE_BF16: ((uint16_t *)p)[i] = qjit_bf16_from_f32(x); break;
+            case QJIT_DTYPE_E8M0: p[i] = (uint8_t)(125 + next(s) % 5); break; /* 2^-2 .. 2^2 */
+            default: ((float *)p)[i] = x; break;
+            }
+        }
+        return;
+    }
+    /* operands (up to hundreds of MB): random sign, mantissa and an exponent in a small
+     * range, written as bits (a few ns a value; through floats it was about 22): magnitudes
+     * in [1/16, 1) for f16/bf16, [1/8, 2) for e4m3, [1/4, 4) for e5m2, never NaN or zero */
     for (int64_t i = 0; i < count; i++) {
-        float x = scale ? uni(s, lo, hi) : uni(s, -1, 1);
+        const uint64_t r = next(s);
         switch (t) {
-        case QJIT_DTYPE_F16: ((uint16_t *)p)[i] = qjit_f16_from_f32(x); break;
-        case QJIT_DTYPE_BF16: ((uint16_t *)p)[i] = qjit_bf16_from_f32(x); break;
-        case QJIT_DTYPE_F32: ((float *)p)[i] = x; break;
-        case QJIT_DTYPE_E4M3: p[i] = qjit_e4m3_from_f32(2 * x); break;
-        case QJIT_DTYPE_E5M2: p[i] = qjit_e5m2_from_f32(2 * x); break;
-        case QJIT_DTYPE_E8M0: p[i] = (uint8_t)(125 + next(s) % 5); break; /* 2^-2 .. 2^2 */
-        case QJIT_DTYPE_S8: p[i] = (uint8_t)(next(s) >> 56); break;
+        case QJIT_DTYPE_F16:
+            ((uint16_t *)p)[i] = (uint16_t)((r & 0x83ff) | ((11 + ((r >> 10) & 3)) << 10));
+            break;
+        case QJIT_DTYPE_BF16:
+            ((uint16_t *)p)[i] = (uint16_t)((r & 0x807f) | ((123 + ((r >> 7) & 3)) << 7));
+            break;
+        case QJIT_DTYPE_F32: ((float *)p)[i] = uni(s, -1, 1); break;
+        case QJIT_DTYPE_E4M3: p[i] = (uint8_t)((r & 0x87) | ((4 + ((r >> 3) & 3)) << 3)); break;
+        case QJIT_DTYPE_E5M2: p[i] = (uint8_t)((r & 0x83) | ((13 + ((r >> 2) & 3)) << 2)); break;
+        case QJIT_DTYPE_S8: p[i] = (uint8_t)(r >> 56); break;
         default: /* 4-bit: two a byte */
             if (i % 2 == 0)
-                p[i / 2] = (uint8_t)(next(s) >> 56);
+                p[i / 2] = (uint8_t)(r >> 56);
             break;
         }
     }
