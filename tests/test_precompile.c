@@ -492,8 +492,9 @@ static void test_quant_lines(const char *dir)
 }
 
 /* Lines with auto fields: the tool stores every kernel a get of each line loads (one per
- * run of M buckets, qjit_gemm_variants), the same set as qjit_gemm_precompile of each line
- * (what `python -m qjit precompile` calls), and nothing more. */
+ * run of M buckets and the tuned winners the cache records, qjit_gemm_variants), the same
+ * set as qjit_gemm_precompile of each line (what `python -m qjit precompile` calls), and
+ * nothing more. */
 static const char *const auto_lines[] = {
     "gemm a=bf16 b=bf16 out=bf16 arch=sm_90a",
     "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16",
@@ -527,16 +528,31 @@ static void test_auto_lines(const char *dir)
         strcat(text, "\n");
     }
     CHECK(write_file(manifest, text), "write %s", manifest);
+    /* a tuned winner already recorded in both caches (another GPU's, as a shipped record
+     * would be): a get on that GPU loads it, so both ways of precompiling store it */
+    qjit_options o;
+    qjit_options_init(&o);
+    qjit_context *ctx = NULL;
+    qjit_gemm_desc d0, win;
+    CHECK_OK(qjit_gemm_desc_parse(auto_lines[0], &d0));
+    CHECK_OK(qjit_gemm_desc_parse("gemm a=bf16 b=bf16 out=bf16 arch=sm_90a kernel=wgmma "
+                                  "tile=128x128x64 warps=2x1 stages=5 split=1", &win));
+    const qjit_tune_measurement meas = {"NVIDIA H100 80GB HBM3", 16, 4096, 4096, &win, 10.0, 1};
+    const char *caches[] = {tool_cache, api_cache};
+    for (int c = 0; c < 2; c++) {
+        o.cache_dir = caches[c];
+        CHECK_OK(qjit_context_create(&o, &ctx));
+        CHECK_OK(qjit_tune_record(ctx, &d0, &meas));
+        qjit_context_destroy(ctx);
+    }
     const char *args[] = {"--quiet", "--cache-dir", tool_cache, manifest, NULL};
     result r = run_tool(args, log);
     CHECK(r.rc == 0 && r.failed == 0, "auto lines: exit %d:\n%s", r.rc, r.out);
 
     /* every variant of every line is a hit in the tool's cache: nothing compiles */
-    qjit_options o;
-    qjit_options_init(&o);
     o.cache_dir = tool_cache;
-    qjit_context *ctx = NULL;
     CHECK_OK(qjit_context_create(&o, &ctx));
+    size_t tuned = 0;
     size_t variants = 0;
     for (size_t i = 0; ctx && i < nl; i++) {
         qjit_gemm_desc d;
@@ -553,11 +569,13 @@ static void test_auto_lines(const char *dir)
             CHECK(cached == 1, "%s: variant %s (M %lld..%lld) was not in the cache",
                   auto_lines[i], v[j].text, (long long)v[j].m_min, (long long)v[j].m_max);
             variants++;
+            tuned += v[j].tuned != 0;
         }
     }
     qjit_stats st;
     qjit_context_stats(ctx, &st);
     CHECK(st.compiles == 0, "%llu compiles after the tool ran", (unsigned long long)st.compiles);
+    CHECK(tuned == 1, "%zu tuned variants among the lines' (the recorded winner)", tuned);
     qjit_context_destroy(ctx);
 
     /* qjit_gemm_precompile of each auto line stores the same number of kernels */
@@ -571,7 +589,7 @@ static void test_auto_lines(const char *dir)
     }
     qjit_context_destroy(ctx);
     const uint64_t a = rows_in(tool_cache), b = rows_in(api_cache);
-    CHECK(a == b && a >= nl + 1, "the tool stored %llu kernels, qjit_gemm_precompile %llu "
+    CHECK(a == b && a == variants, "the tool stored %llu kernels, qjit_gemm_precompile %llu "
           "(%zu variants)", (unsigned long long)a, (unsigned long long)b, variants);
     printf("auto lines: %zu lines, %zu variants, %llu kernels stored by the tool and by the API\n",
            nl, variants, (unsigned long long)a);
