@@ -77,8 +77,18 @@ qjit_status qjit_build_expanded(qjit_context *ctx, const char *text, qjit_arch a
             ctx->compiling = &me;
         }
         pthread_mutex_unlock(&ctx->mu);
-        if (!waited)
+        if (waited)
+            continue;
+        /* a compile of this key may have ended between the miss above and the lock: one
+         * more look, now that another thread would wait for this one */
+        st = qjit_cache_get(ctx->cache, key.hash, key.material.data, key.material.len, cubin,
+                            cubin_len);
+        if (st == QJIT_ERROR_NOT_FOUND)
             break;
+        compile_end(ctx, &me);
+        if (st == QJIT_OK)
+            *was_cached = 1;
+        goto done;
     }
     *was_cached = 0;
     double ms = 0;

@@ -2,13 +2,58 @@
  * test_context.c — the public API around contexts on a machine without a GPU (or
  * without a current CUDA context): version, status strings, options, the default
  * context, and a get that fails clearly instead of crashing; resolve and precompile
- * need no GPU when the arch is named.
+ * need no GPU when the arch is named; threads asking for one kernel at once compile it
+ * once.
  */
 #include "qjit.h"
 #include "testlib.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Threads precompiling one kernel at once into one context: compiled once (a cubin is
+ * shared by its cache key whoever asks, as two devices' gets are), every thread OK. */
+typedef struct racer {
+    qjit_context *ctx;
+    qjit_gemm_desc d;
+    qjit_status st;
+} racer;
+
+static void *race(void *p)
+{
+    racer *r = p;
+    r->st = qjit_gemm_precompile(r->ctx, &r->d, QJIT_ARCH_SM80, NULL);
+    return NULL;
+}
+
+static void test_compile_once(void)
+{
+    qjit_options o;
+    qjit_options_init(&o);
+    o.cache_dir = tl_tmpdir("context-once");
+    qjit_context *ctx;
+    CHECK_OK(qjit_context_create(&o, &ctx));
+    enum { T = 4 };
+    racer r[T];
+    pthread_t t[T];
+    for (int i = 0; i < T; i++) {
+        r[i].ctx = ctx;
+        r[i].st = QJIT_ERROR_CUDA; /* until the thread says */
+        CHECK_OK(qjit_gemm_desc_parse("gemm a=f16 b=f16 out=f16 kernel=mma tile=64x64x32 "
+                                      "warps=2x2 stages=2 split=1", &r[i].d));
+        pthread_create(&t[i], NULL, race, &r[i]);
+    }
+    for (int i = 0; i < T; i++) {
+        pthread_join(t[i], NULL);
+        CHECK_OK(r[i].st);
+    }
+    qjit_stats s;
+    qjit_context_stats(ctx, &s);
+    CHECK(s.compiles == 1, "%d threads asking at once compiled %llu times", T,
+          (unsigned long long)s.compiles);
+    qjit_context_destroy(ctx);
+}
 
 static void on_log(void *user, qjit_log_level lvl, const char *msg)
 {
@@ -94,5 +139,6 @@ int main(void)
     CHECK(strstr(qjit_last_error(), "stages"), "msg %s", qjit_last_error());
     qjit_context_destroy(ctx);
     qjit_context_destroy(NULL);
+    test_compile_once();
     return tl_finish("test_context");
 }
