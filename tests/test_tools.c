@@ -179,6 +179,12 @@ static void test_tune_order(void)
     run(&R, TUNE, badnk, nogpu);
     CHECK(R.rc == 2 && strstr(R.out, "--nk: bad list '40x'"), "--nk 40x: exit %d:\n%s", R.rc,
           R.out);
+    /* a K the pair cannot take is refused before the GPU check, naming the rule */
+    const char *badk[] = {"--nk", "40x96", "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16", NULL};
+    run(&R, TUNE, badk, nogpu);
+    CHECK(R.rc == 2 && strstr(R.out, "k=96") && strstr(R.out, "group size 128") &&
+              !strstr(R.out, "GPU"),
+          "--nk 40x96 with group:128: exit %d:\n%s", R.rc, R.out);
     const char *ok[] = {"--nk", "40x96", "gemm a=bf16 b=bf16 out=bf16", NULL};
     run(&R, TUNE, ok, nogpu);
     CHECK(R.rc == 1 && strstr(R.out, "no GPU visible") && !strstr(R.out, "driver version"),

@@ -105,6 +105,12 @@ int main(void)
     st = qjit_gemm_tune(ctx, &bad, p, 1, &to, r);
     CHECK(st == QJIT_ERROR_INVALID_ARGUMENT && strstr(qjit_last_error(), "100"),
           "bad descriptor: %s: %s", qjit_status_string(st), qjit_last_error());
+    /* a K the pair cannot take: refused before any GPU work, naming the rule */
+    qjit_tune_problem offk = {16, 4096, 4096 + 64};
+    st = qjit_gemm_tune(ctx, &d, &offk, 1, &to, r);
+    CHECK(st == QJIT_ERROR_INVALID_ARGUMENT && strstr(qjit_last_error(), "k=4160") &&
+              strstr(qjit_last_error(), "group size 128"),
+          "k off the group: %s: %s", qjit_status_string(st), qjit_last_error());
     /* zero problems: nothing to do, and nothing needs a GPU */
     CHECK_OK(qjit_gemm_tune(ctx, &d, p, 0, &to, r));
 

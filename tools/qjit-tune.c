@@ -68,6 +68,23 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name)
     return *i + 1 < argc ? argv[++*i] : "";
 }
 
+/* Whether K suits d's pair: two 4-bit values a byte, whole scale groups, whole MX blocks
+ * (what qjit_gemm_launch asks; the kernels' own multiples are the tuner's to skip). */
+static bool k_fits(const qjit_gemm_desc *d, int64_t k, char *why, size_t cap)
+{
+    const bool four = d->a == QJIT_DTYPE_S4 || d->a == QJIT_DTYPE_U4 || d->a == QJIT_DTYPE_E2M1 ||
+                      d->b == QJIT_DTYPE_S4 || d->b == QJIT_DTYPE_U4 || d->b == QJIT_DTYPE_E2M1;
+    if (d->sb == QJIT_SCALE_GROUP && k % d->group)
+        snprintf(why, cap, "k=%lld is not a multiple of the group size %d", (long long)k, d->group);
+    else if ((d->sa == QJIT_SCALE_MX || d->sb == QJIT_SCALE_MX) && k % 32)
+        snprintf(why, cap, "k=%lld is not a multiple of 32, the MX block size", (long long)k);
+    else if (four && k % 2)
+        snprintf(why, cap, "k=%lld is odd; 4-bit types pack two values per byte", (long long)k);
+    else
+        return true;
+    return false;
+}
+
 static bool parse_long(const char *s, long lo, long hi, long *out)
 {
     char *end;
@@ -282,6 +299,17 @@ int main(int argc, char **argv)
         USAGE("no descriptor given");
     if (!nnk)
         USAGE("--nk is required (the N x K of the layers to tune for)");
+    /* every K against what each descriptor's pair needs, before any GPU is looked for */
+    for (size_t di = 0; di < ndescs; di++)
+        for (size_t i = 0; i < nnk; i++) {
+            char why[160];
+            if (!k_fits(&descs[di], nk[i][1], why, sizeof why)) {
+                char text[256];
+                qjit_gemm_desc_format(&descs[di], text, sizeof text, NULL);
+                USAGE("--nk %lldx%lld: %s (%s)", (long long)nk[i][0], (long long)nk[i][1], why,
+                      text);
+            }
+        }
 #undef USAGE
 
     /* Every argument is checked above; only now is a GPU looked for. */
