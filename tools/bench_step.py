@@ -253,6 +253,10 @@ def plot(rows, path, bw):
                 ax.plot([r["m"] for r in rs if r["peer_us"]], [r["peer_us"] for r in rs if r["peer_us"]],
                         "--x", color=c, label=f"{rs[0]['peer']} ({pair})")
         ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ms = sorted({r["m"] for r in rows})
+        ax.set_xticks(ms)
+        ax.set_xticklabels([str(m) for m in ms])
         ax.set_xlabel("M (tokens in the batch)")
         ax.set_ylabel("µs per layer (4 projections, graph replay)")
         ax.set_title(f"Llama 3 {model.upper()} decode step, {torch.cuda.get_device_name()}")
