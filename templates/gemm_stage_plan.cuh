@@ -31,5 +31,7 @@
 %              config(64, 64, 64, 2, 2, 3), config(128, 128, 64, 2, 2, 4)},
 %   ["small-m"] = {config(16, 128, 128, 1, 4, 4), config(16, 128, 128, 1, 4, 6), config(16, 256, 128, 1, 4, 4),
 %                  config(16, 64, 128, 1, 4, 6), config(32, 128, 128, 1, 4, 4),
-%                  config(64, 128, 64, 2, 2, 3), config(64, 64, 64, 2, 2, 3), config(64, 64, 64, 2, 2, 4)},
+%                  config(64, 128, 64, 2, 2, 3), config(64, 64, 64, 2, 2, 3), config(64, 64, 64, 2, 2, 4),
+%                  -- K split across a cluster where the tiles leave SMs idle (mma_i8, mma_f8)
+%                  config(16, 64, 128, 1, 4, 6, 4), config(16, 128, 128, 1, 4, 4, 8)},
 % }

@@ -43,7 +43,10 @@
 %   space = spaces{
 %     default = {config(128, 256, 64, 2, 1, 4), config(128, 256, 64, 2, 1, 3), config(256, 128, 64, 2, 1, 4),
 %                config(128, 128, 64, 2, 1, 5), config(128, 128, 64, 1, 1, 6), config(64, 256, 64, 1, 1, 4)},
-%     ["small-m"] = {config(64, 256, 64, 1, 1, 4), config(64, 128, 64, 1, 1, 6), config(128, 128, 64, 2, 1, 5)},
+%     -- and the decode tile with K split across a cluster (narrow layers: 4096 wide is 32
+%     -- tiles of 64x128 for 132 SMs; the launch splits only where tiles leave SMs idle)
+%     ["small-m"] = {config(64, 256, 64, 1, 1, 4), config(64, 128, 64, 1, 1, 6), config(128, 128, 64, 2, 1, 5),
+%                    config(64, 128, 64, 1, 1, 6, 4)},
 %   },
 %   plan = function()
 %     if not ((A == "f16" or A == "bf16") and B == A) then unsupported("gemm_wgmma: A and B must both be f16 or both bf16") end
