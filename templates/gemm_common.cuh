@@ -1,6 +1,13 @@
 // gemm_common.cuh — pieces every GEMM template shares: the kernel parameter (the ABI of
 // docs/TEMPLATES.md), small types, shared-memory addresses, cp.async, ldmatrix, and the
-// output conversion, store and bias read for OUT.  Include with `% include("gemm_common.cuh")`.
+// output conversion, store and bias read for OUT.  Include with `% include("gemm_common.cuh")`,
+// after the family's plan: it first writes the plan's launch needs.
+
+// Launch needs, from the family's plan (docs/TEMPLATES.md):
+// qjit: threads=$(threads) smem=$(smem) k_multiple=$(k_multiple) ld_multiple=$(ld_multiple) align=$(align)$(persistent and " persistent=" .. persistent or "")
+% if cluster_k and cluster_k > 1 then
+// qjit: cluster_k=$(cluster_k) k_chunk=$(k_chunk)
+% end
 
 struct qjit_params {
     const void *a, *b;

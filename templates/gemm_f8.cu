@@ -83,10 +83,8 @@
 %   end,
 % }
 //
-// Launch needs, from the plan above (docs/TEMPLATES.md): 16-byte cp.async chunks along K, which
-// are wholly inside or outside K, so K and the leading dimensions are multiples of 16 elements
-// (32 for e2m1).
-// qjit: threads=$(threads) smem=$(smem) k_multiple=$(k_multiple) ld_multiple=$(ld_multiple) align=$(align)
+// The plan's k_multiple: 16-byte cp.async chunks along K, which are wholly inside or outside
+// K, so K and the leading dimensions are multiples of 16 elements (32 for e2m1).
 % include("gemm_common.cuh")
 
 namespace {
@@ -222,11 +220,8 @@ __device__ __forceinline__ float e8m0(u32 c)
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const qjit_params p)
 {
-    extern __shared__ __align__(128) unsigned char smem[];
-    qc::pdl_enter();
-    const u8 *__restrict__ A = static_cast<const u8 *>(p.a);
-    const u8 *__restrict__ B = static_cast<const u8 *>(p.b);
-    const int M = (int)p.m, N = (int)p.n, K = (int)p.k;
+% ELEM_A, ELEM_B = "u8", "u8"
+% include("gemm_tile_walk.cuh")
 % if FP4 then
     const int K_BYTES = K / 2; // two values per byte along K; lda, ldb count values
     const long long lda = p.lda / 2, ldb = p.ldb / 2;
@@ -234,11 +229,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     const int K_BYTES = K;
     const long long lda = p.lda, ldb = p.ldb;
 % end
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int warp_m = warp / WN, warp_n = warp % WN;
     const int g = lane >> 2, tig = lane & 3; // mma fragment coordinates
-
-% include("gemm_tile_walk.cuh")
 
     // Loads: each thread copies chunk ld_chunk of rows ld_row + i*LD_ROWS of both tiles.
     const int ld_row = tid / CPR, ld_chunk = tid % CPR;

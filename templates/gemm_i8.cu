@@ -74,11 +74,6 @@
 %             KMUL = KMUL, DISPATCH = DISPATCH}
 %   end,
 % }
-// Launch needs, from the plan above (docs/TEMPLATES.md):
-// qjit: threads=$(threads) smem=$(smem) k_multiple=$(k_multiple) ld_multiple=$(ld_multiple) align=$(align)
-% if SPLIT then
-// qjit: cluster_k=$(cluster_k) k_chunk=$(k_chunk)
-% end
 % include("gemm_common.cuh")
 
 namespace {
@@ -176,14 +171,7 @@ using qc::gs_f32;
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const qjit_params p)
 {
-    extern __shared__ __align__(128) unsigned char smem[];
-    qc::pdl_enter();
-    const u8 *__restrict__ A = static_cast<const u8 *>(p.a);
-    const u8 *__restrict__ B = static_cast<const u8 *>(p.b);
-    const int M = (int)p.m, N = (int)p.n, K = (int)p.k;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int warp_m = warp / WN, warp_n = warp % WN;
-
+% ELEM_A, ELEM_B = "u8", "u8"
 % include("gemm_tile_walk.cuh")
 % if SPLIT then
     // K tiles [kt0, kt1) of this CTA: with K split across the gridDim.z CTAs of a cluster,

@@ -47,11 +47,6 @@
 %             cluster_k = SPLIT and SPLIT_K or 1, k_chunk = SPLIT and BK or 0, SPLIT = SPLIT}
 %   end,
 % }
-// Launch needs, from the plan above (docs/TEMPLATES.md):
-// qjit: threads=$(threads) smem=$(smem) k_multiple=$(k_multiple) ld_multiple=$(ld_multiple) align=$(align)
-% if SPLIT then
-// qjit: cluster_k=$(cluster_k) k_chunk=$(k_chunk)
-% end
 % include("gemm_common.cuh")
 
 namespace {
@@ -97,14 +92,7 @@ __device__ __forceinline__ void mma(float (&c)[4], const u32 (&a)[4], const u32 
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const qjit_params p)
 {
-    extern __shared__ __align__(128) unsigned char smem[];
-    qc::pdl_enter();
-    const u16 *__restrict__ A = static_cast<const u16 *>(p.a);
-    const u16 *__restrict__ B = static_cast<const u16 *>(p.b);
-    const int M = (int)p.m, N = (int)p.n, K = (int)p.k;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int warp_m = warp / WN, warp_n = warp % WN;
-
+% ELEM_A, ELEM_B = "u16", "u16"
 % include("gemm_tile_walk.cuh")
 
     // Loads: each thread copies chunk ld_chunk of rows ld_row + i*LD_ROWS of both tiles.

@@ -78,12 +78,6 @@
 %             cluster_k = SPLIT and SPLIT_K or 1, k_chunk = SPLIT and BK or 0, SPLIT = SPLIT}
 %   end,
 % }
-// Launch needs, from the plan above (docs/TEMPLATES.md):
-// qjit: threads=$(threads) smem=$(smem) k_multiple=$(k_multiple) ld_multiple=$(ld_multiple) align=$(align) persistent=$(persistent)
-% if SPLIT then
-// qjit: cluster_k=$(cluster_k) k_chunk=$(k_chunk)
-% end
-
 % include("gemm_common.cuh")
 % include("gemm_hopper.cuh")
 

@@ -32,9 +32,6 @@
 //            wait for the promotion
 // tensor/row/col scales and bias come last, each step rounded alone:
 // D = cast_out(((tot·sa)·sb) + bias), tot converted to f32 first when it is s32.
-// Launch needs, from the plan (docs/TEMPLATES.md):
-// qjit: threads=$(threads) smem=$(smem) k_multiple=$(k_multiple) ld_multiple=$(ld_multiple) align=$(align) persistent=$(persistent)
-
 % include("gemm_common.cuh")
 % include("gemm_hopper.cuh")
 

@@ -99,11 +99,6 @@
 % local MAGIC = A == "f16" and 1024 or 128 -- a nibble ORed into its mantissa reads MAGIC + q
 % local OFF = B == "s4" and 8 or 0         -- s4 nibbles are biased by 8 (see deq4)
 //
-// Launch needs, from the plan above (docs/TEMPLATES.md):
-// qjit: threads=$(threads) smem=$(smem) k_multiple=$(k_multiple) ld_multiple=$(ld_multiple) align=$(align)
-% if CLUSTER then
-// qjit: cluster_k=$(cluster_k) k_chunk=$(k_chunk)
-% end
 % include("gemm_common.cuh")
 
 namespace {
@@ -317,16 +312,9 @@ __device__ __forceinline__ void deq8(u32 (&o)[2], u32 x)
 
 extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(const qjit_params p)
 {
-    extern __shared__ __align__(128) unsigned char smem[];
-    qc::pdl_enter();
-    const u16 *__restrict__ A = static_cast<const u16 *>(p.a);
-    const u8 *__restrict__ B = static_cast<const u8 *>(p.b);
-    const int M = (int)p.m, N = (int)p.n, K = (int)p.k;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int warp_m = warp / WN, warp_n = warp % WN;
-    const int g = lane >> 2, t = lane & 3;
-
+% ELEM_A, ELEM_B = "u16", "u8"
 % include("gemm_tile_walk.cuh")
+    const int g = lane >> 2, t = lane & 3;
 
     // Loads: each thread copies chunk ld_c of rows ld_r + i*LD_ROWS of each tile; a chunk
     // past K is zero-filled, one that straddles it is copied in part.
