@@ -53,6 +53,42 @@ int qjit_desc_dtype_bits(qjit_dtype t)
     return (unsigned)t < QJIT_DTYPE_COUNT ? dtype_bits[t] : 0;
 }
 
+static bool four_bit(const qjit_gemm_desc *d)
+{
+    return qjit_desc_dtype_bits(d->a) == 4 || qjit_desc_dtype_bits(d->b) == 4;
+}
+
+static bool mx(const qjit_gemm_desc *d)
+{
+    return d->sa == QJIT_SCALE_MX || d->sb == QJIT_SCALE_MX;
+}
+
+int qjit_desc_k_unit(const qjit_gemm_desc *d)
+{
+    /* the group sizes (32..256) and 32 are powers of two, so the largest is the multiple */
+    int u = four_bit(d) ? 2 : 1;
+    if (d->sb == QJIT_SCALE_GROUP && d->group > u)
+        u = d->group;
+    if (mx(d) && 32 > u)
+        u = 32;
+    return u;
+}
+
+bool qjit_desc_k_fits(const qjit_gemm_desc *d, int64_t k, char *why, size_t cap)
+{
+    if (four_bit(d) && k % 2)
+        snprintf(why, cap, "k=%lld is odd; 4-bit types pack two values per byte along K",
+                 (long long)k);
+    else if (d->sb == QJIT_SCALE_GROUP && d->group > 0 && k % d->group)
+        snprintf(why, cap, "k=%lld is not a multiple of the group size %d", (long long)k,
+                 d->group);
+    else if (mx(d) && k % 32)
+        snprintf(why, cap, "k=%lld is not a multiple of 32, the MX block size", (long long)k);
+    else
+        return true;
+    return false;
+}
+
 const char *qjit_desc_scale_name(qjit_scale_mode m)
 {
     return (unsigned)m < QJIT_SCALE_COUNT ? scale_names[m] : NULL;

@@ -370,20 +370,11 @@ qjit_status qjit_get_gemm(const qjit_gemm_desc *d, qjit_gemm **out)
 static int64_t gcd64(int64_t a, int64_t b) { return b ? gcd64(b, a % b) : a; }
 static int lcm(int a, int b) { return (int)(a / gcd64(a, b) * b); }
 
-/* What K a launch of k accepts: its loads' multiple, and what the pair needs (two 4-bit
- * values a byte, whole scale groups, whole 32-value MX blocks); check_args refuses the
- * rest, naming the rule. */
+/* What K a launch of k accepts: its loads' multiple and what the pair needs
+ * (qjit_desc_k_unit); check_args refuses the rest, naming the rule. */
 static int k_multiple(const kernel *k)
 {
-    const qjit_gemm_desc *d = &k->desc;
-    int m = k->plan.k_multiple;
-    if (qjit_desc_dtype_bits(d->a) == 4 || qjit_desc_dtype_bits(d->b) == 4)
-        m = lcm(m, 2);
-    if (d->sb == QJIT_SCALE_GROUP)
-        m = lcm(m, d->group);
-    if (d->sa == QJIT_SCALE_MX || d->sb == QJIT_SCALE_MX)
-        m = lcm(m, 32);
-    return m;
+    return lcm(k->plan.k_multiple, qjit_desc_k_unit(&k->desc));
 }
 
 static void kernel_info(const kernel *k, qjit_gemm_info *o)
@@ -532,14 +523,9 @@ static qjit_status check_args(const kernel *g, const qjit_gemm_args *a)
         BAD("%s: argument 'scale_b' = %p is not %d-byte aligned", g->text, a->scale_b, sb_align);
     if (d->zeros && (uintptr_t)a->zeros_b % (uintptr_t)sb_align)
         BAD("%s: argument 'zeros_b' = %p is not %d-byte aligned", g->text, a->zeros_b, sb_align);
-    if ((qjit_desc_dtype_bits(d->a) == 4 || qjit_desc_dtype_bits(d->b) == 4) && a->k % 2)
-        BAD("%s: k=%lld is odd; 4-bit types pack two values per byte along K", g->text,
-            (long long)a->k);
-    if (d->sb == QJIT_SCALE_GROUP && a->k % d->group)
-        BAD("%s: k=%lld is not a multiple of the group size %d", g->text, (long long)a->k,
-            d->group);
-    if ((d->sa == QJIT_SCALE_MX || d->sb == QJIT_SCALE_MX) && a->k % 32)
-        BAD("%s: k=%lld is not a multiple of 32, the MX block size", g->text, (long long)a->k);
+    char why[128];
+    if (!qjit_desc_k_fits(d, a->k, why, sizeof why))
+        BAD("%s: %s", g->text, why);
     if (a->k == 0 || a->k % g->plan.k_multiple)
         BAD("%s: k=%lld must be a positive multiple of %d (this kernel's loads along K)",
             g->text, (long long)a->k, g->plan.k_multiple);

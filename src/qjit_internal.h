@@ -58,6 +58,12 @@ QJIT_HIDDEN int qjit_desc_dtype_bits(qjit_dtype t);              /* 16, 8, 4, 32
 QJIT_HIDDEN qjit_status qjit_desc_parse_arch(const char *s, qjit_arch *out);
 /* The canonical text, or "gemm (unprintable descriptor)" (messages and map keys). */
 QJIT_HIDDEN void qjit_desc_text(const qjit_gemm_desc *d, char *buf, size_t cap);
+/* What K the pair of d needs whatever the kernel: two 4-bit values a byte, whole scale
+ * groups, whole MX blocks of 32.  qjit_desc_k_unit: the least common multiple of those;
+ * qjit_desc_k_fits: whether k meets them, else `why` says which ("k=96 is not a multiple
+ * of the group size 128"). */
+QJIT_HIDDEN int qjit_desc_k_unit(const qjit_gemm_desc *d);
+QJIT_HIDDEN bool qjit_desc_k_fits(const qjit_gemm_desc *d, int64_t k, char *why, size_t cap);
 
 /* ---------------------------------------------------------------- arch.c */
 /* qjit_arch_name is public (qjit.h) */

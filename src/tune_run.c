@@ -555,21 +555,11 @@ qjit_status qjit_gemm_tune(qjit_context *ctx, const qjit_gemm_desc *d,
                                 "must be positive)",
                                 i, (long long)problems[i].m, (long long)problems[i].n,
                                 (long long)problems[i].k);
-    const bool four = qjit_desc_dtype_bits(d->a) == 4 || qjit_desc_dtype_bits(d->b) == 4;
     for (size_t i = 0; i < n; i++) { /* K as the launch will ask, before any GPU work */
-        const long long k = (long long)problems[i].k;
-        if (d->sb == QJIT_SCALE_GROUP && k % d->group)
-            return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
-                                "qjit_gemm_tune: problem %zu: k=%lld is not a multiple of the "
-                                "group size %d", i, k, d->group);
-        if ((d->sa == QJIT_SCALE_MX || d->sb == QJIT_SCALE_MX) && k % 32)
-            return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
-                                "qjit_gemm_tune: problem %zu: k=%lld is not a multiple of 32, "
-                                "the MX block size", i, k);
-        if (four && k % 2)
-            return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
-                                "qjit_gemm_tune: problem %zu: k=%lld is odd; 4-bit types pack "
-                                "two values per byte", i, k);
+        char why[128];
+        if (!qjit_desc_k_fits(d, problems[i].k, why, sizeof why))
+            return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "qjit_gemm_tune: problem %zu: %s",
+                                i, why);
     }
     if (n == 0)
         return QJIT_OK; /* nothing to measure: no GPU needed */

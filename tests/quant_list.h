@@ -22,8 +22,6 @@ static void add(const char *fmt, ...)
     va_end(ap);
 }
 
-#define matches_any tl_matches_any
-
 /* Every pair x mode of DESIGN.md §2, outputs and bias rotated across them. */
 static void build_list(void)
 {

@@ -274,10 +274,10 @@ static const char *skip; /* QJIT_TEST_SKIP: descriptors containing one of its pa
 /* Descriptor i with configuration c in text; false when c does not apply to it or is skipped. */
 static bool config_text(int i, int c, char *text, size_t cap)
 {
-    if (configs[c].only && !matches_any(descs[i], configs[c].only))
+    if (configs[c].only && !tl_matches_any(descs[i], configs[c].only))
         return false;
     snprintf(text, cap, "%s%s", descs[i], configs[c].fields);
-    return !(skip && matches_any(text, skip));
+    return !(skip && tl_matches_any(text, skip));
 }
 
 static void bad_input(qjit_gemm *g, const qjit_gemm_desc *d, const qjit_gemm_info *info)
@@ -355,7 +355,7 @@ static void *pc_worker(void *p)
             return NULL;
         char text[256];
         qjit_gemm_desc d;
-        if (!config_text(i / NCONFIGS, i % NCONFIGS, text, sizeof text) || (j->filter && !matches_any(text, j->filter)) || qjit_gemm_desc_parse(text, &d) != QJIT_OK)
+        if (!config_text(i / NCONFIGS, i % NCONFIGS, text, sizeof text) || (j->filter && !tl_matches_any(text, j->filter)) || qjit_gemm_desc_parse(text, &d) != QJIT_OK)
             continue;
         qjit_gemm_precompile(j->ctx, &d, QJIT_ARCH_SM90A, NULL); /* failures show at the get */
     }
@@ -446,10 +446,10 @@ int main(int argc, char **argv)
         "gemm a=e2m1 b=e2m1 sa=mx sb=mx out=f32 kernel=mma_f8 tile=16x128x128 warps=1x4 stages=4 split=4",
     };
     for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++)
-        if ((!filter || matches_any(splits[i], filter)) && !(skip && matches_any(splits[i], skip)))
+        if ((!filter || tl_matches_any(splits[i], filter)) && !(skip && tl_matches_any(splits[i], skip)))
             test_cluster_split(ctx, splits[i], max_shapes);
-    if ((!filter || matches_any("kernel=wgmma_tma", filter)) &&
-        !(skip && matches_any("kernel=wgmma_tma", skip)))
+    if ((!filter || tl_matches_any("kernel=wgmma_tma", filter)) &&
+        !(skip && tl_matches_any("kernel=wgmma_tma", skip)))
         test_tma_twins(ctx);
     printf("%-96s %-22s %s\n", "descriptor (resolved)", "max error (bound)", "shapes");
     /* QJIT_TEST_PER_CONFIG=n: at most n descriptors of each configuration (a quick pass
@@ -459,7 +459,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < ndesc; i++) {
         for (int c = 0; c < NCONFIGS; c++) {
             char text[256];
-            if (!config_text(i, c, text, sizeof text) || (filter && !matches_any(text, filter)) ||
+            if (!config_text(i, c, text, sizeof text) || (filter && !tl_matches_any(text, filter)) ||
                 (per_config > 0 && ran[c] >= per_config))
                 continue;
             ran[c]++;

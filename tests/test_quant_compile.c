@@ -81,7 +81,7 @@ static void test_named(void)
     for (size_t n = 0; n < sizeof named / sizeof named[0]; n++) {
         int compiled = 0;
         for (int i = 0; i < ndesc; i++) {
-            if (!matches_any(descs[i], named[n].only))
+            if (!tl_matches_any(descs[i], named[n].only))
                 continue;
             for (int v = 0; v < 2; v++) {
                 char text[256], why[512] = "";

@@ -23,8 +23,9 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_quant import Args, Qjit, ptr  # noqa: E402
-from bench_step import MODELS, PAIRS, make_act, make_weights, peer_call, time_graph  # noqa: E402
+from bench_quant import Qjit  # noqa: E402
+from bench_step import (MODELS, PAIRS, make_act, make_weights, peer_call, qjit_call,  # noqa: E402
+                        time_graph)
 
 import qjit  # noqa: E402  (the package, for the sweep and the heuristic)
 
@@ -32,12 +33,6 @@ import qjit  # noqa: E402  (the package, for the sweep and the heuristic)
 def time_launches(calls, reps):
     """Median µs of one call, as graph replays of all of them (one per weight copy)."""
     return time_graph(calls, len(calls), reps)
-
-
-def args_for(pair, act, w, out, m, n, k):
-    sa = act.get("s") if pair in ("w8a8", "w4a8", "fp8", "mxfp8") else None
-    return Args(ptr(act["x"]), ptr(w["w"]), ptr(out), None, ptr(sa) if sa is not None else None,
-                ptr(w["s"]) if "s" in w else None, None, m, n, k, k, k, n)
 
 
 def main():
@@ -75,7 +70,7 @@ def main():
                 for m in ms:
                     act = make_act(pair, m, k)
                     out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
-                    launch = lambda h, w: (lambda a=args_for(pair, act, w, out, m, n, k): q.launch(h, a))
+                    launch = lambda h, w: qjit_call(q, h, pair, act, w, out, m, n, k)
                     t_auto = time_launches([launch(g, w) for w in ws], o.reps)
                     best, best_cfg = None, ""
                     if not o.no_named:

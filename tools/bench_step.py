@@ -113,10 +113,15 @@ def make_act(pair, m, k):
     return d
 
 
-def qjit_call(q, g, pair, act, w, out, m, n, k):
+def qjit_args(pair, act, w, out, m, n, k):
+    """The launch arguments of one projection: A's scales where the pair has them."""
     sa = act.get("s") if pair in ("w8a8", "w4a8", "fp8", "mxfp8") else None
-    a = Args(ptr(act["x"]), ptr(w["w"]), ptr(out), None, ptr(sa) if sa is not None else None,
-             ptr(w["s"]) if "s" in w else None, None, m, n, k, k, k, n)
+    return Args(ptr(act["x"]), ptr(w["w"]), ptr(out), None, ptr(sa), ptr(w.get("s")), None,
+                m, n, k, k, k, n)
+
+
+def qjit_call(q, g, pair, act, w, out, m, n, k):
+    a = qjit_args(pair, act, w, out, m, n, k)
     return lambda: q.launch(g, a)
 
 

@@ -248,9 +248,7 @@ static void add_job(run *R, const qjit_gemm_desc *d, qjit_arch arch, const char 
     qjit_gemm_variant v[64];
     size_t n = 0;
     char text[TEXT_CAP];
-    qjit_gemm_desc r;
-    if (qjit_gemm_resolve(R->ctx, d, arch, &r) != QJIT_OK ||
-        qjit_gemm_variants(R->ctx, d, arch, v, sizeof v / sizeof v[0], &n) != QJIT_OK) {
+    if (qjit_gemm_variants(R->ctx, d, arch, v, sizeof v / sizeof v[0], &n) != QJIT_OK) {
         char *err = xstrdup(qjit_last_error());
         fmt_desc(d, text);
         refuse(R, text, arch, where, err);
