@@ -15,7 +15,7 @@ nk="${QJIT_TUNE_NK:-6144x4096,4096x4096,28672x4096,4096x14336}"
 limit="${QJIT_TUNE_LIMIT:-60}"
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$build:$build/deps:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-m="${QJIT_TUNE_M:-1,16,64,128,256,1024,4096}"
+m="${QJIT_TUNE_M:-1,4,8,16,32,64,128,256,1024,4096}" # one M per bucket (src/select.c)
 grep -v '^#' "$root/cache/tune/descriptors.txt" | grep -v '^$' | while read -r d; do
   echo "== $d"
   timeout "$limit" "$build/tools/qjit-tune" --reps 10 --cache-dir "$cache" \

@@ -33,9 +33,13 @@
 %   -- warpgroups along M where it allows.  Up to M = 64 (no tile named): 64x128x64, one
 %   -- consumer warpgroup, 6 stages; qjit-tune on the H100 found it the fastest of wgmma's and
 %   -- mma's small-m tiles (or within 2.5% of wgmma_tma's) at bf16 M = 1, 16, 64 on the Llama 3
-%   -- 8B layers, 1.06-1.95x mma's 64x128x32 that auto ran before (docs/BENCH.md).
+%   -- 8B layers, 1.06-1.95x mma's 64x128x32 that auto ran before (docs/BENCH.md).  From
+%   -- M = 65 to 1024: 128x128x64, one consumer warpgroup, 6 stages, twice the CTAs of
+%   -- 128x256 (qjit-tune, H100: 1.74x it at M = 128 and 256 on 4096x4096, 1.19x on 6144x4096
+%   -- at M = 1024, within 5% of the best of 19 candidates on the 8B layers); above, 128x256.
 %   default = function(m)
 %     if m ~= 0 and m <= 64 and BM == 0 then return choose(64, 128, 64, 1, 1, 6) end
+%     if m ~= 0 and m <= 1024 and BM == 0 then return choose(128, 128, 64, 1, 1, 6) end
 %     local c = choose(128, 256, 64, 2, 1, 3)
 %     if BM ~= 0 and WM == 0 then c.wm, c.wn = BM >= 128 and 2 or 1, 1 end
 %     return c

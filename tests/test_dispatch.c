@@ -87,22 +87,26 @@ static size_t variants(qjit_context *ctx, const char *text, qjit_arch arch,
 static void test_heuristics(qjit_context *ctx)
 {
     qjit_gemm_variant v[32];
-    /* f16/bf16 on sm_90a: wgmma's 64x128x64 up to M = 64, its 128x256x64 above (both
-     * measured on the H100); mma elsewhere */
+    /* f16/bf16 on sm_90a: wgmma's 64x128x64 up to M = 64, 128x128x64 to 1024, 128x256x64
+     * above (each measured on the H100); mma elsewhere */
     size_t n = variants(ctx, "gemm a=bf16 b=bf16 out=bf16", QJIT_ARCH_SM90A, v, 32);
-    CHECK(n == 2 && v[0].m_min == 1 && v[0].m_max == 64 && v[0].desc.kernel == QJIT_KERNEL_WGMMA &&
+    CHECK(n == 3 && v[0].m_min == 1 && v[0].m_max == 64 && v[0].desc.kernel == QJIT_KERNEL_WGMMA &&
               v[0].desc.bm == 64 && v[0].desc.bn == 128 && v[1].m_min == 65 &&
-              v[1].m_max == INT64_MAX && v[1].desc.kernel == QJIT_KERNEL_WGMMA &&
-              v[1].desc.bm == 128 && !v[0].tuned && !v[1].tuned,
+              v[1].m_max == 1024 && v[1].desc.kernel == QJIT_KERNEL_WGMMA &&
+              v[1].desc.bm == 128 && v[1].desc.bn == 128 && v[2].m_min == 1025 &&
+              v[2].m_max == INT64_MAX && v[2].desc.kernel == QJIT_KERNEL_WGMMA &&
+              v[2].desc.bm == 128 && v[2].desc.bn == 256 && !v[0].tuned && !v[1].tuned &&
+              !v[2].tuned,
           "bf16 sm_90a: %zu variants, %s | %s", n, v[0].text, n > 1 ? v[1].text : "");
     n = variants(ctx, "gemm a=f16 b=f16 out=f32", QJIT_ARCH_SM80, v, 32);
     CHECK(n == 2 && v[0].desc.kernel == QJIT_KERNEL_MMA && v[0].desc.bm == 64 &&
               v[1].desc.kernel == QJIT_KERNEL_MMA && v[1].desc.bm == 128,
           "f16 sm_80: %zu, %s", n, v[0].text);
-    /* kernel=wgmma named: wgmma for every M, the same two tiles */
+    /* kernel=wgmma named: wgmma for every M, the same three tiles */
     n = variants(ctx, "gemm a=bf16 b=bf16 out=bf16 kernel=wgmma", QJIT_ARCH_SM90A, v, 32);
-    CHECK(n == 2 && v[0].desc.kernel == QJIT_KERNEL_WGMMA && v[0].desc.bm == 64 &&
-              v[1].desc.kernel == QJIT_KERNEL_WGMMA && v[1].desc.bm == 128,
+    CHECK(n == 3 && v[0].desc.kernel == QJIT_KERNEL_WGMMA && v[0].desc.bm == 64 &&
+              v[1].desc.kernel == QJIT_KERNEL_WGMMA && v[1].desc.bn == 128 &&
+              v[2].desc.kernel == QJIT_KERNEL_WGMMA && v[2].desc.bn == 256,
           "kernel=wgmma: %zu, %s", n, v[0].text);
     /* a named tile holds for every M */
     n = variants(ctx, "gemm a=bf16 b=bf16 out=bf16 kernel=wgmma tile=128x128x64", QJIT_ARCH_SM90A,

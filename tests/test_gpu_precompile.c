@@ -117,10 +117,13 @@ int main(void)
             CHECK(0, "%s: %s", lines[i], qjit_last_error());
             continue;
         }
-        qjit_gemm_variant v[32];
+        /* room for every kernel a handle can hold: the shipped records give a tuned
+         * descriptor many variants */
+        static qjit_gemm_variant v[256];
         size_t nv = 0;
-        CHECK_OK(qjit_gemm_get_variants(g, v, 32, &nv));
-        for (size_t j = 0; j < nv && j < 32; j++) {
+        CHECK_OK(qjit_gemm_get_variants(g, v, 256, &nv));
+        CHECK(nv <= 256, "%s: %zu variants, more than the test holds", lines[i], nv);
+        for (size_t j = 0; j < nv && j < 256; j++) {
             tuned += v[j].tuned;
             bool seen = false;
             for (int q = 0; q < nkernels && !seen; q++)

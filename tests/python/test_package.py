@@ -239,7 +239,8 @@ class TestOffline(unittest.TestCase):
         text = out.getvalue()
         self.assertIn("kernels 1", text)
         self.assertIn("integrity ok", text)
-        self.assertIn("M 65..max", text)
+        self.assertIn("M 65..1024", text)
+        self.assertIn("M 1025..max", text)
         err = io.StringIO()
         with contextlib.redirect_stderr(err):
             self.assertEqual(main(["stats", "--db", os.path.join(self.dir.name, "none.db")]), 1)
