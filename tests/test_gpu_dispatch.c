@@ -106,6 +106,8 @@ static void test_graphs(qjit_context *ctx)
             buf_up(&A);
             CK(cudaMemset(D.d, 0xff, nd));
             CK(cudaMemset(E.d, 0xff, nd));
+            /* s is non-blocking: it does not wait for the legacy stream's upload and poison */
+            CK(cudaDeviceSynchronize());
             CHECK_OK(qjit_gemm_launch(g, &ea, (struct CUstream_st *)s));
             CK(cudaGraphLaunch(exec, s));
             CK(cudaStreamSynchronize(s));

@@ -157,6 +157,7 @@ static void test_graph(qjit_context *ctx)
         for (int i = 0; i < L; i++) {
             CK(cudaMemset(dd[i], 0xff, nd * 2));
             CK(cudaMemset(de[i], 0xff, nd * 2));
+            CK(cudaDeviceSynchronize()); /* s is non-blocking: it does not wait for these */
             qjit_gemm_args a = {da, db, de[i], dbias, NULL, NULL, NULL, M, N - i, K, K, K, N};
             CHECK_OK(qjit_gemm_launch(g, &a, (struct CUstream_st *)s));
         }
@@ -326,6 +327,7 @@ static void test_pdl_chain(const char *dir)
                 CK(cudaMemset(xp[i], 0xff, nb));
                 CK(cudaMemset(xg[i], 0xff, nb));
             }
+            CK(cudaDeviceSynchronize()); /* st is non-blocking: it does not wait for these */
             for (int i = 0; i < STEPS; i++) { /* step by step, synchronized */
                 qjit_gemm_args a = {xp[i], w[i], xp[i + 1], NULL, NULL, NULL, NULL, m, H, H, H, H, H};
                 CHECK_OK(qjit_gemm_launch(gp, &a, (struct CUstream_st *)st));

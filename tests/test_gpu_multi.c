@@ -217,6 +217,7 @@ static void test_graphs(operands *o, qjit_gemm *g[NDEV])
             CK(cudaMemcpy(o->a[dev], o->ha, o->na, cudaMemcpyHostToDevice));
             CK(cudaMemset(o->out[dev], 0xff, o->nd));
             CK(cudaMemset(o->out2[dev], 0xff, o->nd));
+            CK(cudaDeviceSynchronize()); /* s is non-blocking: it does not wait for these */
             qjit_gemm_args e = args_of(o, dev, o->out[dev]);
             CHECK_OK(qjit_gemm_launch(g[dev], &e, (struct CUstream_st *)s));
             CK(cudaGraphLaunch(exec, s));

@@ -99,6 +99,7 @@ static void test_cluster_split(qjit_context *ctx, const char *text, int max_shap
         buf_up(&S);
         for (int i = 0; i < 3; i++)
             CK(cudaMemset(D[i].d, 0xff, D[i].n));
+        CK(cudaDeviceSynchronize()); /* st is non-blocking: it does not wait for these */
         for (int i = 0; i < 2; i++) {
             a.d = D[i].d;
             CHECK_OK(qjit_gemm_launch(g, &a, (struct CUstream_st *)st));
@@ -216,6 +217,7 @@ static void test_tma_twins(qjit_context *ctx)
         buf_up(&B);
         for (int i = 0; i < 2; i++)
             CK(cudaMemset(D[i].d, 0xff, D[i].n));
+        CK(cudaDeviceSynchronize()); /* st is non-blocking: it does not wait for these */
         a.d = D[0].d;
         CHECK_OK(qjit_gemm_launch(g, &a, (struct CUstream_st *)st));
         CK(cudaGraphLaunch(exec, st));

@@ -304,6 +304,7 @@ static void test_graphs(qjit_context *ctx)
                 for (size_t i = 0; i < xb / 2; i++)
                     ((uint16_t *)X.h)[i] = qjit_bf16_from_f32(uni(-8, 8));
                 buf_up(&X);
+                CK(cudaDeviceSynchronize()); /* s is non-blocking: it does not wait for the upload */
                 CK(cudaMemsetAsync(Q1.d, 0xa5, qb, s));
                 CK(cudaMemsetAsync(Q2.d, 0x5a, qb, s));
                 CHECK_OK(qjit_quant_launch(qh, &eager, (struct CUstream_st *)s));

@@ -177,7 +177,11 @@ def main():
                     help="layers per graph: enough for this many MB of weights")
     ap.add_argument("--csv", default="")
     ap.add_argument("--png", default="")
+    ap.add_argument("--plot", default="", metavar="CSV",
+                    help="no GPU: draw --png from a CSV an earlier run wrote, and stop")
     o = ap.parse_args()
+    if o.plot:
+        return plot_csv(o.plot, o.png or os.path.splitext(o.plot)[0] + ".png")
     torch.manual_seed(0)
     torch.zeros(1, device="cuda")  # the primary context, current for qjit too
     q = Qjit(o.lib)
@@ -212,7 +216,8 @@ def main():
                         print(f"  {model} {pair} M={m}: {peer} failed: {str(e).splitlines()[0][:80]}")
                 ideal = layer_bytes(pair, shapes, m) / bw * 1e6
                 rows.append(dict(model=model, pair=pair, m=m, layers=layers, qjit_us=tq,
-                                 peer=peer or "", peer_us=tp, ideal_us=ideal))
+                                 peer=peer or "", peer_us=tp, ideal_us=ideal,
+                                 gpu=torch.cuda.get_device_name(), copy_tbps=bw / 1e12))
         # the bf16 cuBLAS step of this model at each M: the ratio's reference
         base = {r["m"]: r["peer_us"] for r in rows if r["model"] == model and r["pair"] == "bf16"}
         for r in rows:
@@ -229,17 +234,35 @@ def main():
                   f"{f(r['vs_bf16'], 16, 2)}")
     if o.csv:
         keys = ["model", "pair", "m", "layers", "qjit_us", "peer", "peer_us", "ideal_us", "vs_bf16",
-                "peer_vs_bf16"]
+                "peer_vs_bf16", "gpu", "copy_tbps"]
         with open(o.csv, "w") as fh:
             fh.write(",".join(keys) + "\n")
             for r in rows:
                 fh.write(",".join("" if r.get(k) is None else str(r.get(k)) for k in keys) + "\n")
     if o.png:
-        plot(rows, o.png, bw)
+        plot(rows, o.png, bw, torch.cuda.get_device_name())
     return 0
 
 
-def plot(rows, path, bw):
+def plot_csv(csv_path, png):
+    """The plot of a CSV this tool wrote (older ones lack the gpu and copy_tbps columns)."""
+    import csv
+    rows = []
+    with open(csv_path) as fh:
+        for r in csv.DictReader(fh):
+            for k in ("m", "layers"):
+                r[k] = int(r[k])
+            for k in ("qjit_us", "peer_us", "ideal_us"):
+                r[k] = float(r[k]) if r.get(k) else None
+            rows.append(r)
+    gpu = rows[0].get("gpu") or "H100"
+    bw = float(rows[0]["copy_tbps"]) * 1e12 if rows[0].get("copy_tbps") else None
+    plot(rows, png, bw, gpu)
+    print(f"{png}: {len(rows)} rows of {csv_path}")
+    return 0
+
+
+def plot(rows, path, bw, gpu):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -264,11 +287,11 @@ def plot(rows, path, bw):
         ax.set_xticklabels([str(m) for m in ms])
         ax.set_xlabel("M (tokens in the batch)")
         ax.set_ylabel("µs per layer (4 projections, graph replay)")
-        ax.set_title(f"Llama 3 {model.upper()} decode step, {torch.cuda.get_device_name()}")
+        ax.set_title(f"Llama 3 {model.upper()} decode step, {gpu}")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7, ncol=2)
-    fig.suptitle(f"qjit auto (solid) against torch's path (dashed); copy bandwidth {bw / 1e12:.2f} TB/s",
-                 fontsize=9)
+    fig.suptitle("qjit auto (solid) against torch's path (dashed)" +
+                 (f"; copy bandwidth {bw / 1e12:.2f} TB/s" if bw else ""), fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
