@@ -529,7 +529,8 @@ typedef struct qjit_gemm_args {
  * launched with programmatic stream serialization: a kernel may be scheduled while the
  * previous one in the stream finishes, and waits (griddepcontrol.wait, before any global
  * access) until that one's writes are visible; CUDA graphs keep the edge.  Results are the
- * same bit for bit.  Experimental: not yet timed on a GPU.
+ * same bit for bit.  Experimental, off unless asked for: on the H100, with a weight
+ * prefetch since reverted, it made a decode step slower; alone it is not yet timed.
  * Thread-safe. */
 QJIT_API qjit_status qjit_gemm_launch(const qjit_gemm *g, const qjit_gemm_args *args,
                                       struct CUstream_st *stream);
