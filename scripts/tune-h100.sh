@@ -11,12 +11,15 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build"
 cache="${QJIT_TUNE_CACHE:-$root/tunecache}"
 out="${OUT:-/tmp/qjit-out}"
-nk="${QJIT_TUNE_NK:-6144x4096,4096x4096,28672x4096,4096x14336}"
+nk="${QJIT_TUNE_NK:-4096x4096,6144x4096,14336x4096,4096x14336,10240x8192,8192x8192,57344x8192,8192x28672}" # Llama 3 8B and 70B
 limit="${QJIT_TUNE_LIMIT:-60}"
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$build:$build/deps:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 m="${QJIT_TUNE_M:-1,4,8,16,32,64,128,256,1024,4096}" # one M per bucket (src/select.c)
-grep -v '^#' "$root/cache/tune/descriptors.txt" | grep -v '^$' | while read -r d; do
+# QJIT_TUNE_MATCH (an extended regular expression) keeps the descriptors it matches, to
+# split the list over calls: e.g. 'a=bf16 b=bf16|b=s4' and then the rest with grep -v.
+match="${QJIT_TUNE_MATCH:-.}"
+grep -v '^#' "$root/cache/tune/descriptors.txt" | grep -v '^$' | grep -E -- "$match" | while read -r d; do
   echo "== $d"
   timeout "$limit" "$build/tools/qjit-tune" --reps 10 --cache-dir "$cache" \
     --nk "$nk" --m "$m" "$d" 2>&1 | grep -v '^qjit-tune: \(compile\|time\)' |

@@ -252,14 +252,15 @@ __device__ __forceinline__ float bias_at(const out_t *bias, long long n)
 % end
 }
 
-// Every element of an accumulator array (of any rank) set to zero.
-template <class T> __device__ __forceinline__ void zero(T &x) { x = 0; }
-template <class T, int N> __device__ __forceinline__ void zero(T (&a)[N])
+// Every element of an accumulator array (of any rank) set to v, or to zero.
+template <class T, class V> __device__ __forceinline__ void fill(T &x, V v) { x = v; }
+template <class T, int N, class V> __device__ __forceinline__ void fill(T (&a)[N], V v)
 {
 #pragma unroll
     for (int i = 0; i < N; ++i)
-        zero(a[i]);
+        fill(a[i], v);
 }
+template <class T> __device__ __forceinline__ void zero(T &a) { fill(a, 0); }
 
 // bias[col] and bias[col + 1] in f32, 0 past N: the columns of one accumulator pair.
 __device__ __forceinline__ void bias_pair(const out_t *bias, int col, int N, float &b0, float &b1)
@@ -294,6 +295,17 @@ struct factors {
 % else
         return sa_t;
 % end
+    }
+    // The A scales of a thread's accumulator rows, read once: rows row0 + i·STEP and 8 below
+    // it, for i < R (an mma.sync fragment's two rows per 16-row tile, STEP 16; a wgmma's per
+    // 64-row slice, STEP 64).
+    template <int R, int STEP> __device__ __forceinline__ void rows(float (&s)[R][2], int row0, int M) const
+    {
+#pragma unroll
+        for (int i = 0; i < R; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                s[i][h] = row(row0 + i * STEP + h * 8, M);
     }
     __device__ __forceinline__ void cols(int col, int N, float &s0, float &s1, float &b0, float &b1) const
     {

@@ -309,15 +309,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 % if GROUPED then
     int acc[MT][NT][4];   // int32 sum of the current group, offset by MAGIC_BITS
     float tot[MT][NT][4]; // f32 sum of the finished groups
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                acc[mt][nt][j] = MAGIC_BITS;
-                tot[mt][nt][j] = 0.f;
-            }
+    qc::fill(acc, MAGIC_BITS);
+    qc::zero(tot);
     // Group scales of this thread's 2*NT columns, s[n][k/g]: sc for the group being summed,
     // sc_next for the one after, loaded a group ahead. Columns past N and groups past K
     // read as 0 (their sums are 0 too).

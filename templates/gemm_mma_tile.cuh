@@ -24,11 +24,7 @@ __device__ __forceinline__ void finish_tile(float (&v)[MT][NT][4], const T (&src
     const qc::factors f(p);
 % if SA == "row" then
     float sa[MT][2]; // the rows' A scales, read once
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-            sa[mt][h] = f.row(row0 + mt * 16 + h * 8, M);
+    f.rows<MT, 16>(sa, row0, M);
 % end
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {

@@ -71,6 +71,24 @@ __device__ __forceinline__ void group_reduce(float &a, int &bad, int width)
     }
 }
 
+// The row-wise block kernels' start: a thread's 4 values from value i0 of row r (0 where the
+// thread is not live, or past K when TAIL), and their amax and nonfinite flag over the
+// block's WIDTH lanes.
+template <bool TAIL, int WIDTH>
+__device__ __forceinline__ void block_values(const qjit_quant_params &p, bool live, long long r, long long i0,
+                                             float (&v)[4], float &a, int &bad)
+{
+    a = 0.0f;
+    bad = 0;
+    for (int t = 0; t < 4; t++) {
+        const long long i = i0 + t;
+        v[t] = live && (!TAIL || i < p.k) ? load_x(p.x, blockIdx.y * p.x_batch + r * p.ldx + i) : 0.0f;
+        bad |= nonfinite(v[t]);
+        a = fmaxf(a, fabsf(v[t]));
+    }
+    group_reduce(a, bad, WIDTH);
+}
+
 // The same over a CTA of 256 threads; every thread gets the result.
 __device__ __forceinline__ void cta_reduce(float &a, int &bad)
 {
@@ -322,16 +340,9 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_q
     const bool live = w < p.m * nb;
     const long long r = live ? w / nb : 0, b = live ? w % nb : 0;
     const int lane = threadIdx.x % 32;
-    float v[4];
-    float a = 0.0f;
-    int bad = 0;
-    for (int t = 0; t < 4; t++) {
-        const long long i = b * 128 + lane * 4 + t;
-        v[t] = live && i < p.k ? load_x(p.x, blockIdx.y * p.x_batch + r * p.ldx + i) : 0.0f;
-        bad |= nonfinite(v[t]);
-        a = fmaxf(a, fabsf(v[t]));
-    }
-    group_reduce(a, bad, 32);
+    float v[4], a;
+    int bad;
+    block_values<true, 32>(p, live, r, b * 128 + lane * 4, v, a, bad);
     if (!live)
         return;
     const float s = scale_of(a, bad, p.clip);
@@ -356,15 +367,9 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_q
     const bool live = g < p.m * nb;
     const long long r = live ? g / nb : 0, b = live ? g % nb : 0;
     const int sub = threadIdx.x % 8;
-    float v[4];
-    float a = 0.0f;
-    int bad = 0;
-    for (int t = 0; t < 4; t++) {
-        v[t] = live ? load_x(p.x, blockIdx.y * p.x_batch + r * p.ldx + b * 32 + sub * 4 + t) : 0.0f;
-        bad |= nonfinite(v[t]);
-        a = fmaxf(a, fabsf(v[t]));
-    }
-    group_reduce(a, bad, 8);
+    float v[4], a;
+    int bad;
+    block_values<false, 8>(p, live, r, b * 32 + sub * 4, v, a, bad);
     if (!live)
         return;
     const u32 c = bad ? 0xffu : e8m0_of(a);
