@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# On the lent H100: Nsight Compute over one decode GEMM of each pair and its torch peer
+# (tools/probe_decode.py, two launches each), profiled with the sections that say where a memory-bound kernel's time goes: throughput against the peaks, DRAM bytes,
+# the launch's grid and occupancy, and the warps' stall reasons.  Writes $OUT/decode.ncu-rep
+# (the report), $OUT/ncu.csv (one row per kernel and metric) and $OUT/ncu.txt (a summary
+# with the four largest stall reasons).  The cache named by QJIT_CACHE_DIR (tuned records
+# merged) decides which kernel auto runs.
+# Usage: bash scripts/ncu-decode.sh [MxNxK] [pairs]
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="${OUT:-/tmp/qjit-out}"
+shape="${1:-1x4096x4096}"
+pairs="${2:-bf16,w4a16,w8a8,fp8,w4a8}"
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$root/build:$root/build/deps:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+# The launches inside probe_decode.py's "probe" NVTX ranges only (not torch's set-up).
+sections="--section SpeedOfLight --section MemoryWorkloadAnalysis --section LaunchStats \
+--section Occupancy --section WarpStateStats --section SchedulerStats \
+--metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
+ncu --target-processes all --nvtx --nvtx-include "probe/" $sections -f -o "$out/decode" \
+  python3 "$root/tools/probe_decode.py" --lib "$root/build/libqjit.so" --shape "$shape" \
+  --pairs "$pairs" > "$out/ncu.err" 2>&1
+rc=$?
+ncu --import "$out/decode.ncu-rep" --csv --page details > "$out/ncu.csv" 2>> "$out/ncu.err"
+# the lines a reader wants first: kernel, duration, DRAM throughput, grid, top stalls
+python3 - "$out/ncu.csv" > "$out/ncu.txt" <<'PY'
+import csv, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+if not rows:
+    sys.exit("no ncu rows")
+h = rows[0]
+col = {n: i for i, n in enumerate(h)}
+want = ("Duration", "DRAM Throughput", "Memory Throughput", "Grid Size", "Block Size",
+        "Registers Per Thread", "Achieved Occupancy", "Waves Per SM",
+        "Warp Cycles Per Issued Instruction", "Dynamic Shared Memory Per Block")
+seen, stalls = {}, {}
+for r in rows[1:]:
+    key = (r[col["ID"]], r[col["Kernel Name"]][:70])
+    name, value = r[col["Metric Name"]], r[col["Metric Value"]]
+    if name in want:
+        seen.setdefault(key, []).append(f"{name}={value}{r[col['Metric Unit']]}")
+    elif name.startswith("smsp__average_warps_issue_stalled_"):
+        try:
+            stalls.setdefault(key, []).append((float(value.replace(",", "")), name[34:].split("_per_")[0]))
+        except ValueError:
+            pass
+for key, ms in seen.items():
+    top = sorted(stalls.get(key, []), reverse=True)[:4]
+    print(f"[{key[0]}] {key[1]}\n    " + "; ".join(ms) +
+          ("\n    stalls: " + ", ".join(f"{n} {v:.2f}" for v, n in top) if top else ""))
+PY
+cat "$out/ncu.txt"
+exit $rc
