@@ -71,7 +71,11 @@ def cmd_variants(args):
 
 
 def cmd_tune(args):
-    import torch  # the device is made current through torch
+    try:
+        import torch  # the device is made current through torch
+    except ImportError:
+        print("qjit tune: needs PyTorch with CUDA to reach the GPU: pip install torch", file=sys.stderr)
+        return 1
     torch.cuda.init()
     torch.cuda.set_device(args.device)
     ms = [int(x) for x in args.m.split(",")]

@@ -22,7 +22,10 @@ Schemes (weights; activations):
 name instead of `auto`, e.g. config="kernel=wgmma_tma" for fp8/w8a8 or "kernel=wgmma_wq" for
 w4a16; it is parsed and validated when the layer is made.
 """
-import torch
+try:
+    import torch
+except ImportError as e:  # a plain word instead of a traceback into the package
+    raise ImportError("qjit.nn needs PyTorch: pip install torch (or pip install 'qjit[torch]')") from e
 
 from . import Desc
 from . import host

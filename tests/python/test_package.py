@@ -13,6 +13,7 @@ import os
 import random
 import struct
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -267,6 +268,17 @@ class TestOffline(unittest.TestCase):
         with self.assertRaises(qjit.QjitError):
             qjit.tune_record(w4, "gemm a=bf16 b=bf16 out=bf16", 16, 4096, 4096, 1.0,
                              gpu="Test GPU", ctx=self.ctx)
+
+
+class TestWithoutTorch(unittest.TestCase):
+    def test_nn_says_what_to_install(self):
+        """Without PyTorch, qjit still imports and qjit.nn says what to install."""
+        code = ("import sys; sys.modules['torch'] = None\n"
+                "import qjit\n"
+                "try:\n    import qjit.nn\nexcept ImportError as e:\n    print(e)\n")
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("qjit.nn needs PyTorch: pip install torch", r.stdout)
 
 
 class TestScalars(unittest.TestCase):
