@@ -114,7 +114,10 @@ typedef enum qjit_arch {
     QJIT_ARCH_SM90A = 90
 } qjit_arch;
 
-/* Kernel templates.  AUTO: chosen by tuned results, else the heuristic. */
+/* Kernel templates.  AUTO: chosen by tuned results, else the heuristic.  Each family is a
+ * template that declares its id (its value here) and name; the ten below are named here,
+ * and a build may hold more families, with ids from QJIT_KERNEL_COUNT on, which
+ * descriptors name by their text ("kernel=NAME") and qjit_kernel_name() names. */
 typedef enum qjit_kernel {
     QJIT_KERNEL_AUTO = 0,
     QJIT_KERNEL_MMA = 1,    /* "mma": f16/bf16, multistage mma.sync + ldmatrix + cp.async (sm_80+) */
@@ -127,12 +130,12 @@ typedef enum qjit_kernel {
     QJIT_KERNEL_WGMMA_MX = 8, /* "wgmma_mx": MXFP8/MXFP4 on Hopper fp8 warpgroup MMA (sm_90a), in auto above M = 64 */
     QJIT_KERNEL_WGMMA_WQ = 9, /* "wgmma_wq": f16/bf16 x s4/u4/s8/e2m1 on Hopper warpgroup MMA (sm_90a), in auto above M = 64 */
     QJIT_KERNEL_WGMMA_TMA = 10, /* "wgmma_tma": fp8, s8 x s8 and f16/bf16 on Hopper warpgroup MMA with TMA loads, B multicast across CTA pairs and (fp8) overlapped promotion (sm_90a), in auto above M = 64 */
-    QJIT_KERNEL_COUNT
+    QJIT_KERNEL_COUNT /* one past the named families */
 } qjit_kernel;
 
 /* Names as descriptors write them: qjit_arch_name(QJIT_ARCH_SM90A) is "sm_90a" and
  * QJIT_ARCH_AUTO "auto"; qjit_kernel_name(QJIT_KERNEL_MMA) is "mma".  NULL for a value
- * that is not one.  Static storage; thread-safe. */
+ * that is not one (not a family of this build).  Static storage; thread-safe. */
 QJIT_API const char *qjit_arch_name(qjit_arch a);
 QJIT_API const char *qjit_kernel_name(qjit_kernel k);
 

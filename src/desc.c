@@ -30,7 +30,11 @@ static const char *const scale_names[QJIT_SCALE_COUNT] = {
     [QJIT_SCALE_MX] = "mx",
 };
 
-static const char *const kernel_names[QJIT_KERNEL_COUNT] = {
+/* The families of this build (qjit_families.h): every named qjit_kernel, and any more the
+ * templates declare, with ids up to QJIT_FAMILY_ID_LIMIT. */
+_Static_assert(QJIT_FAMILY_ID_LIMIT >= QJIT_KERNEL_COUNT,
+               "qjit.h names more qjit_kernel values than templates/ declares families");
+static const char *const kernel_names[QJIT_FAMILY_ID_LIMIT] = {
     [QJIT_KERNEL_AUTO] = "auto",
 #define QJIT_FAMILY_NAME(k, name, tmpl) [k] = name,
     QJIT_FAMILY_LIST(QJIT_FAMILY_NAME)
@@ -96,7 +100,7 @@ const char *qjit_desc_scale_name(qjit_scale_mode m)
 
 QJIT_API const char *qjit_kernel_name(qjit_kernel k)
 {
-    return (unsigned)k < QJIT_KERNEL_COUNT ? kernel_names[k] : NULL;
+    return (unsigned)k < QJIT_FAMILY_ID_LIMIT ? kernel_names[k] : NULL;
 }
 
 /* ---------------------------------------------------------------- tokens */
@@ -273,8 +277,8 @@ static bool parse_value(enum field f, span v, qjit_gemm_desc *t, int *group_sa, 
     case F_BIAS: return parse_bit(v, &t->bias);
     case F_ARCH: return parse_arch_span(v, &t->arch);
     case F_KERNEL:
-        for (int k = 0; k < QJIT_KERNEL_COUNT; k++)
-            if (span_is(v, kernel_names[k])) {
+        for (int k = 0; k < QJIT_FAMILY_ID_LIMIT; k++)
+            if (kernel_names[k] && span_is(v, kernel_names[k])) {
                 t->kernel = (qjit_kernel)k;
                 return true;
             }

@@ -17,7 +17,7 @@ static const struct {
     qjit_kernel kernel;
     const char *name, *tmpl;
 } list[] = {
-#define QJIT_FAMILY_ENTRY(k, n, t) {k, n, t},
+#define QJIT_FAMILY_ENTRY(k, n, t) {(qjit_kernel)(k), n, t},
     QJIT_FAMILY_LIST(QJIT_FAMILY_ENTRY)
 #undef QJIT_FAMILY_ENTRY
 };

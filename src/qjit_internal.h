@@ -78,22 +78,15 @@ QJIT_HIDDEN bool qjit_arch_runs_on(qjit_arch a, int major, int minor);
 QJIT_HIDDEN bool qjit_arch_at_least(qjit_arch a, qjit_arch floor);
 
 /* ---------------------------------------------------------------- the kernel families */
-/* Every kernel family: its qjit_kernel value, its name in descriptors, and its template,
- * in kernel=auto's order of preference (a family whose declaration says measured = false is
- * skipped by kernel=auto wherever it stands).  Adding a family is a template file, a line here
- * and its enum value in qjit.h; everything else about it the template declares
- * (family.c).  Tests check every list of kernel names shown to users against this one. */
-#define QJIT_FAMILY_LIST(X)                                                              \
-    X(QJIT_KERNEL_WGMMA, "wgmma", "gemm_wgmma.cu")                                       \
-    X(QJIT_KERNEL_MMA, "mma", "gemm_mma.cu")                                             \
-    X(QJIT_KERNEL_WGMMA_WQ, "wgmma_wq", "gemm_wgmma_wq.cu")                              \
-    X(QJIT_KERNEL_MMA_WQ, "mma_wq", "gemm_wq.cu")                                        \
-    X(QJIT_KERNEL_WGMMA_I8, "wgmma_i8", "gemm_wgmma_i8.cu")                              \
-    X(QJIT_KERNEL_MMA_I8, "mma_i8", "gemm_i8.cu")                                        \
-    X(QJIT_KERNEL_WGMMA_TMA, "wgmma_tma", "gemm_wgmma_tma.cu")                           \
-    X(QJIT_KERNEL_WGMMA_F8, "wgmma_f8", "gemm_wgmma_f8.cu")                              \
-    X(QJIT_KERNEL_WGMMA_MX, "wgmma_mx", "gemm_wgmma_mx.cu")                              \
-    X(QJIT_KERNEL_MMA_F8, "mma_f8", "gemm_f8.cu")
+/* Every kernel family: QJIT_FAMILY_LIST(X) gives X(id, name, template) for each, in
+ * kernel=auto's order of preference (a family whose declaration says measured = false is
+ * skipped by kernel=auto wherever it stands).  It is generated at build time
+ * (cmake/families.cmake) from the one line each family template carries,
+ * `% -- qjit family: name=NAME id=ID order=ORDER`: id is the family's qjit_kernel value (the
+ * first ten have names in qjit.h), order its place in the preference.  So a family is its
+ * template, and everything else about it the template declares (family.c); adding one
+ * needs no edit here.  Tests check every list of kernel names shown to users against it. */
+#include "qjit_families.h"
 
 /* ---------------------------------------------------------------- the kernel ABI */
 /* Every GEMM kernel's one by-value parameter (docs/TEMPLATES.md).  gemm_common.cuh declares

@@ -76,9 +76,28 @@ static void test_names(void)
     }
     CHECK(qjit_desc_parse_arch(NULL, &a) == QJIT_ERROR_INVALID_ARGUMENT, "NULL arch text");
 
-    CHECK(strcmp(qjit_kernel_name(QJIT_KERNEL_MMA), "mma") == 0, "mma");
     CHECK(strcmp(qjit_kernel_name(QJIT_KERNEL_AUTO), "auto") == 0, "auto kernel");
-    CHECK(qjit_kernel_name(QJIT_KERNEL_COUNT) == NULL, "kernel COUNT has a name");
+    /* the values qjit.h names are the ids the family templates declare (qjit_families.h) */
+    static const struct {
+        qjit_kernel k;
+        const char *name;
+    } named[] = {{QJIT_KERNEL_MMA, "mma"},           {QJIT_KERNEL_WGMMA, "wgmma"},
+                 {QJIT_KERNEL_MMA_WQ, "mma_wq"},     {QJIT_KERNEL_MMA_I8, "mma_i8"},
+                 {QJIT_KERNEL_MMA_F8, "mma_f8"},     {QJIT_KERNEL_WGMMA_F8, "wgmma_f8"},
+                 {QJIT_KERNEL_WGMMA_I8, "wgmma_i8"}, {QJIT_KERNEL_WGMMA_MX, "wgmma_mx"},
+                 {QJIT_KERNEL_WGMMA_WQ, "wgmma_wq"}, {QJIT_KERNEL_WGMMA_TMA, "wgmma_tma"}};
+    _Static_assert(sizeof named / sizeof named[0] == QJIT_KERNEL_COUNT - 1, "every named kernel");
+    for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) {
+        const char *n = qjit_kernel_name(named[i].k);
+        CHECK(n && strcmp(n, named[i].name) == 0, "qjit_kernel %d is \"%s\", its template says \"%s\"",
+              (int)named[i].k, named[i].name, n ? n : "(none)");
+        qjit_gemm_desc d;
+        char text[96];
+        snprintf(text, sizeof text, "gemm a=bf16 b=bf16 out=bf16 kernel=%s", named[i].name);
+        CHECK(qjit_gemm_desc_parse(text, &d) == QJIT_OK && d.kernel == named[i].k, "%s parses", text);
+    }
+    CHECK(qjit_kernel_name((qjit_kernel)QJIT_FAMILY_ID_LIMIT) == NULL, "a kernel past the families has a name");
+    CHECK(qjit_kernel_name((qjit_kernel)-1) == NULL, "kernel -1 has a name");
 }
 
 /* ---------------------------------------------------------------- defaults */
