@@ -474,8 +474,10 @@ QJIT_API qjit_status qjit_tune_record(qjit_context *ctx, const qjit_gemm_desc *d
 typedef struct qjit_tune_problem {
     int64_t m, n, k;
 } qjit_tune_problem;
-/* Called as work advances: stage "compile" (done/total candidates), then "time" (done/
- * total measurements), what = the candidate's canonical text.  From the calling thread. */
+/* Called as work advances: stage "compile" (done/total candidates), "time" (done/total
+ * measurements), what = the candidate's canonical text; and "problem" each time a problem
+ * is finished (done of total problems: results[done - 1] is complete, and recorded unless
+ * dry_run), what = "".  From the calling thread. */
 typedef void (*qjit_tune_progress_fn)(void *user, const char *stage, size_t done,
                                       size_t total, const char *what);
 typedef struct qjit_tune_options {

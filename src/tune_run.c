@@ -625,9 +625,12 @@ qjit_status qjit_gemm_tune(qjit_context *ctx, const qjit_gemm_desc *d,
         started = compile_start(&job, o->compile_threads, tid, 64);
         T.job = &job;
     }
-    for (size_t i = 0; i < n && st == QJIT_OK; i++)
+    for (size_t i = 0; i < n && st == QJIT_OK; i++) {
         st = tune_problem(&T, &problems[i], &cands[i * per], &uidx[i * per], count[i],
                           &results[i]);
+        if (st == QJIT_OK && o->progress) /* results[i] is final: a caller can show it now */
+            o->progress(o->user, "problem", i + 1, n, "");
+    }
     if (started) { /* after an error, the rest of the list is not wanted */
         pthread_mutex_lock(&job.mu);
         job.next = job.n;

@@ -151,14 +151,23 @@ static void note_alias(const char *text)
 
 /* ---------------------------------------------------------------- progress */
 typedef struct progress {
-    bool quiet, tty;
-    const char *desc;
+    bool quiet, tty, csv;
+    const char *desc, *gpu;
+    const qjit_tune_result *results; /* the current descriptor's, filled as problems finish */
 } progress;
+
+static void print_row(const progress *p, const qjit_tune_result *r);
 
 static void on_progress(void *user, const char *stage, size_t done, size_t total,
                         const char *what)
 {
     progress *p = user;
+    if (!strcmp(stage, "problem")) { /* a finished problem: its row now, so a cut run keeps it */
+        if (p->tty && !p->quiet)
+            fputs("\r\033[K", stderr);
+        print_row(p, &p->results[done - 1]);
+        return;
+    }
     if (p->quiet)
         return;
     if (p->tty) {
@@ -187,6 +196,25 @@ static const char *config_of(const qjit_gemm_desc *d, char *buf, size_t cap)
     return k ? k : buf;
 }
 
+/* One problem's row of the table (or CSV line), on stdout. */
+static void print_row(const progress *p, const qjit_tune_result *r)
+{
+    char c1[512], c2[512];
+    double speedup = r->best_us > 0 ? r->heuristic_us / r->best_us : 0;
+    if (p->csv)
+        printf("\"%s\",\"%s\",%lld,%lld,%lld,%d,\"%s\",%.3f,\"%s\",%.3f,%.4f,%d,%d,%d,%.3g\n",
+               p->desc, p->gpu, (long long)r->problem.m, (long long)r->problem.n,
+               (long long)r->problem.k, r->bucket, config_of(&r->heuristic, c1, sizeof c1),
+               r->heuristic_us, r->passed ? config_of(&r->best, c2, sizeof c2) : "",
+               r->best_us, speedup, r->passed, r->failed, r->skipped, r->max_error);
+    else
+        printf("%6lld %6lld %6lld %13.2f %10.2f %7.2fx %6d/%d/%d  %s\n",
+               (long long)r->problem.m, (long long)r->problem.n, (long long)r->problem.k,
+               r->heuristic_us, r->best_us, speedup, r->passed, r->failed, r->skipped,
+               r->passed ? config_of(&r->best, c2, sizeof c2) : "(none passed)");
+    fflush(stdout);
+}
+
 /* ---------------------------------------------------------------- main */
 #define MAX_M 64
 #define MAX_NK 64
@@ -203,7 +231,7 @@ int main(int argc, char **argv)
     const char *cache_dir = NULL;
     long device = 0;
     bool csv = false;
-    progress pr = {false, isatty(2) == 1, NULL};
+    progress pr = {false, isatty(2) == 1, false, NULL, NULL, NULL};
     if (!descs)
         return 1;
 #define USAGE(...)                                                                       \
@@ -367,37 +395,24 @@ int main(int argc, char **argv)
     if (csv)
         printf("descriptor,gpu,m,n,k,bucket,heuristic,heuristic_us,best,best_us,speedup,"
                "passed,failed,skipped,max_error\n");
+    pr.csv = csv;
+    pr.gpu = prop.name;
+    pr.results = results;
     for (size_t di = 0; di < ndescs && !rc; di++) {
-        char text[512], c1[512], c2[512];
+        char text[512];
         qjit_gemm_desc_format(&descs[di], text, sizeof text, NULL);
         pr.desc = text;
         if (!pr.quiet)
             fprintf(stderr, "qjit-tune: %s on %s\n", text, prop.name);
-        if (qjit_gemm_tune(ctx, &descs[di], problems, np, &to, results) != QJIT_OK) {
-            fprintf(stderr, "qjit-tune: %s: %s\n", text, qjit_last_error());
-            rc = 1;
-            continue;
-        }
-        if (!csv)
+        if (!csv) /* the rows follow as their problems finish (on_progress) */
             printf("\n%s (%s)\n%6s %6s %6s %13s %10s %8s %13s  %s\n", text, prop.name, "M", "N",
                    "K", "heuristic us", "best us", "speedup", "pass/fail/skip",
                    "best configuration");
-        for (size_t i = 0; i < np; i++) {
-            const qjit_tune_result *r = &results[i];
-            double speedup = r->best_us > 0 ? r->heuristic_us / r->best_us : 0;
-            if (csv)
-                printf("\"%s\",\"%s\",%lld,%lld,%lld,%d,\"%s\",%.3f,\"%s\",%.3f,%.4f,%d,%d,%d,%.3g\n",
-                       text, prop.name, (long long)r->problem.m, (long long)r->problem.n,
-                       (long long)r->problem.k, r->bucket, config_of(&r->heuristic, c1, sizeof c1),
-                       r->heuristic_us, r->passed ? config_of(&r->best, c2, sizeof c2) : "",
-                       r->best_us, speedup, r->passed, r->failed, r->skipped, r->max_error);
-            else
-                printf("%6lld %6lld %6lld %13.2f %10.2f %7.2fx %6d/%d/%d  %s\n",
-                       (long long)r->problem.m, (long long)r->problem.n, (long long)r->problem.k,
-                       r->heuristic_us, r->best_us, speedup, r->passed, r->failed, r->skipped,
-                       r->passed ? config_of(&r->best, c2, sizeof c2) : "(none passed)");
-        }
         fflush(stdout);
+        if (qjit_gemm_tune(ctx, &descs[di], problems, np, &to, results) != QJIT_OK) {
+            fprintf(stderr, "qjit-tune: %s: %s\n", text, qjit_last_error());
+            rc = 1;
+        }
     }
     if (!rc && !pr.quiet)
         fprintf(stderr, "qjit-tune: %s in %s\n",

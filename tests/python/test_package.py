@@ -569,6 +569,7 @@ class TestTorchGPU(unittest.TestCase):
             self.assertLessEqual(res[0]["best_us"], res[0]["heuristic_us"])
             self.assertIn("compile", seen)
             self.assertIn("time", seen)
+            self.assertEqual(seen.count("problem"), 1)  # once a problem, when its result is final
             g = qjit.ops.Gemm(desc, ctx)
             v = g.choose(16, 4096, 4096)
             self.assertTrue(v["tuned"])
