@@ -31,8 +31,9 @@
  * (launch_config says so), its result is right at M = 1, 3, 16, 17, 64 with N and K off the
  * tile, two eager launches agree bit for bit (the partial tiles are summed in a fixed
  * order), and a graph captured in global mode replays them bit for bit, over 100 rounds of
- * new input contents. */
-static void test_cluster_split(qjit_context *ctx, const char *text, int max_shapes)
+ * new input contents.  Without want_split, the same checks of any configuration (the
+ * split is not asked for). */
+static void test_cluster_split(qjit_context *ctx, const char *text, int max_shapes, bool want_split)
 {
     qjit_gemm_desc d;
     qjit_gemm *g;
@@ -76,7 +77,7 @@ static void test_cluster_split(qjit_context *ctx, const char *text, int max_shap
                         nb ? S.d : NULL, NULL, M, N, K, K, K, N};
     qjit_launch_config cfg;
     CHECK_OK(qjit_gemm_launch_config(g, &a, &cfg));
-    CHECK(cfg.cluster_z > 1 && cfg.grid[2] == cfg.cluster_z,
+    CHECK(!want_split || (cfg.cluster_z > 1 && cfg.grid[2] == cfg.cluster_z),
           "%s m=%lld n=%lld k=%lld: no split across a cluster (cluster_z %u, grid z %u)",
           info.text, (long long)M, (long long)N, (long long)K, cfg.cluster_z, cfg.grid[2]);
     cudaStream_t st;
@@ -88,7 +89,7 @@ static void test_cluster_split(qjit_context *ctx, const char *text, int max_shap
     CHECK_OK(qjit_gemm_launch(g, &a, (struct CUstream_st *)st));
     CK(cudaStreamEndCapture(st, &graph));
     CK(cudaGraphInstantiate(&exec, graph, 0));
-    const int rounds = max_shapes > 0 ? 2 : 100; /* fewer under QJIT_TEST_SHAPES */
+    const int rounds = max_shapes > 0 ? 2 : want_split ? 100 : 10; /* fewer under QJIT_TEST_SHAPES */
     for (int round = 0; round < rounds; round++) { /* replays, each with new inputs */
         fill_elems(d.a, A.h, (size_t)(M * K));
         fill_elems(d.b, B.h, (size_t)(N * K));
@@ -375,6 +376,92 @@ static void precompile_all(qjit_context *ctx, const char *filter)
         pthread_join(th[i], NULL);
 }
 
+/* The configurations that the shipped tuning records (cache/tune/h100.db) make auto run:
+ * every winner, checked as test_cluster_split checks a descriptor (decode and multi-tile M,
+ * N and K off the tile, graph replays against eager launches), since a record serves every
+ * M of its bucket while the tuner checked it at one. */
+typedef struct winners {
+    char (*text)[256];
+    int n, cap;
+} winners;
+
+static int collect_winner(void *user, const qjit_cache_tuning_entry *e)
+{
+    winners *w = user;
+    if (!e->winner || !e->ok)
+        return 0;
+    for (int i = 0; i < w->n; i++)
+        if (!strcmp(w->text[i], e->config))
+            return 0;
+    if (w->n == w->cap) {
+        int cap = w->cap ? 2 * w->cap : 64;
+        char(*t)[256] = realloc(w->text, (size_t)cap * sizeof *t);
+        if (!t)
+            return 1;
+        w->text = t;
+        w->cap = cap;
+    }
+    snprintf(w->text[w->n++], sizeof w->text[0], "%s", e->config);
+    return 0;
+}
+
+typedef struct text_job {
+    qjit_context *ctx;
+    char (*text)[256];
+    int n, next;
+    pthread_mutex_t mu;
+} text_job;
+
+static void *text_worker(void *p)
+{
+    text_job *j = p;
+    for (;;) {
+        pthread_mutex_lock(&j->mu);
+        int i = j->next++;
+        pthread_mutex_unlock(&j->mu);
+        if (i >= j->n)
+            return NULL;
+        qjit_gemm_desc d;
+        if (qjit_gemm_desc_parse(j->text[i], &d) == QJIT_OK)
+            qjit_gemm_precompile(j->ctx, &d, QJIT_ARCH_SM90A, NULL); /* failures show at the get */
+    }
+}
+
+static void test_shipped_winners(qjit_context *ctx, const char *filter, const char *skip,
+                                 int max_shapes)
+{
+    /* the repository's records: from the working directory (the device runs the tests
+     * from a copy of the repository), else from the source tree this test was built in */
+    const char *path = getenv("QJIT_TUNE_DB");
+    if (!path)
+        path = access("cache/tune/h100.db", R_OK) == 0 ? "cache/tune/h100.db"
+                                                        : QJIT_SOURCE_DIR "/cache/tune/h100.db";
+    qjit_cache_db *db = NULL;
+    winners w = {0};
+    CHECK_OK(qjit_cache_db_open(path, 0, &db));
+    if (db) {
+        CHECK_OK(qjit_cache_db_tuning(db, NULL, collect_winner, &w));
+        qjit_cache_db_close(db);
+    }
+    CHECK(w.n >= 20, "%s: %d winning configurations", path, w.n);
+    int keep = 0;
+    for (int i = 0; i < w.n; i++)
+        if ((!filter || tl_matches_any(w.text[i], filter)) && !(skip && tl_matches_any(w.text[i], skip)))
+            memmove(w.text[keep++], w.text[i], sizeof w.text[0]);
+    text_job j = {ctx, w.text, keep, 0, PTHREAD_MUTEX_INITIALIZER};
+    long nc = sysconf(_SC_NPROCESSORS_ONLN);
+    pthread_t th[64];
+    int nt = nc < 1 ? 1 : nc > 64 ? 64 : (int)nc;
+    for (int i = 0; i < nt; i++)
+        pthread_create(&th[i], NULL, text_worker, &j);
+    for (int i = 0; i < nt; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < keep; i++)
+        test_cluster_split(ctx, w.text[i], max_shapes, false);
+    printf("shipped tuning records: %d winning configurations in %s, %d checked\n", w.n, path, keep);
+    free(w.text);
+}
+
 /* --list: parse every descriptor and ask qjit_gemm_supports for sm_90a (no GPU). */
 static int list_only(void)
 {
@@ -449,10 +536,11 @@ int main(int argc, char **argv)
     };
     for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++)
         if ((!filter || tl_matches_any(splits[i], filter)) && !(skip && tl_matches_any(splits[i], skip)))
-            test_cluster_split(ctx, splits[i], max_shapes);
+            test_cluster_split(ctx, splits[i], max_shapes, true);
     if ((!filter || tl_matches_any("kernel=wgmma_tma", filter)) &&
         !(skip && tl_matches_any("kernel=wgmma_tma", skip)))
         test_tma_twins(ctx);
+    test_shipped_winners(ctx, filter, skip, max_shapes);
     printf("%-96s %-22s %s\n", "descriptor (resolved)", "max error (bound)", "shapes");
     /* QJIT_TEST_PER_CONFIG=n: at most n descriptors of each configuration (a quick pass
      * over every kernel family, e.g. under compute-sanitizer) */
