@@ -338,42 +338,53 @@ static void bad_input(qjit_gemm *g, const qjit_gemm_desc *d, const qjit_gemm_inf
     cudaFree(dBias);
 }
 
-/* Compile every listed kernel first, on all cores (precompile fills the context's
- * cache; the gets below are then disk hits). */
-typedef struct pc_job {
+/* Compile texts[0..n) first, on all cores (precompile fills the context's cache; the
+ * gets that follow are then disk hits); a failure shows at the get. */
+typedef struct text_job {
     qjit_context *ctx;
-    const char *filter;
-    int next;
+    char (*text)[256];
+    int n, next;
     pthread_mutex_t mu;
-} pc_job;
+} text_job;
 
-static void *pc_worker(void *p)
+static void *text_worker(void *p)
 {
-    pc_job *j = p;
+    text_job *j = p;
     for (;;) {
         pthread_mutex_lock(&j->mu);
         int i = j->next++;
         pthread_mutex_unlock(&j->mu);
-        if (i >= ndesc * NCONFIGS)
+        if (i >= j->n)
             return NULL;
-        char text[256];
         qjit_gemm_desc d;
-        if (!config_text(i / NCONFIGS, i % NCONFIGS, text, sizeof text) || (j->filter && !tl_matches_any(text, j->filter)) || qjit_gemm_desc_parse(text, &d) != QJIT_OK)
-            continue;
-        qjit_gemm_precompile(j->ctx, &d, QJIT_ARCH_SM90A, NULL); /* failures show at the get */
+        if (qjit_gemm_desc_parse(j->text[i], &d) == QJIT_OK)
+            qjit_gemm_precompile(j->ctx, &d, QJIT_ARCH_SM90A, NULL);
     }
 }
 
-static void precompile_all(qjit_context *ctx, const char *filter)
+static void precompile_texts(qjit_context *ctx, char (*text)[256], int n)
 {
-    pc_job j = {ctx, filter, 0, PTHREAD_MUTEX_INITIALIZER};
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    text_job j = {ctx, text, n, 0, PTHREAD_MUTEX_INITIALIZER};
+    long nc = sysconf(_SC_NPROCESSORS_ONLN);
     pthread_t th[64];
-    int nt = n < 1 ? 1 : n > 64 ? 64 : (int)n;
+    int nt = nc < 1 ? 1 : nc > 64 ? 64 : (int)nc;
     for (int i = 0; i < nt; i++)
-        pthread_create(&th[i], NULL, pc_worker, &j);
+        pthread_create(&th[i], NULL, text_worker, &j);
     for (int i = 0; i < nt; i++)
         pthread_join(th[i], NULL);
+}
+
+/* Every listed kernel that the filter keeps. */
+static void precompile_all(qjit_context *ctx, const char *filter)
+{
+    char(*text)[256] = malloc((size_t)ndesc * NCONFIGS * sizeof *text);
+    int n = 0;
+    for (int i = 0; text && i < ndesc * NCONFIGS; i++)
+        if (config_text(i / NCONFIGS, i % NCONFIGS, text[n], sizeof text[n]) &&
+            (!filter || tl_matches_any(text[n], filter)))
+            n++;
+    precompile_texts(ctx, text, n);
+    free(text);
 }
 
 /* The configurations that the shipped tuning records (cache/tune/h100.db) make auto run:
@@ -405,28 +416,6 @@ static int collect_winner(void *user, const qjit_cache_tuning_entry *e)
     return 0;
 }
 
-typedef struct text_job {
-    qjit_context *ctx;
-    char (*text)[256];
-    int n, next;
-    pthread_mutex_t mu;
-} text_job;
-
-static void *text_worker(void *p)
-{
-    text_job *j = p;
-    for (;;) {
-        pthread_mutex_lock(&j->mu);
-        int i = j->next++;
-        pthread_mutex_unlock(&j->mu);
-        if (i >= j->n)
-            return NULL;
-        qjit_gemm_desc d;
-        if (qjit_gemm_desc_parse(j->text[i], &d) == QJIT_OK)
-            qjit_gemm_precompile(j->ctx, &d, QJIT_ARCH_SM90A, NULL); /* failures show at the get */
-    }
-}
-
 static void test_shipped_winners(qjit_context *ctx, const char *filter, const char *skip,
                                  int max_shapes)
 {
@@ -448,14 +437,7 @@ static void test_shipped_winners(qjit_context *ctx, const char *filter, const ch
     for (int i = 0; i < w.n; i++)
         if ((!filter || tl_matches_any(w.text[i], filter)) && !(skip && tl_matches_any(w.text[i], skip)))
             memmove(w.text[keep++], w.text[i], sizeof w.text[0]);
-    text_job j = {ctx, w.text, keep, 0, PTHREAD_MUTEX_INITIALIZER};
-    long nc = sysconf(_SC_NPROCESSORS_ONLN);
-    pthread_t th[64];
-    int nt = nc < 1 ? 1 : nc > 64 ? 64 : (int)nc;
-    for (int i = 0; i < nt; i++)
-        pthread_create(&th[i], NULL, text_worker, &j);
-    for (int i = 0; i < nt; i++)
-        pthread_join(th[i], NULL);
+    precompile_texts(ctx, w.text, keep);
     for (int i = 0; i < keep; i++)
         test_cluster_split(ctx, w.text[i], max_shapes, false);
     printf("shipped tuning records: %d winning configurations in %s, %d checked\n", w.n, path, keep);
