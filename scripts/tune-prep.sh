@@ -1,15 +1,40 @@
 #!/usr/bin/env bash
-# Here, with no GPU: build, then compile every candidate qjit-tune will time for the
-# descriptors of cache/tune/descriptors.txt on sm_90a (their heuristics' kernels and the
-# default and small-m sweeps) into tunecache/, to be carried to the GPU machine with
-# build/ (scripts/tune-h100.sh), so that device time goes to measuring.
+# Here, with no GPU: build, then fill tunecache/ for the GPU machine: every candidate
+# qjit-tune will time for the descriptors of cache/tune/descriptors.txt on sm_90a (their
+# heuristics' kernels and the default and small-m sweeps), the shipped tuning records
+# (cache/tune/*.db), and every kernel an auto handle of the default manifest's sm_90a lines
+# and of the benchmarks' pairs loads with those records (tools/bench_step.py,
+# bench_grid.py, probe_decode.py).  Carried to the GPU machine with the library
+# (scripts/tune-h100.sh, the benchmarks with QJIT_CACHE_DIR=tunecache), it leaves device
+# time to measuring.  With all fifteen descriptors it is about 53 MB, which with the
+# library's files below stays under the 64 MB a device call carries.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/scripts/device-prep.sh"
+cache="$root/tunecache"
 manifest="$(mktemp)"
-grep -v '^#' "$root/cache/tune/descriptors.txt" | grep -v '^$' | while read -r d; do
+# QJIT_TUNE_MATCH (as scripts/tune-h100.sh takes it): only those descriptors' candidates,
+# to keep one call's carry small when the list is tuned over several calls.
+grep -v '^#' "$root/cache/tune/descriptors.txt" | grep -v '^$' | grep -E -- "${QJIT_TUNE_MATCH:-.}" |
+while read -r d; do
   printf '%s arch=sm_90a\n%s arch=sm_90a sweep=default\n%s arch=sm_90a sweep=small-m\n' "$d" "$d" "$d"
 done > "$manifest"
-"$root/build/tools/qjit-precompile" --quiet --cache-dir "$root/tunecache" "$manifest"
+"$root/build/tools/qjit-precompile" --quiet --cache-dir "$cache" "$manifest"
+for t in "$root"/cache/tune/*.db; do
+  [ -e "$t" ] && "$root/build/tools/qjit-cache" --db "$cache/qjit.db" merge "$t"
+done
+# the auto handles' kernels, tuned winners included (precompile reads the merged records)
+{
+  grep 'arch=sm_90a' "$root/cache/manifests/default.txt"
+  python3 - "$root/tools/bench_step.py" <<'PY'
+import re, sys
+for d in re.findall(r'"(gemm a=[^"]+)"', open(sys.argv[1]).read()):
+    print(d + " arch=sm_90a")
+PY
+} > "$manifest"
+"$root/build/tools/qjit-precompile" --quiet --cache-dir "$cache" "$manifest"
 rm -f "$manifest"
-du -sh "$root/tunecache"
+"$root/build/tools/qjit-cache" --db "$cache/qjit.db" vacuum > /dev/null
+du -sh "$cache"
+echo "carry for tuning and benchmarks: build/libqjit.so build/libqjit.so.0 build/libqjit.so.0.1.0 build/deps build/tools tunecache"
+echo "carry for the GPU tests: build (they make their own caches)"
