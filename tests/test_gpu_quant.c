@@ -114,7 +114,7 @@ static void test_cluster_split(qjit_context *ctx, const char *text, int max_shap
         CHECK(memcmp(D[0].h, D[2].h, D[0].n) == 0, "round %d: graph replay differs from eager",
               round);
     }
-    printf("%-96s split across clusters of %u: %d exact replays, error %.2e (M 1..333)\n",
+    printf("%-96s clusters of %u CTAs along K: %d exact replays, error %.2e (M 1..333)\n",
            info.text, cfg.cluster_z, rounds, err);
     CK(cudaGraphExecDestroy(exec));
     CK(cudaGraphDestroy(graph));
@@ -416,8 +416,7 @@ static int collect_winner(void *user, const qjit_cache_tuning_entry *e)
     return 0;
 }
 
-static void test_shipped_winners(qjit_context *ctx, const char *filter, const char *skip,
-                                 int max_shapes)
+static void test_shipped_winners(qjit_context *ctx, const char *filter, int max_shapes)
 {
     /* the repository's records: from the working directory (the device runs the tests
      * from a copy of the repository), else from the source tree this test was built in */
@@ -522,7 +521,7 @@ int main(int argc, char **argv)
     if ((!filter || tl_matches_any("kernel=wgmma_tma", filter)) &&
         !(skip && tl_matches_any("kernel=wgmma_tma", skip)))
         test_tma_twins(ctx);
-    test_shipped_winners(ctx, filter, skip, max_shapes);
+    test_shipped_winners(ctx, filter, max_shapes);
     printf("%-96s %-22s %s\n", "descriptor (resolved)", "max error (bound)", "shapes");
     /* QJIT_TEST_PER_CONFIG=n: at most n descriptors of each configuration (a quick pass
      * over every kernel family, e.g. under compute-sanitizer) */

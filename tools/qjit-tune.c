@@ -231,7 +231,7 @@ int main(int argc, char **argv)
     const char *cache_dir = NULL;
     long device = 0;
     bool csv = false;
-    progress pr = {false, isatty(2) == 1, false, NULL, NULL, NULL};
+    progress pr = {.tty = isatty(2) == 1};
     if (!descs)
         return 1;
 #define USAGE(...)                                                                       \
