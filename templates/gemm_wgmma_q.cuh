@@ -771,7 +771,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
             const qc::factors f(p);
 % if SA == "row" then
             float sa_r[MI][2]; // the rows' A scales, read once
-            f.rows<MI, 64>(sa_r, row0, M);
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+                    sa_r[mi][h] = f.row(row0 + mi * 64 + h * 8, M);
 % end
 #pragma unroll
             for (int q = 0; q < NP; ++q) {
