@@ -238,7 +238,7 @@ static const char *const field_expect[F_COUNT] = {
     [F_BIAS] = "0 or 1",
     [F_ARCH] = NULL, /* qjit_arch_list() */
     [F_KERNEL] = "one of " KERNEL_LIST,
-    [F_TILE] = "BMxBNxBK with positive multiples of 16, or auto",
+    [F_TILE] = "BMxBNxBK with positive multiples of 8, or auto",
     [F_WARPS] = "WMxWN with positive integers, or auto",
     [F_STAGES] = "a positive integer, or auto",
     [F_SPLIT] = "a positive integer, or auto",
@@ -291,7 +291,7 @@ static bool parse_value(enum field f, span v, qjit_gemm_desc *t, int *group_sa, 
         if (!span_dims(v, 3, dims))
             return false;
         for (int i = 0; i < 3; i++)
-            if (dims[i] % 16)
+            if (dims[i] % 8)
                 return false;
         t->bm = dims[0];
         t->bn = dims[1];
@@ -715,9 +715,10 @@ static qjit_status check_config(const qjit_gemm_desc *d)
             return bad(d, "field 'tile' has value '%dx%dx%d' (all three of BMxBNxBK are set, "
                           "or all are auto)",
                        d->bm, d->bn, d->bk);
-        if (!in_range_step(d->bm, 16, 256, 16))
+        /* BM 8: the decode kernel's tile of 8 tokens (gemm_gemv.cu) */
+        if (!in_range_step(d->bm, 8, 256, 8))
             return bad(d, "field 'tile' has value '%dx%dx%d' (BM=%d must be a multiple of "
-                          "16 in 16..256)",
+                          "8 in 8..256)",
                        d->bm, d->bn, d->bk, d->bm);
         if (!in_range_step(d->bn, 16, 256, 16))
             return bad(d, "field 'tile' has value '%dx%dx%d' (BN=%d must be a multiple of "
@@ -738,13 +739,9 @@ static qjit_status check_config(const qjit_gemm_desc *d)
                           "per CTA)",
                        d->wm, d->wn);
     }
-    if (!tile_auto && !warps_auto) {
-        /* Each warp owns a (BM/WM)x(BN/WN) sub-tile built from 16x16 mma fragments. */
-        if (d->bm % (16 * d->wm) || d->bn % (16 * d->wn))
-            return bad(d, "field 'warps' has value '%dx%d', which does not divide tile "
-                          "%dx%dx%d (BM must be a multiple of 16*WM and BN of 16*WN)",
-                       d->wm, d->wn, d->bm, d->bn, d->bk);
-    }
+    /* How warps split a tile is the family's to say (a warp tile of 16x16 fragments in
+     * the mma.sync families, warpgroups of 64 rows on Hopper, warps along K in gemv): each
+     * family's plan() refuses the layouts it cannot run, with the reason. */
     /* a bound of the text form only: each family states the depths it takes in its plan */
     if (d->stages != 0 && (d->stages < 2 || d->stages > 32))
         return bad(d, "field 'stages' has value %d (must be 2..32, or auto)", d->stages);

@@ -16,7 +16,7 @@
 // stages 3: 430 TFLOP/s; 64x64x128 2x2 s4: 426; 128x128x64 2x2 s3: 342 (64x64 warp tiles
 // promote every k32 and spill a little).  16x28672x8192: 16x128x128 1x4 s4, 90 us.  block x
 // block 342 (128x128x128 2x4 s3); MXFP8 and MXFP4 200 (128x128x64 2x4 s4).
-% -- qjit family: name=mma_f8 id=5 order=10
+% -- qjit family: name=mma_f8 id=5 order=100
 % include("gemm_stage_plan.cuh")
 % family {
 %   floor = 89,

@@ -16,7 +16,7 @@
 // tile 16x128x128 warps 1x4 stages 4 streams the weights at about 2.4-2.7 TB/s.
 // Launch needs: 16-byte cp.async along K: K and lda/ldb multiples of 16 values for s8 B,
 // 32 values (16 bytes) for s4 B.
-% -- qjit family: name=mma_i8 id=4 order=6
+% -- qjit family: name=mma_i8 id=4 order=60
 % include("gemm_stage_plan.cuh")
 % family {
 %   floor = 80,

@@ -2,7 +2,7 @@
 // D[m,n] = cast_out(sum_k A[m,k]·B[n,k] + bias[n]), f32 accumulation: mma.sync m16n8k16
 // fed by ldmatrix.x4 from XOR-swizzled shared memory that a STAGES-deep cp.async pipeline fills.
 //
-% -- qjit family: name=mma id=1 order=2
+% -- qjit family: name=mma id=1 order=20
 % include("gemm_stage_plan.cuh")
 % family {
 %   floor = 80,

@@ -23,7 +23,7 @@
 // tile): rank r sums whole K tiles [KT·r/S, KT·(r+1)/S), leaves its f32 tile in its ring
 // (which must hold BM·(BN+8)·4 bytes), and finishes rows [BM·r/S, BM·(r+1)/S) of the tile
 // from every rank's, added in rank order; with grid z = 1 it runs as without SPLIT_K.
-% -- qjit family: name=wgmma id=2 order=1
+% -- qjit family: name=wgmma id=2 order=10
 % include("gemm_hopper_plan.cuh")
 % family {
 %   floor = 90,

@@ -19,7 +19,7 @@
 // needs consumer tiles whose width divides 128 (one scale per K block).
 // Block: 128·(WM·WN + 1) threads.  Shared memory: the ring (STAGES·(BM+BN)·128 bytes), 2 KB
 // of alignment slack and mbarriers, and the output staging buffer (in NP column passes).
-% -- qjit family: name=wgmma_f8 id=6 order=8
+% -- qjit family: name=wgmma_f8 id=6 order=80
 % include("gemm_hopper_plan.cuh")
 % family {
 %   floor = 90,

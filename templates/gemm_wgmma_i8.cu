@@ -29,7 +29,7 @@
 // Not yet run on a GPU (written in sessions without one): `auto` keeps choosing mma_i8 until
 // test_gpu_quant has passed this kernel on the H100 and qjit-bench has timed it; until then
 // it runs when a descriptor names kernel=wgmma_i8.
-% -- qjit family: name=wgmma_i8 id=7 order=5
+% -- qjit family: name=wgmma_i8 id=7 order=50
 % include("gemm_hopper_plan.cuh")
 % family {
 %   floor = 90,

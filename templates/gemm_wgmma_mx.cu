@@ -26,7 +26,7 @@
 // Not yet run on a GPU (written in sessions without one): `auto` keeps choosing mma_f8 for
 // MX until test_gpu_quant has passed this kernel on the H100; it runs when a descriptor names
 // kernel=wgmma_mx.
-% -- qjit family: name=wgmma_mx id=8 order=9
+% -- qjit family: name=wgmma_mx id=8 order=90
 % include("gemm_hopper_plan.cuh")
 % family {
 %   floor = 90,

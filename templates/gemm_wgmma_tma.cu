@@ -28,7 +28,7 @@
 //
 // Not yet run on a GPU (written in a session without one): by name only until test_gpu_quant
 // has passed it on the H100 and bench_quant.py has timed it against wgmma_f8 and the peers.
-% -- qjit family: name=wgmma_tma id=10 order=7
+% -- qjit family: name=wgmma_tma id=10 order=70
 % include("gemm_hopper_plan.cuh")
 % local function fp8() return one_of(A, "e4m3", "e5m2") and B == "e4m3" and one_of(SA, "none", "tensor", "row", "block") and one_of(SB, "none", "tensor", "col", "block") end
 % local function int8() return A == "s8" and B == "s8" and one_of(SA, "none", "tensor", "row") and one_of(SB, "none", "tensor", "col") end

@@ -21,7 +21,7 @@
 // Not yet run on a GPU (written in a session without one): `auto` keeps choosing mma_wq
 // until test_gpu_quant has passed this kernel on the H100 and qjit-bench has timed it; it
 // runs when a descriptor names kernel=wgmma_wq.
-% -- qjit family: name=wgmma_wq id=9 order=3
+% -- qjit family: name=wgmma_wq id=9 order=30
 % include("gemm_hopper_plan.cuh")
 % family {
 %   floor = 90,

@@ -17,7 +17,7 @@
 // tiles, short of registers, it builds B̂ = (q − z)·s in A's type, q − z exact and the
 // product rounded once.  mx sums each 32-k block apart too and adds it times 2^(e−127),
 // which keeps any e8m0 exponent in range and propagates 0xFF as NaN.
-% -- qjit family: name=mma_wq id=3 order=4
+% -- qjit family: name=mma_wq id=3 order=40
 % include("gemm_stage_plan.cuh")
 % family {
 %   floor = 80,

@@ -84,23 +84,34 @@ static size_t variants(qjit_context *ctx, const char *text, qjit_arch arch,
     return n;
 }
 
+/* Whether v starts with the decode kernel's two variants: gemv with a tile of 8 tokens for
+ * M 1-8 and of 16 for M 9-16. */
+static bool gemv_decode(const qjit_gemm_variant *v)
+{
+    const char *k0 = qjit_kernel_name(v[0].desc.kernel), *k1 = qjit_kernel_name(v[1].desc.kernel);
+    return k0 && k1 && !strcmp(k0, "gemv") && !strcmp(k1, "gemv") && v[0].m_min == 1 &&
+           v[0].m_max == 8 && v[0].desc.bm == 8 && v[1].m_min == 9 && v[1].m_max == 16 &&
+           v[1].desc.bm == 16;
+}
+
 static void test_heuristics(qjit_context *ctx)
 {
     qjit_gemm_variant v[32];
-    /* f16/bf16 on sm_90a: wgmma's 64x128x64 up to M = 64, 128x128x64 to 1024, 128x256x64
-     * above (each measured on the H100); mma elsewhere */
+    /* f16/bf16 on sm_90a: the decode kernel gemv up to M = 16 (a tile of 8 tokens to M = 8,
+     * 16 above), then wgmma's 64x128x64 to M = 64, 128x128x64 to 1024, 128x256x64 above
+     * (each measured on the H100); mma in gemv's place elsewhere */
     size_t n = variants(ctx, "gemm a=bf16 b=bf16 out=bf16", QJIT_ARCH_SM90A, v, 32);
-    CHECK(n == 3 && v[0].m_min == 1 && v[0].m_max == 64 && v[0].desc.kernel == QJIT_KERNEL_WGMMA &&
-              v[0].desc.bm == 64 && v[0].desc.bn == 128 && v[1].m_min == 65 &&
-              v[1].m_max == 1024 && v[1].desc.kernel == QJIT_KERNEL_WGMMA &&
-              v[1].desc.bm == 128 && v[1].desc.bn == 128 && v[2].m_min == 1025 &&
-              v[2].m_max == INT64_MAX && v[2].desc.kernel == QJIT_KERNEL_WGMMA &&
-              v[2].desc.bm == 128 && v[2].desc.bn == 256 && !v[0].tuned && !v[1].tuned &&
-              !v[2].tuned,
-          "bf16 sm_90a: %zu variants, %s | %s", n, v[0].text, n > 1 ? v[1].text : "");
+    CHECK(n == 5 && gemv_decode(v) && v[2].m_min == 17 && v[2].m_max == 64 &&
+              v[2].desc.kernel == QJIT_KERNEL_WGMMA && v[2].desc.bm == 64 && v[2].desc.bn == 128 &&
+              v[3].m_min == 65 && v[3].m_max == 1024 && v[3].desc.kernel == QJIT_KERNEL_WGMMA &&
+              v[3].desc.bm == 128 && v[3].desc.bn == 128 && v[4].m_min == 1025 &&
+              v[4].m_max == INT64_MAX && v[4].desc.kernel == QJIT_KERNEL_WGMMA &&
+              v[4].desc.bm == 128 && v[4].desc.bn == 256 && !v[2].tuned && !v[3].tuned &&
+              !v[4].tuned,
+          "bf16 sm_90a: %zu variants, %s | %s", n, v[0].text, n > 2 ? v[2].text : "");
     n = variants(ctx, "gemm a=f16 b=f16 out=f32", QJIT_ARCH_SM80, v, 32);
-    CHECK(n == 2 && v[0].desc.kernel == QJIT_KERNEL_MMA && v[0].desc.bm == 64 &&
-              v[1].desc.kernel == QJIT_KERNEL_MMA && v[1].desc.bm == 128,
+    CHECK(n == 4 && gemv_decode(v) && v[2].desc.kernel == QJIT_KERNEL_MMA && v[2].desc.bm == 64 &&
+              v[3].desc.kernel == QJIT_KERNEL_MMA && v[3].desc.bm == 128,
           "f16 sm_80: %zu, %s", n, v[0].text);
     /* kernel=wgmma named: wgmma for every M, the same three tiles */
     n = variants(ctx, "gemm a=bf16 b=bf16 out=bf16 kernel=wgmma", QJIT_ARCH_SM90A, v, 32);
@@ -123,7 +134,9 @@ static void test_heuristics(qjit_context *ctx)
         CHECK(n == 1 && v[0].m_min == 1 && v[0].m_max == INT64_MAX, "%s: %zu variants, %s",
               w8_named[i], n, v[0].text);
     }
-    /* weight-only and W4A8: decode tiles up to M = 64, tiles of more rows above */
+    /* weight-only and W4A8: decode tiles up to M = 64, tiles of more rows above; where gemv
+     * serves the pair (4-bit with col or group 128/256 scales, s8 col), gemv to M = 16 and
+     * the decode tile from 17 */
     static const char *const split[] = {
         "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16", "gemm a=f16 b=u4 sb=group:64 gs=f16 zeros=1 out=f16",
         "gemm a=bf16 b=s8 sb=col out=bf16",            "gemm a=f16 b=e2m1 sb=mx out=f32",
@@ -133,8 +146,10 @@ static void test_heuristics(qjit_context *ctx)
         for (int a = 0; a < 2; a++) {
             qjit_arch arch = a ? QJIT_ARCH_SM90A : QJIT_ARCH_SM80;
             n = variants(ctx, split[i], arch, v, 32);
-            CHECK(n == 2 && v[0].m_min == 1 && v[0].m_max == 64 && v[0].desc.bm == 16 &&
-                      v[1].m_min == 65 && v[1].m_max == INT64_MAX && v[1].desc.bm >= 64,
+            const size_t g = gemv_decode(v) ? 2 : 0; /* variants before the decode tile */
+            CHECK(n == g + 2 && v[g].m_min == (g ? 17 : 1) && v[g].m_max == 64 && v[g].desc.bm == 16 &&
+                      v[g + 1].m_min == 65 && v[g + 1].m_max == INT64_MAX && v[g + 1].desc.bm >= 64 &&
+                      (g == 2) == (i == 0 || i == 2),
                   "%s on arch %d: %zu variants (%s | %s)", split[i], (int)arch, n, v[0].text,
                   n > 1 ? v[1].text : "");
         }
@@ -246,10 +261,13 @@ static void test_record_and_pick(const char *dir)
                   (long long)v[i].m_min, (long long)v[i].m_max, v[i].gpu);
         }
     }
-    CHECK(seen_a16 == 1 && seen_a4096 == 1 && seen_b16 == 1 && n == 5,
+    /* the heuristic's four (gemv to M = 8 and to 16, the decode tile to 64, above) and three tuned */
+    CHECK(seen_a16 == 1 && seen_a4096 == 1 && seen_b16 == 1 && n == 7,
           "tuned variants: %d %d %d of %zu", seen_a16, seen_a4096, seen_b16, n);
     /* the heuristics still cover every bucket and every other N and K */
-    CHECK(!v[0].tuned && !v[1].tuned && v[0].m_max == 64 && v[1].m_min == 65, "heuristics kept");
+    CHECK(!v[0].tuned && !v[1].tuned && !v[2].tuned && !v[3].tuned && v[1].m_max == 16 &&
+              v[2].m_max == 64 && v[3].m_min == 65,
+          "heuristics kept");
     qjit_context_destroy(ctx);
 }
 
@@ -324,7 +342,7 @@ static void test_damaged_rows(const char *dir)
         seen_b += !strcmp(v[i].gpu, "TestGPU B");
         seen_1500 += v[i].tuned && v[i].n == 1000;
     }
-    CHECK(seen_b == 0 && seen_1500 == 0 && n == 4, "bad rows used: B %d, n=1000 %d, %zu variants",
+    CHECK(seen_b == 0 && seen_1500 == 0 && n == 6, "bad rows used: B %d, n=1000 %d, %zu variants",
           seen_b, seen_1500, n);
     qjit_context_destroy(ctx);
     db = raw_open(dir);
@@ -435,16 +453,17 @@ static void test_expansions(void)
     CHECK_OK(qjit_gemm_sweep(ctx, &d, QJIT_ARCH_SM90A, "small-m", pts, 64, &np2));
     CHECK(qjit_sandbox_expansions() == e0, "questions expanded %lld times",
           qjit_sandbox_expansions() - e0);
-    CHECK(np >= 4 && np2 >= 2 && n == 2, "sweeps %zu and %zu points, %zu variants", np, np2, n);
-    /* precompile of the auto descriptor: both variants, one expansion each */
+    CHECK(np >= 4 && np2 >= 2 && n == 4, "sweeps %zu and %zu points, %zu variants", np, np2, n);
+    /* precompile of the auto descriptor: its four variants (gemv to M = 8 and 16, the decode
+     * tile, the large tile), one expansion each */
     qjit_stats s0, s1;
     qjit_context_stats(ctx, &s0);
     int cached = -1;
     CHECK_OK(qjit_gemm_precompile(ctx, &d, QJIT_ARCH_SM90A, &cached));
     qjit_context_stats(ctx, &s1);
-    CHECK(s1.compiles - s0.compiles == 2 && cached == 0, "precompile compiled %llu",
+    CHECK(s1.compiles - s0.compiles == 4 && cached == 0, "precompile compiled %llu",
           (unsigned long long)(s1.compiles - s0.compiles));
-    CHECK(qjit_sandbox_expansions() - e0 == 2, "precompile expanded %lld times",
+    CHECK(qjit_sandbox_expansions() - e0 == 4, "precompile expanded %lld times",
           qjit_sandbox_expansions() - e0);
     /* every variant is now in the cache: a second precompile, as a later get, compiles none */
     CHECK_OK(qjit_gemm_precompile(ctx, &d, QJIT_ARCH_SM90A, &cached));

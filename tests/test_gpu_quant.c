@@ -60,8 +60,15 @@ static void test_cluster_split(qjit_context *ctx, const char *text, int max_shap
     /* scales of whatever modes the pair has (tests/gpu_check.c's shapes and types) */
     qjit_dtype sat, sbt;
     const size_t na = scale_count(&d, 1, M, N, K, &sat), nb = scale_count(&d, 0, M, N, K, &sbt);
-    buf A, B, SA, S, BIAS, D[3];
+    buf A, B, SA, S, Z, BIAS, D[3];
     buf_make(&A, bytes_of(d.a, M, K));
+    /* zero points (u4 groups), in the group-scale type, fractional ones too */
+    const size_t nz = d.zeros ? (size_t)N * (size_t)(K / d.group) : 0;
+    buf_make(&Z, nz ? nz * (size_t)(bits_of(d.group_scale) / 8) : 16);
+    if (nz) {
+        fill_scales(d.group_scale, Z.h, nz, 0.f, 15.f);
+        buf_up(&Z);
+    }
     buf_make(&BIAS, bytes_of(d.out, 1, N)); /* a descriptor with bias=1 needs one */
     fill_elems(d.out, BIAS.h, (size_t)N);
     buf_up(&BIAS);
@@ -74,9 +81,15 @@ static void test_cluster_split(qjit_context *ctx, const char *text, int max_shap
     for (int i = 0; i < 3; i++)
         buf_make(&D[i], bytes_of(d.out, M, N));
     qjit_gemm_args a = {A.d, B.d, D[0].d, d.bias ? BIAS.d : NULL, na ? SA.d : NULL,
-                        nb ? S.d : NULL, NULL, M, N, K, K, K, N};
-    qjit_launch_config cfg;
-    CHECK_OK(qjit_gemm_launch_config(g, &a, &cfg));
+                        nb ? S.d : NULL, nz ? Z.d : NULL, M, N, K, K, K, N};
+    /* launch_config refuses kernels that take tensor maps (wgmma_tma, which some shipped
+     * winners name); those are checked below all the same, as launched by qjit_gemm_launch */
+    qjit_launch_config cfg = {0};
+    const qjit_status cs = qjit_gemm_launch_config(g, &a, &cfg);
+    if (want_split || cs != QJIT_ERROR_UNSUPPORTED)
+        CHECK_OK(cs);
+    if (cs != QJIT_OK)
+        cfg.cluster_z = 1;
     CHECK(!want_split || (cfg.cluster_z > 1 && cfg.grid[2] == cfg.cluster_z),
           "%s m=%lld n=%lld k=%lld: no split across a cluster (cluster_z %u, grid z %u)",
           info.text, (long long)M, (long long)N, (long long)K, cfg.cluster_z, cfg.grid[2]);
@@ -119,8 +132,8 @@ static void test_cluster_split(qjit_context *ctx, const char *text, int max_shap
     CK(cudaGraphExecDestroy(exec));
     CK(cudaGraphDestroy(graph));
     CK(cudaStreamDestroy(st));
-    buf *all[] = {&A, &B, &SA, &S, &BIAS, &D[0], &D[1], &D[2]};
-    for (int i = 0; i < 8; i++)
+    buf *all[] = {&A, &B, &SA, &S, &Z, &BIAS, &D[0], &D[1], &D[2]};
+    for (int i = 0; i < 9; i++)
         buf_free(all[i]);
 }
 
@@ -245,6 +258,9 @@ static void test_tma_twins(qjit_context *ctx)
 #define WEIGHT_ONLY "a=f16 b=|a=bf16 b=" /* W4A16, W8A16, f16/bf16 x e2m1 */
 #define FP8_PAIRS "b=e4m3 sa=tensor|b=e4m3 sa=row|b=e4m3 sa=block" /* FP8, not MX */
 #define TMA_PAIRS FP8_PAIRS "|a=s8 b=s8" /* FP8 (not MX), W8A8 */
+/* the weight-only pairs the decode kernel serves: 4-bit col and group 128/256, s8 col */
+#define GEMV_PAIRS "16 b=s4 sb=col|16 b=u4 sb=col|16 b=s4 sb=group:128|16 b=s4 sb=group:256|" \
+                   "16 b=u4 sb=group:128|16 b=u4 sb=group:256|16 b=s8 sb=col"
 static const struct {
     const char *fields, *only;
     bool required;
@@ -269,6 +285,12 @@ static const struct {
     {" kernel=wgmma_tma", TMA_PAIRS, true},
     {" kernel=wgmma_tma tile=64x128x128 warps=1x1 stages=6", TMA_PAIRS, true},
     {" kernel=wgmma_tma tile=128x64x128 warps=2x1 stages=6", TMA_PAIRS, true},
+    /* gemv: its heuristic (the M bucket decides), one token tile of 8 with one warp, and
+     * tiles of 16 and 32 tokens with 32 rows and eight warps along K */
+    {" kernel=gemv", GEMV_PAIRS, true},
+    {" kernel=gemv tile=8x16x128 warps=1x1 stages=3", "16 b=s4 sb=col|16 b=u4 sb=col|16 b=s4 sb=group:128|16 b=u4 sb=group:256", true},
+    {" kernel=gemv tile=16x32x128 warps=1x8 stages=2", "16 b=s4 sb=col|16 b=u4 sb=group:128", true},
+    {" kernel=gemv tile=32x16x64 warps=1x2 stages=4", "16 b=s8 sb=col", true},
 };
 #define NCONFIGS (int)(sizeof configs / sizeof configs[0])
 
@@ -500,7 +522,7 @@ int main(int argc, char **argv)
     /* K split across a cluster, on the kernels that offer it (by name, split=S, or chosen
      * at launch for weight-only decode); QJIT_TEST_FILTER applies to these texts too */
     static const char *const splits[] = {
-        "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16",
+        "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 kernel=mma_wq tile=16x128x128 warps=1x4 stages=3",
         "gemm a=bf16 b=bf16 out=bf16 kernel=mma tile=64x128x32 warps=2x2 stages=4 split=8",
         "gemm a=f16 b=f16 out=f32 bias=0 kernel=mma tile=64x64x32 warps=2x2 stages=3 split=4",
         "gemm a=bf16 b=bf16 out=bf16 bias=1 kernel=wgmma tile=128x256x64 warps=2x1 stages=3 split=8",
@@ -518,6 +540,18 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++)
         if ((!filter || tl_matches_any(splits[i], filter)) && !(skip && tl_matches_any(splits[i], skip)))
             test_cluster_split(ctx, splits[i], max_shapes, true);
+    /* the decode kernel (gemv, auto's choice to M = 16): its K shared by the warps of a CTA
+     * and summed in warp order, so eager launches and graph replays agree bit for bit */
+    static const char *const replays[] = {
+        "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 kernel=gemv",
+        "gemm a=f16 b=u4 sb=group:128 gs=f16 zeros=1 out=f16 bias=1 kernel=gemv tile=16x32x128 warps=1x8 stages=2",
+        "gemm a=bf16 b=s8 sb=col out=bf16 kernel=gemv",
+        "gemm a=bf16 b=bf16 out=bf16 kernel=gemv",
+        "gemm a=f16 b=f16 out=f32 bias=1 kernel=gemv tile=32x16x32 warps=1x8 stages=2",
+    };
+    for (size_t i = 0; i < sizeof replays / sizeof replays[0]; i++)
+        if ((!filter || tl_matches_any(replays[i], filter)) && !(skip && tl_matches_any(replays[i], skip)))
+            test_cluster_split(ctx, replays[i], max_shapes, false);
     if ((!filter || tl_matches_any("kernel=wgmma_tma", filter)) &&
         !(skip && tl_matches_any("kernel=wgmma_tma", skip)))
         test_tma_twins(ctx);
