@@ -1,6 +1,8 @@
 // gemm_gemv.cu — the decode kernel (M ≤ 32): a GEMV at heart on mma.sync, sm_80 … sm_90a.
 // f16/bf16 A × B of A's type, or × s4/u4 (col, group of 128 or 256, zeros for u4) or s8
-// (col, tensor) weights.
+// (col, tensor) weights; s8 A (tensor, row) × s8 (tensor, col) or s4 (col, group of 128 or
+// 256) weights, whose sums are exact int32; e4m3/e5m2 A × e4m3 (tensor, row × tensor, col),
+// sm_89 and up.
 //
 // The weights are mma's A operand and the tokens its B operand (D^T = B·A^T): a warp tile is
 // 16 weight rows × 8 tokens, so at M = 1 an mma wastes 7 of 8 token columns and none of the
@@ -18,7 +20,12 @@
 // its step.  W warps of a CTA take the steps of K round-robin and their partial tiles are
 // summed in shared memory in warp order, so a result does not depend on timing.
 //
-// Scales: col and tensor multiply the f32 sum in the epilogue (B̂ = q exactly in A's type).
+// The 8-bit activations use m16n8k32 (s8 into s32, fp8 into f32) with the same fragments, a
+// register holding four values instead of two; s4 weights against s8 tokens become bytes of
+// 16·q (a shift and a mask), taken off again exactly as a factor 1/16 in f32.
+//
+// Scales: col and tensor multiply the f32 sum in the epilogue (B̂ = q exactly in A's type);
+// the tokens' tensor or row scale too.
 // group needs each step inside one group (group 128 or 256 for 4-bit B): the step's mmas sum
 // q exactly into f32 partials, which are folded in times s; with zeros, minus z times the
 // step's sums of A (an mma against ones), so fractional zero points stay exact too.
@@ -29,16 +36,26 @@
 % -- qjit family: name=gemv id=11 order=5
 % include("gemm_stage_plan.cuh")
 % -- k per 16-byte chunk of B, and the step (four chunks)
-% local function chunk_k() return B == "s8" and 16 or (B == "s4" or B == "u4") and 32 or 8 end
+% local function chunk_k() return one_of(B, "s8", "e4m3") and 16 or one_of(B, "s4", "u4") and 32 or 8 end
+% -- the pairs and scale modes this family computes
+% local function gemv_serves()
+%   if one_of(A, "f16", "bf16") then
+%     if SA ~= "none" then return false end
+%     if B == A then return SB == "none" end
+%     if one_of(B, "s4", "u4") then return SB == "col" or (SB == "group" and GROUP % 128 == 0) end
+%     return B == "s8" and one_of(SB, "col", "tensor")
+%   end
+%   if A == "s8" then
+%     if B == "s8" then return one_of(SA, "tensor", "row") and one_of(SB, "tensor", "col") end
+%     return B == "s4" and SA == "row" and (SB == "col" or (SB == "group" and GROUP % 128 == 0))
+%   end
+%   return one_of(A, "e4m3", "e5m2") and B == "e4m3" and ARCH >= 89 and one_of(SA, "tensor", "row") and
+%     one_of(SB, "tensor", "col")
+% end
 % family {
 %   floor = 80,
 %   measured = true,
-%   serves = function()
-%     if not one_of(A, "f16", "bf16") or SA ~= "none" then return false end
-%     if B == A then return SB == "none" end
-%     if B == "s4" or B == "u4" then return SB == "col" or (SB == "group" and GROUP % 128 == 0) end
-%     return B == "s8" and (SB == "col" or SB == "tensor")
-%   end,
+%   serves = gemv_serves,
 %   -- Up to M = 16 under auto (a tile of 8 tokens to M = 8, 16 above); the rest of decode
 %   -- and prefill go to the tile families, listed after this one.  Measured on the H100 on the
 %   -- Llama 3 8B layers at M = 1 (docs/NOTES.md, "The decode kernel"): bf16 1x4 warps, 8
@@ -46,7 +63,8 @@
 %   default = function(m)
 %     if (m == 0 or m > 16) and (not NAMED or m > 32) then return nil end
 %     local bm = (m ~= 0 and m <= 8) and 8 or 16
-%     local c = config(bm, 16, 4 * chunk_k(), 1, 4, (B == A or B == "s8") and (bm == 8 and 8 or 6) or (bm == 8 and 4 or 2))
+%     local deep = not one_of(B, "s4", "u4") -- 8- and 16-bit weights: more steps in flight
+%     local c = config(bm, 16, 4 * chunk_k(), 1, 4, deep and (bm == 8 and 8 or 6) or 2)
 %     if BM ~= 0 then c.bm, c.bn, c.bk = BM, BN, BK end
 %     if WM ~= 0 then c.wm, c.wn = WM, WN end
 %     if STAGES ~= 0 then c.stages = STAGES end
@@ -54,18 +72,15 @@
 %   end,
 %   space = function(name)
 %     if name ~= "small-m" then return nil end
-%     local bk, deep = 4 * chunk_k(), (B == A or B == "s8")
+%     local bk, deep = 4 * chunk_k(), not one_of(B, "s4", "u4")
 %     local s1, s2 = deep and 8 or 4, deep and 4 or 2
 %     return {config(8, 16, bk, 1, 4, s1), config(8, 16, bk, 1, 4, s2), config(8, 16, bk, 1, 8, s2),
 %             config(8, 32, bk, 1, 4, s2), config(16, 16, bk, 1, 4, s2), config(16, 16, bk, 1, 4, s1),
 %             config(32, 16, bk, 1, 4, 2)}
 %   end,
 %   plan = function()
-%     local serves_it = one_of(A, "f16", "bf16") and SA == "none" and
-%       ((B == A and SB == "none") or (one_of(B, "s4", "u4") and (SB == "col" or (SB == "group" and GROUP % 128 == 0))) or
-%        (B == "s8" and one_of(SB, "col", "tensor")))
-%     if not serves_it then
-%       unsupported(string.format("kernel gemv takes a=f16|bf16 sa=none with b of a's type (no scales), b=s4|u4 sb=col|group:128|group:256, or b=s8 sb=col|tensor (got a=%s b=%s sa=%s sb=%s)", A, B, SA, SB))
+%     if not gemv_serves() then
+%       unsupported(string.format("kernel gemv takes a=f16|bf16 sa=none with b of a's type (no scales), b=s4|u4 sb=col|group:128|group:256 or b=s8 sb=col|tensor; a=s8 sa=tensor|row b=s8 sb=tensor|col, or sa=row b=s4 sb=col|group:128|group:256; a=e4m3|e5m2 sa=tensor|row b=e4m3 sb=tensor|col on sm_89 and up (got a=%s b=%s sa=%s sb=%s arch=%d)", A, B, SA, SB, ARCH))
 %     end
 %     if ZEROS and not (B == "u4" and SB == "group") then unsupported("kernel gemv: zero points need b=u4 sb=group") end
 %     if not one_of(OUT, "f16", "bf16", "f32") then unsupported("kernel gemv: out must be f16, bf16 or f32") end
@@ -78,15 +93,20 @@
 %     if STAGES < 1 or STAGES > 8 then unsupported("kernel gemv: stages (steps in flight per warp) must be 1..8, not " .. STAGES) end
 %     if SPLIT_K ~= 1 then unsupported("kernel gemv splits K across the warps of a CTA, not across CTAs (split=" .. SPLIT_K .. ")") end
 %     local NT, RB = BM // 8, BN // 16
+%     local AB = one_of(A, "f16", "bf16") and 2 or 1 -- bytes of a token value
+%     local R = KC * AB // 4                          -- registers of a chunk as mma operands
 %     -- registers: the ring (B chunks, token chunks, scales), accumulators, fragments
-%     local REGS = STAGES * (8 * RB + NT * KC // 2 + (SB == "group" and 2 * RB or 0)) + RB * NT * 4 * (SB == "group" and 2 or 1) + 40
+%     local REGS = STAGES * (8 * RB + NT * R // 4 * 4 + (SB == "group" and 2 * RB or 0)) + RB * NT * 4 * (SB == "group" and 2 or 1) + 40
 %     if REGS > 255 then unsupported(string.format("kernel gemv: tile %dx%dx%d with %d stages needs about %d registers a thread", BM, BN, BK, STAGES, REGS)) end
 %     local THREADS = 32 * WN
 %     -- 16-byte chunks: K a multiple of a chunk (a chunk is all in or all out); rows of A and
 %     -- B 16-byte aligned (lda % 8; ldb % 32 for 4-bit, % 16 for s8, % 8 for 16-bit)
 %     return {threads = THREADS, smem = math.max(16, (WN - 1) * BN * BM * 4), k_multiple = KC,
-%             ld_multiple = KC, align = 16, KC = KC, NT = NT, RB = RB,
-%             Q4 = one_of(B, "s4", "u4"), FOLD = SB == "group"}
+%             ld_multiple = KC, align = 16, KC = KC, NT = NT, RB = RB, AB = AB, R = R,
+%             Q4 = one_of(B, "s4", "u4"), FOLD = SB == "group", INT = A == "s8",
+%             -- the mma: m16n8k16 in A's type for 16-bit tokens, m16n8k32 for 8-bit ones
+%             MMA = AB == 2 and string.format("m16n8k16.row.col.f32.%s.%s.f32", A, A) or
+%               (A == "s8" and "m16n8k32.row.col.s32.s8.s8.s32" or string.format("m16n8k32.row.col.f32.%s.%s.f32", B, A))}
 %   end,
 % }
 % include("gemm_common.cuh")
@@ -98,9 +118,15 @@ using qc::u16;
 using qc::u32;
 
 constexpr int KC = $(KC), STEP = 4 * KC;  // k per 16-byte chunk of B, per step
+constexpr int R = $(R), AB = $(AB);       // a chunk as mma registers; bytes of a token value
 constexpr int NT = $(NT), RB = $(RB);     // token tiles of 8, row blocks of 16
 constexpr int W = $(WN), D = $(STAGES);   // warps along K, steps in flight per warp
-constexpr int RBYTES_NUM = $(Q4 and 1 or (B == "s8" and 1 or 2)), RBYTES_DEN = $(Q4 and 2 or 1); // bytes a value
+constexpr int RBYTES_NUM = $(Q4 and 1 or (one_of(B, "f16", "bf16") and 2 or 1)), RBYTES_DEN = $(Q4 and 2 or 1); // bytes a value
+% if INT then
+typedef int acc_t; // exact int32 sums
+% else
+typedef float acc_t;
+% end
 
 // Loads that leave zeros where !p.  The zeros are written in the same asm, so nothing reads
 // the destination between the load's issue and its use (a select after a load would wait
@@ -154,11 +180,13 @@ __device__ __forceinline__ out_t cvt_out(float x)
 }
 % end
 
-__device__ __forceinline__ void mma(float (&c)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1)
+// One mma: 16 weight rows (a: rows g, g+8 at two k positions each) × 8 tokens (b).
+__device__ __forceinline__ void mma(acc_t (&c)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1)
 {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.$(A).$(A).f32 "
+% local cc = INT and "r" or "f"
+    asm("mma.sync.aligned.$(MMA) "
         "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "+$(cc)"(c[0]), "+$(cc)"(c[1]), "+$(cc)"(c[2]), "+$(cc)"(c[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
@@ -169,16 +197,24 @@ __device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 sel)
     return r;
 }
 
-// One chunk of a weight row as KC/2 pairs of A's type, p[i] standing for k positions
-// order(2i) and order(2i+1) of the chunk (the token side permutes to match: tok_pairs).
-__device__ __forceinline__ void weight_pairs(const uint4 &w, u32 (&p)[KC / 2])
+// One chunk of a weight row as R mma registers; register i stands for k positions order(i)
+// of the chunk, which the token side takes the same way (tok_regs).
+__device__ __forceinline__ void weight_regs(const uint4 &w, u32 (&p)[R])
 {
     const u32 v[4] = {w.x, w.y, w.z, w.w};
-% if B == A then
-    // as stored: pair i is k 2i, 2i+1
+% if B == A or (AB == 1 and B ~= "s4") then
+    // as stored: register i is the values of bytes 4i..4i+3 (two 16-bit or four 8-bit values)
 #pragma unroll
     for (int i = 0; i < 4; ++i)
         p[i] = v[i];
+% elseif AB == 1 then
+    // s4 against s8 tokens: word i (k 8i..8i+7) as two registers of bytes 16·q, k 8i + 0, 2,
+    // 4, 6 (the low nibbles moved up) and k 8i + 1, 3, 5, 7 (the high nibbles in place)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        p[2 * i] = (v[i] << 4) & 0xf0f0f0f0u;
+        p[2 * i + 1] = v[i] & 0xf0f0f0f0u;
+    }
 % elseif Q4 then
     // 8 nibbles a word, k 8i..8i+7: (nibble | magic) is magic + n exactly in A's type
     // (bf16 128, f16 1024, whose last mantissa bits n fills), and one fma takes the magic
@@ -197,9 +233,9 @@ __device__ __forceinline__ void weight_pairs(const uint4 &w, u32 (&p)[KC / 2])
         }
     }
 % else
-    // s8, k 4i..4i+3 a word, pairs (k, k+1) in order: each byte u = q + 128 becomes the f32
-    // 2^23 + u (PRMT into the mantissa), less 2^23 + 128 is q exactly, two of them rounded
-    // (exactly) to a pair of A's type.
+    // s8 against 16-bit tokens, k 4i..4i+3 a word, pairs (k, k+1) in order: each byte
+    // u = q + 128 becomes the f32 2^23 + u (PRMT into the mantissa), less 2^23 + 128 is q
+    // exactly, two of them rounded (exactly) to a pair of A's type.
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
         const u32 x = v[i] ^ 0x80808080u;
@@ -213,16 +249,21 @@ __device__ __forceinline__ void weight_pairs(const uint4 &w, u32 (&p)[KC / 2])
 % end
 }
 
-// A token's KC values of the chunk (a, as loaded: pairs k 2i, 2i+1) in weight_pairs' order.
-__device__ __forceinline__ void tok_pairs(const uint4 (&a)[KC / 8], u32 (&t)[KC / 2])
+// A token's chunk (a, as loaded: KC values in order) as R registers in weight_regs' order.
+__device__ __forceinline__ void tok_regs(const uint4 (&a)[R / 4], u32 (&t)[R])
 {
 #pragma unroll
-    for (int i = 0; i < KC / 8; ++i) {
-% if Q4 then
+    for (int i = 0; i < R / 4; ++i) {
+% if Q4 and AB == 2 then
         t[4 * i + 0] = prmt(a[i].x, a[i].z, 0x5410u); // k 0, 4
         t[4 * i + 1] = prmt(a[i].x, a[i].z, 0x7632u); // k 1, 5
         t[4 * i + 2] = prmt(a[i].y, a[i].w, 0x5410u); // k 2, 6
         t[4 * i + 3] = prmt(a[i].y, a[i].w, 0x7632u); // k 3, 7
+% elseif Q4 then
+        t[4 * i + 0] = prmt(a[i].x, a[i].y, 0x6420u); // k 0, 2, 4, 6
+        t[4 * i + 1] = prmt(a[i].x, a[i].y, 0x7531u); // k 1, 3, 5, 7
+        t[4 * i + 2] = prmt(a[i].z, a[i].w, 0x6420u);
+        t[4 * i + 3] = prmt(a[i].z, a[i].w, 0x7531u);
 % else
         t[4 * i + 0] = a[i].x;
         t[4 * i + 1] = a[i].y;
@@ -237,7 +278,6 @@ __device__ __forceinline__ void tok_pairs(const uint4 (&a)[KC / 8], u32 (&t)[KC 
 extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const qjit_params p)
 {
     extern __shared__ __align__(16) float red[];
-    qc::pdl_enter();
     const int M = (int)p.m, N = (int)p.n, K = (int)p.k;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
     const int n0 = blockIdx.x * (16 * RB), m0 = blockIdx.y * (8 * NT);
@@ -255,13 +295,13 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
             bok[r][h] = n < N;
             brow[r][h] = static_cast<const char *>(p.b) + (long long)(n < N ? n : 0) * row_bytes + c * 16;
         }
-    const qc::u16 *arow[NT];
+    const char *arow[NT];
     bool aok[NT];
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
         const int m = m0 + g + 8 * t;
         aok[t] = m < M;
-        arow[t] = static_cast<const qc::u16 *>(p.a) + (long long)(m < M ? m : 0) * p.lda + c * KC;
+        arow[t] = static_cast<const char *>(p.a) + ((long long)(m < M ? m : 0) * p.lda + c * KC) * AB;
     }
 % if FOLD then
     const int groups = K / $(GROUP);                 // scale entries a row
@@ -283,14 +323,15 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 
     // the ring: D steps of B chunks, token chunks (and group scales) in registers
     uint4 wb[D][RB][2];
-    uint4 ab[D][NT][KC / 8];
+    uint4 ab[D][NT][R / 4];
 % if FOLD then
     gs_t sb[D][RB][2];
 %   if ZEROS then
     gs_t zb[D][RB][2];
 %   end
 % end
-    auto load = [&](int d, int s) {
+    // step s into slot d: the weights (and their scales), then the tokens
+    auto load_b = [&](int d, int s) {
         const bool in = s * STEP + c * KC < K; // this thread's chunk of step s
 #pragma unroll
         for (int r = 0; r < RB; ++r)
@@ -305,50 +346,64 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 %   end
 % end
             }
+    };
+    auto load_a = [&](int d, int s) {
+        const bool in = s * STEP + c * KC < K;
 #pragma unroll
         for (int t = 0; t < NT; ++t)
 #pragma unroll
-            for (int i = 0; i < KC / 8; ++i)
-                ab[d][t][i] = ld16(arow[t] + (long long)s * STEP + 8 * i, in && aok[t]);
+            for (int i = 0; i < R / 4; ++i)
+                ab[d][t][i] = ld16(arow[t] + (long long)s * STEP * AB + 16 * i, in && aok[t]);
     };
 
-    float acc[RB][NT][4];
+% if FOLD then
+    float acc[RB][NT][4]; // the folded sum
+% else
+    acc_t acc[RB][NT][4];
+% end
     qc::zero(acc);
+    // The weights do not depend on the kernel before this one (A, the activations, does):
+    // the first D steps of weights are on their way before the wait for it, so under an
+    // early start (QJIT_PDL=1) they load under that kernel's tail.
 #pragma unroll
     for (int d = 0; d < D; ++d)
-        load(d, warp + d * W);
+        load_b(d, warp + d * W);
+    qc::pdl_enter();
+#pragma unroll
+    for (int d = 0; d < D; ++d)
+        load_a(d, warp + d * W);
     // A straight-line body: slot d is used in place, then reloaded D·W steps ahead.
     for (int s0 = warp; s0 < nsteps; s0 += D * W) {
 #pragma unroll
         for (int d = 0; d < D; ++d) {
-            u32 tp[NT][KC / 2];
+            u32 tp[NT][R];
 #pragma unroll
             for (int t = 0; t < NT; ++t)
-                tok_pairs(ab[d][t], tp[t]);
+                tok_regs(ab[d][t], tp[t]);
 % if ZEROS then
             // the step's sums of A, per token: an mma of ones against the token pairs
-            float asum[NT][4];
+            acc_t asum[NT][4];
             qc::zero(asum);
             const u32 ones = $(A == "bf16" and "0x3f803f80u" or "0x3c003c00u");
 #pragma unroll
             for (int t = 0; t < NT; ++t)
 #pragma unroll
-                for (int j = 0; j < KC / 4; ++j)
+                for (int j = 0; j < R / 2; ++j)
                     mma(asum[t], ones, ones, ones, ones, tp[t][2 * j], tp[t][2 * j + 1]);
 % end
 #pragma unroll
             for (int r = 0; r < RB; ++r) {
-                u32 w0[KC / 2], w1[KC / 2];
-                weight_pairs(wb[d][r][0], w0);
-                weight_pairs(wb[d][r][1], w1);
+                u32 w0[R], w1[R];
+                weight_regs(wb[d][r][0], w0);
+                weight_regs(wb[d][r][1], w1);
 % if FOLD then
-                float part[NT][4];
+                acc_t part[NT][4];
                 qc::zero(part);
 % end
 #pragma unroll
                 for (int t = 0; t < NT; ++t)
 #pragma unroll
-                    for (int j = 0; j < KC / 4; ++j)
+                    for (int j = 0; j < R / 2; ++j)
                         mma($(FOLD and "part[t]" or "acc[r][t]"), w0[2 * j], w1[2 * j], w0[2 * j + 1], w1[2 * j + 1], tp[t][2 * j], tp[t][2 * j + 1]);
 % if FOLD then
                 // fold the step (inside one group) in: acc += s·(part − z·asum)
@@ -364,30 +419,32 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 %   if ZEROS then
                         const float v = __fmaf_rn(-(i < 2 ? z_g : z_g8), asum[t][i], part[t][i]);
 %   else
-                        const float v = part[t][i];
+                        const float v = (float)part[t][i];
 %   end
                         acc[r][t][i] = __fmaf_rn(sc, v, acc[r][t][i]);
                     }
 % end
             }
-            load(d, s0 + d * W + D * W);
+            load_b(d, s0 + d * W + D * W);
+            load_a(d, s0 + d * W + D * W);
         }
     }
 
-    // the W warps' tiles summed in warp order by warp 0
+    // the W warps' tiles summed in warp order by warp 0 (int32 sums as their bits: exact)
     if (W > 1) {
         constexpr int NV = RB * NT * 4;
+        auto *v = &acc[0][0][0];
         if (warp > 0)
 #pragma unroll
-            for (int v = 0; v < NV; ++v)
-                red[((warp - 1) * NV + v) * 32 + lane] = (&acc[0][0][0])[v];
+            for (int i = 0; i < NV; ++i)
+                red[((warp - 1) * NV + i) * 32 + lane] = $(INT and not FOLD and "__int_as_float(v[i])" or "v[i]");
         __syncthreads();
         if (warp > 0)
             return;
         for (int w = 1; w < W; ++w)
 #pragma unroll
-            for (int v = 0; v < NV; ++v)
-                (&acc[0][0][0])[v] += red[((w - 1) * NV + v) * 32 + lane];
+            for (int i = 0; i < NV; ++i)
+                v[i] += $(INT and not FOLD and "__float_as_int(red[((w - 1) * NV + i) * 32 + lane])" or "red[((w - 1) * NV + i) * 32 + lane]");
     }
 
     // epilogue: acc[r][t][i] is row n0 + 16r + g + 8(i/2), token m0 + 8t + 2c + i%2; rows g
@@ -396,6 +453,11 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 % if SB == "tensor" then
     const float sb_t = static_cast<const float *>(p.scale_b)[0];
 % end
+% if SA == "tensor" then
+    const float sa_t = static_cast<const float *>(p.scale_a)[0];
+% end
+    // s4 against s8 tokens summed 16·q (weight_regs): 1/16 is exact
+    constexpr float unit = $(INT and Q4 and "0.0625f" or "1.f");
 #pragma unroll
     for (int r = 0; r < RB; ++r) {
         const int na = n0 + 16 * r + g, nb = na + 8;
@@ -415,8 +477,14 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 const int m = m0 + 8 * t + 2 * c + e;
-                float x = acc[r][t][e], y = acc[r][t][2 + e];
-                qc::finish2(x, y, 0.f, s0, s1, b0, b1);
+                float sa = 0.f;
+% if SA == "row" then
+                sa = m < M ? static_cast<const float *>(p.scale_a)[m] : 0.f;
+% elseif SA == "tensor" then
+                sa = sa_t;
+% end
+                float x = (float)acc[r][t][e] * unit, y = (float)acc[r][t][2 + e] * unit;
+                qc::finish2(x, y, sa, s0, s1, b0, b1);
                 if (m < M) {
 % if OUT == "f32" then
                     if (na < N) Dp[(long long)m * p.ldd + na] = x;

@@ -149,13 +149,14 @@ static void test_heuristics(qjit_context *ctx)
             const size_t g = gemv_decode(v) ? 2 : 0; /* variants before the decode tile */
             CHECK(n == g + 2 && v[g].m_min == (g ? 17 : 1) && v[g].m_max == 64 && v[g].desc.bm == 16 &&
                       v[g + 1].m_min == 65 && v[g + 1].m_max == INT64_MAX && v[g + 1].desc.bm >= 64 &&
-                      (g == 2) == (i == 0 || i == 2),
+                      (g == 2) == (i != 1 && i != 3),
                   "%s on arch %d: %zu variants (%s | %s)", split[i], (int)arch, n, v[0].text,
                   n > 1 ? v[1].text : "");
         }
     /* W8A8, fp8, MX on sm_90a: one kernel up to M = 64 (mma_i8, wgmma_f8, wgmma_mx's 64-row
      * tile), another above (W8A8: two tiles of wgmma_i8, 128x128 up to M = 256); mma_f8 for
-     * every M on sm_89 */
+     * every M on sm_89; W8A8 and fp8 begin with gemv's two variants up to M = 16 (on sm_89
+     * too for fp8), MX without */
     static const struct {
         const char *text;
         qjit_kernel decode, prefill;
@@ -167,12 +168,14 @@ static void test_heuristics(qjit_context *ctx)
     };
     for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
         n = variants(ctx, q[i].text, QJIT_ARCH_SM90A, v, 32);
-        CHECK(n == q[i].n && v[0].m_max == 64 && v[0].desc.kernel == q[i].decode &&
-                  v[n - 1].desc.kernel == q[i].prefill && v[n - 1].m_max == INT64_MAX,
-              "%s: %zu variants (%s | %s)", q[i].text, n, v[0].text, n > 1 ? v[n - 1].text : "");
+        const size_t g = gemv_decode(v) ? 2 : 0;
+        CHECK(n == g + q[i].n && (g == 2) == (i < 2) && v[g].m_max == 64 &&
+                  v[g].desc.kernel == q[i].decode && v[n - 1].desc.kernel == q[i].prefill &&
+                  v[n - 1].m_max == INT64_MAX,
+              "%s: %zu variants (%s | %s)", q[i].text, n, v[g].text, n > 1 ? v[n - 1].text : "");
         if (i > 0) { /* fp8 and MX */
             n = variants(ctx, q[i].text, QJIT_ARCH_SM89, v, 32);
-            CHECK(n == 1, "%s on sm_89: %zu variants", q[i].text, n);
+            CHECK(n == (i == 1 ? 3 : 1), "%s on sm_89: %zu variants", q[i].text, n);
         }
     }
     /* a descriptor that names its whole configuration is one kernel, as named */
@@ -525,7 +528,7 @@ static void test_sweep_families(void)
     for (size_t i = 0; i < n && i < 64; i++)
         all &= pts[i].kernel == QJIT_KERNEL_WGMMA_I8;
     CHECK(all, "wgmma_i8 sweep has %zu points, not all wgmma_i8", n);
-    /* a handle's variants: auto runs mma_i8 up to M = 64 and wgmma_i8 above; named, wgmma_i8
+    /* a handle's variants: auto runs gemv up to M = 16, mma_i8 to 64 and wgmma_i8 above; named, wgmma_i8
      * in every bucket, with one consumer warpgroup of 64 rows up to M = 64 (its default(m)
      * answers NAMED) */
     qjit_gemm_variant v[QJIT_M_BUCKETS];
@@ -533,7 +536,9 @@ static void test_sweep_families(void)
     d.kernel = QJIT_KERNEL_AUTO;
     CHECK_OK(qjit_gemm_variants(ctx, &d, QJIT_ARCH_SM90A, v, QJIT_M_BUCKETS, &nv));
     for (size_t i = 0; i < nv && i < QJIT_M_BUCKETS; i++)
-        CHECK(v[i].desc.kernel == (v[i].m_max <= 64 ? QJIT_KERNEL_MMA_I8 : QJIT_KERNEL_WGMMA_I8),
+        CHECK(v[i].m_max <= 16 ? strstr(v[i].text, "kernel=gemv ") != NULL
+                               : v[i].desc.kernel == (v[i].m_max <= 64 ? QJIT_KERNEL_MMA_I8
+                                                                       : QJIT_KERNEL_WGMMA_I8),
               "auto W8A8 variant %s for M %lld..%lld", v[i].text, (long long)v[i].m_min,
               (long long)v[i].m_max);
     d.kernel = QJIT_KERNEL_WGMMA_I8;

@@ -258,9 +258,13 @@ static void test_tma_twins(qjit_context *ctx)
 #define WEIGHT_ONLY "a=f16 b=|a=bf16 b=" /* W4A16, W8A16, f16/bf16 x e2m1 */
 #define FP8_PAIRS "b=e4m3 sa=tensor|b=e4m3 sa=row|b=e4m3 sa=block" /* FP8, not MX */
 #define TMA_PAIRS FP8_PAIRS "|a=s8 b=s8" /* FP8 (not MX), W8A8 */
-/* the weight-only pairs the decode kernel serves: 4-bit col and group 128/256, s8 col */
-#define GEMV_PAIRS "16 b=s4 sb=col|16 b=u4 sb=col|16 b=s4 sb=group:128|16 b=s4 sb=group:256|" \
-                   "16 b=u4 sb=group:128|16 b=u4 sb=group:256|16 b=s8 sb=col"
+/* the pairs the decode kernel serves: weight-only 4-bit col and group 128/256, s8 col; W8A8;
+ * W4A8 col and group 128/256; FP8 tensor/row x tensor/col */
+#define GEMV_WQ "16 b=s4 sb=col|16 b=u4 sb=col|16 b=s4 sb=group:128|16 b=s4 sb=group:256|" \
+                "16 b=u4 sb=group:128|16 b=u4 sb=group:256|16 b=s8 sb=col"
+#define GEMV_I8 "a=s8 b=s8|a=s8 b=s4 sa=row sb=col|a=s8 b=s4 sa=row sb=group:128|a=s8 b=s4 sa=row sb=group:256"
+#define GEMV_F8 "b=e4m3 sa=tensor sb=tensor|b=e4m3 sa=tensor sb=col|b=e4m3 sa=row sb=tensor|b=e4m3 sa=row sb=col"
+#define GEMV_PAIRS GEMV_WQ "|" GEMV_I8 "|" GEMV_F8
 static const struct {
     const char *fields, *only;
     bool required;
@@ -291,6 +295,8 @@ static const struct {
     {" kernel=gemv tile=8x16x128 warps=1x1 stages=3", "16 b=s4 sb=col|16 b=u4 sb=col|16 b=s4 sb=group:128|16 b=u4 sb=group:256", true},
     {" kernel=gemv tile=16x32x128 warps=1x8 stages=2", "16 b=s4 sb=col|16 b=u4 sb=group:128", true},
     {" kernel=gemv tile=32x16x64 warps=1x2 stages=4", "16 b=s8 sb=col", true},
+    {" kernel=gemv tile=16x32x64 warps=1x2 stages=3", "a=s8 b=s8|" GEMV_F8, true},
+    {" kernel=gemv tile=8x16x128 warps=1x1 stages=3", "a=s8 b=s4 sa=row sb=col|a=s8 b=s4 sa=row sb=group:256", true},
 };
 #define NCONFIGS (int)(sizeof configs / sizeof configs[0])
 
@@ -548,6 +554,9 @@ int main(int argc, char **argv)
         "gemm a=bf16 b=s8 sb=col out=bf16 kernel=gemv",
         "gemm a=bf16 b=bf16 out=bf16 kernel=gemv",
         "gemm a=f16 b=f16 out=f32 bias=1 kernel=gemv tile=32x16x32 warps=1x8 stages=2",
+        "gemm a=s8 b=s8 sa=row sb=col out=bf16 kernel=gemv",
+        "gemm a=s8 b=s4 sa=row sb=group:128 gs=f32 out=bf16 kernel=gemv",
+        "gemm a=e4m3 b=e4m3 sa=row sb=col out=bf16 bias=1 kernel=gemv tile=16x32x64 warps=1x8 stages=3",
     };
     for (size_t i = 0; i < sizeof replays / sizeof replays[0]; i++)
         if ((!filter || tl_matches_any(replays[i], filter)) && !(skip && tl_matches_any(replays[i], skip)))
