@@ -36,21 +36,22 @@
 % -- qjit family: name=gemv id=11 order=5
 % include("gemm_stage_plan.cuh")
 % -- k per 16-byte chunk of B, and the step (four chunks)
-% local function chunk_k() return one_of(B, "s8", "e4m3") and 16 or one_of(B, "s4", "u4") and 32 or 8 end
+% local function chunk_k() return one_of(B, "s8", "e4m3") and 16 or one_of(B, "s4", "u4", "e2m1") and 32 or 8 end
 % -- the pairs and scale modes this family computes
 % local function gemv_serves()
 %   if one_of(A, "f16", "bf16") then
 %     if SA ~= "none" then return false end
 %     if B == A then return SB == "none" end
 %     if one_of(B, "s4", "u4") then return SB == "col" or (SB == "group" and GROUP % 128 == 0) end
+%     if B == "e2m1" then return SB == "mx" end
 %     return B == "s8" and one_of(SB, "col", "tensor")
 %   end
 %   if A == "s8" then
 %     if B == "s8" then return one_of(SA, "tensor", "row") and one_of(SB, "tensor", "col") end
 %     return B == "s4" and SA == "row" and (SB == "col" or (SB == "group" and GROUP % 128 == 0))
 %   end
-%   return one_of(A, "e4m3", "e5m2") and B == "e4m3" and ARCH >= 89 and one_of(SA, "tensor", "row") and
-%     one_of(SB, "tensor", "col")
+%   return one_of(A, "e4m3", "e5m2") and B == "e4m3" and ARCH >= 89 and one_of(SA, "tensor", "row", "block") and
+%     one_of(SB, "tensor", "col", "block")
 % end
 % family {
 %   floor = 80,
@@ -63,7 +64,7 @@
 %   default = function(m)
 %     if (m == 0 or m > 16) and (not NAMED or m > 32) then return nil end
 %     local bm = (m ~= 0 and m <= 8) and 8 or 16
-%     local deep = not one_of(B, "s4", "u4") -- 8- and 16-bit weights: more steps in flight
+%     local deep = not one_of(B, "s4", "u4", "e2m1") -- 8- and 16-bit weights: more steps in flight
 %     local c = config(bm, 16, 4 * chunk_k(), 1, 4, deep and (bm == 8 and 8 or 6) or 2)
 %     if BM ~= 0 then c.bm, c.bn, c.bk = BM, BN, BK end
 %     if WM ~= 0 then c.wm, c.wn = WM, WN end
@@ -72,7 +73,7 @@
 %   end,
 %   space = function(name)
 %     if name ~= "small-m" then return nil end
-%     local bk, deep = 4 * chunk_k(), not one_of(B, "s4", "u4")
+%     local bk, deep = 4 * chunk_k(), not one_of(B, "s4", "u4", "e2m1")
 %     local s1, s2 = deep and 8 or 4, deep and 4 or 2
 %     return {config(8, 16, bk, 1, 4, s1), config(8, 16, bk, 1, 4, s2), config(8, 16, bk, 1, 8, s2),
 %             config(8, 32, bk, 1, 4, s2), config(16, 16, bk, 1, 4, s2), config(16, 16, bk, 1, 4, s1),
@@ -80,7 +81,7 @@
 %   end,
 %   plan = function()
 %     if not gemv_serves() then
-%       unsupported(string.format("kernel gemv takes a=f16|bf16 sa=none with b of a's type (no scales), b=s4|u4 sb=col|group:128|group:256 or b=s8 sb=col|tensor; a=s8 sa=tensor|row b=s8 sb=tensor|col, or sa=row b=s4 sb=col|group:128|group:256; a=e4m3|e5m2 sa=tensor|row b=e4m3 sb=tensor|col on sm_89 and up (got a=%s b=%s sa=%s sb=%s arch=%d)", A, B, SA, SB, ARCH))
+%       unsupported(string.format("kernel gemv takes a=f16|bf16 sa=none with b of a's type (no scales), b=s4|u4 sb=col|group:128|group:256, b=s8 sb=col|tensor or b=e2m1 sb=mx; a=s8 sa=tensor|row b=s8 sb=tensor|col, or sa=row b=s4 sb=col|group:128|group:256; a=e4m3|e5m2 sa=tensor|row|block b=e4m3 sb=tensor|col|block on sm_89 and up (got a=%s b=%s sa=%s sb=%s arch=%d)", A, B, SA, SB, ARCH))
 %     end
 %     if ZEROS and not (B == "u4" and SB == "group") then unsupported("kernel gemv: zero points need b=u4 sb=group") end
 %     if not one_of(OUT, "f16", "bf16", "f32") then unsupported("kernel gemv: out must be f16, bf16 or f32") end
@@ -103,7 +104,10 @@
 %     -- B 16-byte aligned (lda % 8; ldb % 32 for 4-bit, % 16 for s8, % 8 for 16-bit)
 %     return {threads = THREADS, smem = math.max(16, (WN - 1) * BN * BM * 4), k_multiple = KC,
 %             ld_multiple = KC, align = 16, KC = KC, NT = NT, RB = RB, AB = AB, R = R,
-%             Q4 = one_of(B, "s4", "u4"), FOLD = SB == "group", INT = A == "s8",
+%             Q4 = one_of(B, "s4", "u4"), E2M1 = B == "e2m1", INT = A == "s8",
+%             -- each step folded into f32 times its scales: groups (one a step), 128-k blocks
+%             GROUPF = SB == "group", BLOCK = SA == "block" or SB == "block",
+%             FOLD = SB == "group" or SA == "block" or SB == "block",
 %             -- the mma: m16n8k16 in A's type for 16-bit tokens, m16n8k32 for 8-bit ones
 %             MMA = AB == 2 and string.format("m16n8k16.row.col.f32.%s.%s.f32", A, A) or
 %               (A == "s8" and "m16n8k32.row.col.s32.s8.s8.s32" or string.format("m16n8k32.row.col.f32.%s.%s.f32", B, A))}
@@ -121,7 +125,7 @@ constexpr int KC = $(KC), STEP = 4 * KC;  // k per 16-byte chunk of B, per step
 constexpr int R = $(R), AB = $(AB);       // a chunk as mma registers; bytes of a token value
 constexpr int NT = $(NT), RB = $(RB);     // token tiles of 8, row blocks of 16
 constexpr int W = $(WN), D = $(STAGES);   // warps along K, steps in flight per warp
-constexpr int RBYTES_NUM = $(Q4 and 1 or (one_of(B, "f16", "bf16") and 2 or 1)), RBYTES_DEN = $(Q4 and 2 or 1); // bytes a value
+constexpr int RBYTES_NUM = $(one_of(B, "f16", "bf16") and 2 or 1), RBYTES_DEN = $((Q4 or E2M1) and 2 or 1); // bytes a value
 % if INT then
 typedef int acc_t; // exact int32 sums
 % else
@@ -131,45 +135,37 @@ typedef float acc_t;
 // Loads that leave zeros where !p.  The zeros are written in the same asm, so nothing reads
 // the destination between the load's issue and its use (a select after a load would wait
 // for it, which serializes the ring).  B bypasses L1 (read once); A and scales use it.
-__device__ __forceinline__ uint4 ld16_stream(const void *ptr, bool p)
+% for _, f in ipairs({{"ld16_stream", ".L1::no_allocate"}, {"ld16", ""}}) do
+__device__ __forceinline__ uint4 $(f[1])(const void *ptr, bool p)
 {
     uint4 r;
     asm volatile("{\n.reg .pred q;\nsetp.ne.b32 q, %5, 0;\n"
                  "mov.b32 %0, 0; mov.b32 %1, 0; mov.b32 %2, 0; mov.b32 %3, 0;\n"
-                 "@q ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
+                 "@q ld.global.nc$(f[2]).v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
                  : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(ptr), "r"((int)p));
     return r;
 }
-__device__ __forceinline__ uint4 ld16(const void *ptr, bool p)
-{
-    uint4 r;
-    asm volatile("{\n.reg .pred q;\nsetp.ne.b32 q, %5, 0;\n"
-                 "mov.b32 %0, 0; mov.b32 %1, 0; mov.b32 %2, 0; mov.b32 %3, 0;\n"
-                 "@q ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(ptr), "r"((int)p));
-    return r;
-}
-% if FOLD then
+% end
+% if GROUPF then
 using qc::gs_t;
 using qc::gs_f32;
-%   if GS == "f32" then
-__device__ __forceinline__ float ld_scale(const float *ptr, bool p)
-{
-    float r;
-    asm volatile("{\n.reg .pred q;\nsetp.ne.b32 q, %2, 0;\nmov.b32 %0, 0;\n"
-                 "@q ld.global.nc.f32 %0, [%1];\n}\n" : "=f"(r) : "l"(ptr), "r"((int)p));
-    return r;
-}
-%   else
-__device__ __forceinline__ u16 ld_scale(const u16 *ptr, bool p)
-{
-    u16 r;
-    asm volatile("{\n.reg .pred q;\nsetp.ne.b32 q, %2, 0;\nmov.b16 %0, 0;\n"
-                 "@q ld.global.nc.u16 %0, [%1];\n}\n" : "=h"(r) : "l"(ptr), "r"((int)p));
-    return r;
-}
-%   end
 % end
+// The scales, loaded as the weights are (zero where !p): f32 group or block scales, 16-bit
+// group scales, e8m0 bytes.
+% local loaders = {}
+% if (GROUPF and GS == "f32") or BLOCK then loaders[#loaders + 1] = {"float", "f32", "f", "b32"} end
+% if GROUPF and GS ~= "f32" then loaders[#loaders + 1] = {"u16", "u16", "h", "b16"} end
+% if E2M1 then loaders[#loaders + 1] = {"u16", "u8", "h", "b16"} end
+% for _, l in ipairs(loaders) do
+__device__ __forceinline__ $(l[1]) ld_$(l[2])(const void *ptr, bool p)
+{
+    $(l[1]) r;
+    asm volatile("{\n.reg .pred q;\nsetp.ne.b32 q, %2, 0;\nmov.$(l[4]) %0, 0;\n"
+                 "@q ld.global.nc.$(l[2]) %0, [%1];\n}\n" : "=$(l[3])"(r) : "l"(ptr), "r"((int)p));
+    return r;
+}
+% end
+% LDG = GROUPF and (GS == "f32" and "ld_f32" or "ld_u16") or nil
 
 % if OUT ~= "f32" then
 __device__ __forceinline__ out_t cvt_out(float x)
@@ -199,7 +195,21 @@ __device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 sel)
 
 // One chunk of a weight row as R mma registers; register i stands for k positions order(i)
 // of the chunk, which the token side takes the same way (tok_regs).
-__device__ __forceinline__ void weight_regs(const uint4 &w, u32 (&p)[R])
+% if E2M1 then
+// An e8m0 scale as a pair of A's type: 2^(e−127) (e = 0 is 2^-127, 0xFF NaN), rounded to A's
+// type (f16 holds 2^-24 to 2^15 of it).
+__device__ __forceinline__ u32 mx_scale(u16 e)
+{
+    const float f = e == 255 ? __uint_as_float(0x7fc00000u)
+                  : e == 0   ? __uint_as_float(0x00400000u)
+                             : __uint_as_float((u32)e << 23);
+    u32 r;
+    asm("cvt.rn.$(A)x2.f32 %0, %1, %1;\n" : "=r"(r) : "f"(f));
+    return r;
+}
+
+% end
+__device__ __forceinline__ void weight_regs(const uint4 &w, u32 (&p)[R]$(E2M1 and ", u32 sc" or ""))
 {
     const u32 v[4] = {w.x, w.y, w.z, w.w};
 % if B == A or (AB == 1 and B ~= "s4") then
@@ -215,6 +225,20 @@ __device__ __forceinline__ void weight_regs(const uint4 &w, u32 (&p)[R])
         p[2 * i] = (v[i] << 4) & 0xf0f0f0f0u;
         p[2 * i + 1] = v[i] & 0xf0f0f0f0u;
     }
+% elseif E2M1 then
+    // e2m1 (sign, two exponent bits, one mantissa bit), pairs (k, k+4) of a word as in the
+    // 4-bit integers: the bits placed at the top of A's exponent and mantissa are the value
+    // times 2^-126 (bf16) or 2^-14 (f16), subnormals included; one fma takes that back
+    // exactly, and one more the block's scale (exact where A's type holds the product)
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const u32 x = v[i] >> (4 * j);
+            u32 t = ((x << 12) & 0x80008000u) | ((x << $(A == "bf16" and 6 or 9)) & $(A == "bf16" and "0x01c001c0u" or "0x0e000e00u"));
+            asm("fma.rn.$(A)x2 %0, %1, %2, %3;\n" : "=r"(t) : "r"(t), "r"($(A == "bf16" and "0x7e807e80u" or "0x74007400u")), "r"(0x80008000u)); // 2^126, 2^14
+            asm("fma.rn.$(A)x2 %0, %1, %2, %3;\n" : "=r"(p[4 * i + j]) : "r"(t), "r"(sc), "r"(0x80008000u)); // + (−0): a product
+        }
 % elseif Q4 then
     // 8 nibbles a word, k 8i..8i+7: (nibble | magic) is magic + n exactly in A's type
     // (bf16 128, f16 1024, whose last mantissa bits n fills), and one fma takes the magic
@@ -254,7 +278,7 @@ __device__ __forceinline__ void tok_regs(const uint4 (&a)[R / 4], u32 (&t)[R])
 {
 #pragma unroll
     for (int i = 0; i < R / 4; ++i) {
-% if Q4 and AB == 2 then
+% if (Q4 or E2M1) and AB == 2 then
         t[4 * i + 0] = prmt(a[i].x, a[i].z, 0x5410u); // k 0, 4
         t[4 * i + 1] = prmt(a[i].x, a[i].z, 0x7632u); // k 1, 5
         t[4 * i + 2] = prmt(a[i].y, a[i].w, 0x5410u); // k 2, 6
@@ -303,7 +327,7 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
         aok[t] = m < M;
         arow[t] = static_cast<const char *>(p.a) + ((long long)(m < M ? m : 0) * p.lda + c * KC) * AB;
     }
-% if FOLD then
+% if GROUPF then
     const int groups = K / $(GROUP);                 // scale entries a row
     const gs_t *srow[RB][2];
 %   if ZEROS then
@@ -320,15 +344,54 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 %   end
         }
 % end
+% if BLOCK then
+    // 1x128 (A) and 128x128 (B) blocks: a step (64 k) lies in one block; the CTA's rows in one
+    // block row of B (BN divides 128)
+    const int kb = (K + 127) / 128;
+%   if SA == "block" then
+    const float *farow[NT][2];
+    bool faok[NT][2];
+#pragma unroll
+    for (int t = 0; t < NT; ++t)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int m = m0 + 8 * t + 2 * c + e; // the tokens of this thread's accumulators
+            faok[t][e] = m < M;
+            farow[t][e] = static_cast<const float *>(p.scale_a) + (long long)(m < M ? m : 0) * kb;
+        }
+%   end
+%   if SB == "block" then
+    const float *fbrow = static_cast<const float *>(p.scale_b) + (long long)(n0 / 128) * kb;
+%   end
+% end
+% if E2M1 then
+    // e8m0 scales: this thread's chunk of a step is one 32-k block
+    const unsigned char *erow[RB][2];
+#pragma unroll
+    for (int r = 0; r < RB; ++r)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+            erow[r][h] = static_cast<const unsigned char *>(p.scale_b) +
+                         (long long)(bok[r][h] ? n0 + 16 * r + g + 8 * h : 0) * (K / 32) + c;
+% end
 
     // the ring: D steps of B chunks, token chunks (and group scales) in registers
     uint4 wb[D][RB][2];
     uint4 ab[D][NT][R / 4];
-% if FOLD then
+% if GROUPF then
     gs_t sb[D][RB][2];
 %   if ZEROS then
     gs_t zb[D][RB][2];
 %   end
+% end
+% if SA == "block" then
+    float fa[D][NT][2];
+% end
+% if SB == "block" then
+    float fb[D];
+% end
+% if E2M1 then
+    u16 eb[D][RB][2];
 % end
     // step s into slot d: the weights (and their scales), then the tokens
     auto load_b = [&](int d, int s) {
@@ -338,14 +401,20 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 wb[d][r][h] = ld16_stream(brow[r][h] + (long long)s * 64, in && bok[r][h]);
-% if FOLD then
+% if GROUPF then
                 const int grp = s * STEP / $(GROUP);
-                sb[d][r][h] = ld_scale(srow[r][h] + grp, s < nsteps && bok[r][h]);
+                sb[d][r][h] = $(LDG)(srow[r][h] + grp, s < nsteps && bok[r][h]);
 %   if ZEROS then
-                zb[d][r][h] = ld_scale(zrow[r][h] + grp, s < nsteps && bok[r][h]);
+                zb[d][r][h] = $(LDG)(zrow[r][h] + grp, s < nsteps && bok[r][h]);
 %   end
 % end
+% if E2M1 then
+                eb[d][r][h] = ld_u8(erow[r][h] + 4 * s, in && bok[r][h]);
+% end
             }
+% if SB == "block" then
+        fb[d] = ld_f32(fbrow + s * STEP / 128, s < nsteps);
+% end
     };
     auto load_a = [&](int d, int s) {
         const bool in = s * STEP + c * KC < K;
@@ -354,6 +423,13 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 #pragma unroll
             for (int i = 0; i < R / 4; ++i)
                 ab[d][t][i] = ld16(arow[t] + (long long)s * STEP * AB + 16 * i, in && aok[t]);
+% if SA == "block" then
+#pragma unroll
+        for (int t = 0; t < NT; ++t)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+                fa[d][t][e] = ld_f32(farow[t][e] + s * STEP / 128, s < nsteps && faok[t][e]);
+% end
     };
 
 % if FOLD then
@@ -394,8 +470,13 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 #pragma unroll
             for (int r = 0; r < RB; ++r) {
                 u32 w0[R], w1[R];
+% if E2M1 then
+                weight_regs(wb[d][r][0], w0, mx_scale(eb[d][r][0]));
+                weight_regs(wb[d][r][1], w1, mx_scale(eb[d][r][1]));
+% else
                 weight_regs(wb[d][r][0], w0);
                 weight_regs(wb[d][r][1], w1);
+% end
 % if FOLD then
                 acc_t part[NT][4];
                 qc::zero(part);
@@ -405,17 +486,24 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 #pragma unroll
                     for (int j = 0; j < R / 2; ++j)
                         mma($(FOLD and "part[t]" or "acc[r][t]"), w0[2 * j], w1[2 * j], w0[2 * j + 1], w1[2 * j + 1], tp[t][2 * j], tp[t][2 * j + 1]);
-% if FOLD then
+% if GROUPF then
                 // fold the step (inside one group) in: acc += s·(part − z·asum)
                 const float s_g = gs_f32(sb[d][r][0]), s_g8 = gs_f32(sb[d][r][1]);
 %   if ZEROS then
                 const float z_g = gs_f32(zb[d][r][0]), z_g8 = gs_f32(zb[d][r][1]);
 %   end
+% end
+% if FOLD then
 #pragma unroll
                 for (int t = 0; t < NT; ++t)
 #pragma unroll
                     for (int i = 0; i < 4; ++i) {
+%   if GROUPF then
                         const float sc = i < 2 ? s_g : s_g8;
+%   else
+                        // the step's 128-k block: token and weight block scales
+                        const float sc = $(SA == "block" and "fa[d][t][i & 1]" or "1.f") * $(SB == "block" and "fb[d]" or "1.f");
+%   end
 %   if ZEROS then
                         const float v = __fmaf_rn(-(i < 2 ? z_g : z_g8), asum[t][i], part[t][i]);
 %   else

@@ -135,7 +135,8 @@ static void test_heuristics(qjit_context *ctx)
               w8_named[i], n, v[0].text);
     }
     /* weight-only and W4A8: decode tiles up to M = 64, tiles of more rows above; where gemv
-     * serves the pair (4-bit with col or group 128/256 scales, s8 col), gemv to M = 16 and
+     * serves the pair (4-bit with col or group 128/256 scales, s8 col, e2m1 mx, W4A8 col and
+     * group 128/256; not group 64), gemv to M = 16 and
      * the decode tile from 17 */
     static const char *const split[] = {
         "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16", "gemm a=f16 b=u4 sb=group:64 gs=f16 zeros=1 out=f16",
@@ -149,7 +150,7 @@ static void test_heuristics(qjit_context *ctx)
             const size_t g = gemv_decode(v) ? 2 : 0; /* variants before the decode tile */
             CHECK(n == g + 2 && v[g].m_min == (g ? 17 : 1) && v[g].m_max == 64 && v[g].desc.bm == 16 &&
                       v[g + 1].m_min == 65 && v[g + 1].m_max == INT64_MAX && v[g + 1].desc.bm >= 64 &&
-                      (g == 2) == (i != 1 && i != 3),
+                      (g == 2) == (i != 1),
                   "%s on arch %d: %zu variants (%s | %s)", split[i], (int)arch, n, v[0].text,
                   n > 1 ? v[1].text : "");
         }

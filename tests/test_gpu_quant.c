@@ -258,12 +258,12 @@ static void test_tma_twins(qjit_context *ctx)
 #define WEIGHT_ONLY "a=f16 b=|a=bf16 b=" /* W4A16, W8A16, f16/bf16 x e2m1 */
 #define FP8_PAIRS "b=e4m3 sa=tensor|b=e4m3 sa=row|b=e4m3 sa=block" /* FP8, not MX */
 #define TMA_PAIRS FP8_PAIRS "|a=s8 b=s8" /* FP8 (not MX), W8A8 */
-/* the pairs the decode kernel serves: weight-only 4-bit col and group 128/256, s8 col; W8A8;
- * W4A8 col and group 128/256; FP8 tensor/row x tensor/col */
+/* the pairs the decode kernel serves: weight-only 4-bit col and group 128/256, s8 col, e2m1
+ * mx; W8A8; W4A8 col and group 128/256; FP8 tensor/row/block x tensor/col/block */
 #define GEMV_WQ "16 b=s4 sb=col|16 b=u4 sb=col|16 b=s4 sb=group:128|16 b=s4 sb=group:256|" \
-                "16 b=u4 sb=group:128|16 b=u4 sb=group:256|16 b=s8 sb=col"
+                "16 b=u4 sb=group:128|16 b=u4 sb=group:256|16 b=s8 sb=col|16 b=e2m1 sb=mx"
 #define GEMV_I8 "a=s8 b=s8|a=s8 b=s4 sa=row sb=col|a=s8 b=s4 sa=row sb=group:128|a=s8 b=s4 sa=row sb=group:256"
-#define GEMV_F8 "b=e4m3 sa=tensor sb=tensor|b=e4m3 sa=tensor sb=col|b=e4m3 sa=row sb=tensor|b=e4m3 sa=row sb=col"
+#define GEMV_F8 "b=e4m3 sa=tensor|b=e4m3 sa=row|b=e4m3 sa=block"
 #define GEMV_PAIRS GEMV_WQ "|" GEMV_I8 "|" GEMV_F8
 static const struct {
     const char *fields, *only;
@@ -292,7 +292,7 @@ static const struct {
     /* gemv: its heuristic (the M bucket decides), one token tile of 8 with one warp, and
      * tiles of 16 and 32 tokens with 32 rows and eight warps along K */
     {" kernel=gemv", GEMV_PAIRS, true},
-    {" kernel=gemv tile=8x16x128 warps=1x1 stages=3", "16 b=s4 sb=col|16 b=u4 sb=col|16 b=s4 sb=group:128|16 b=u4 sb=group:256", true},
+    {" kernel=gemv tile=8x16x128 warps=1x1 stages=3", "16 b=s4 sb=col|16 b=u4 sb=col|16 b=s4 sb=group:128|16 b=u4 sb=group:256|16 b=e2m1 sb=mx", true},
     {" kernel=gemv tile=16x32x128 warps=1x8 stages=2", "16 b=s4 sb=col|16 b=u4 sb=group:128", true},
     {" kernel=gemv tile=32x16x64 warps=1x2 stages=4", "16 b=s8 sb=col", true},
     {" kernel=gemv tile=16x32x64 warps=1x2 stages=3", "a=s8 b=s8|" GEMV_F8, true},
@@ -557,6 +557,8 @@ int main(int argc, char **argv)
         "gemm a=s8 b=s8 sa=row sb=col out=bf16 kernel=gemv",
         "gemm a=s8 b=s4 sa=row sb=group:128 gs=f32 out=bf16 kernel=gemv",
         "gemm a=e4m3 b=e4m3 sa=row sb=col out=bf16 bias=1 kernel=gemv tile=16x32x64 warps=1x8 stages=3",
+        "gemm a=e4m3 b=e4m3 sa=block sb=block out=bf16 kernel=gemv",
+        "gemm a=bf16 b=e2m1 sb=mx out=bf16 kernel=gemv",
     };
     for (size_t i = 0; i < sizeof replays / sizeof replays[0]; i++)
         if ((!filter || tl_matches_any(replays[i], filter)) && !(skip && tl_matches_any(replays[i], skip)))
