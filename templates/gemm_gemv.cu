@@ -30,8 +30,8 @@
 // q exactly into f32 partials, which are folded in times s; with zeros, minus z times the
 // step's sums of A (an mma against ones), so fractional zero points stay exact too.
 //
-// Configuration: tile=BMxBNxBK is tokens × weight rows × K per step (BM 8, 16 or 32; BN 16 or
-// 32; BK as above); warps=1xW: W warps along K; stages: steps in flight per warp.
+// Configuration: tile=BMxBNxBK is tokens × weight rows × K per step (BM 8, 16 or 32; BN 16,
+// 32 or 64; BK as above); warps=1xW: W warps along K; stages: steps in flight per warp.
 // Block: 32·W threads; shared memory (W − 1)·BN·BM·4 bytes for the sum.  Grid: N/BN × M/BM.
 % -- qjit family: name=gemv id=11 order=5
 % include("gemm_stage_plan.cuh")
@@ -75,9 +75,10 @@
 %     if name ~= "small-m" then return nil end
 %     local bk, deep = 4 * chunk_k(), not one_of(B, "s4", "u4", "e2m1")
 %     local s1, s2 = deep and 8 or 4, deep and 4 or 2
+%     -- more rows a CTA read each token chunk for more weights (what M = 16 is short of)
 %     return {config(8, 16, bk, 1, 4, s1), config(8, 16, bk, 1, 4, s2), config(8, 16, bk, 1, 8, s2),
 %             config(8, 32, bk, 1, 4, s2), config(16, 16, bk, 1, 4, s2), config(16, 16, bk, 1, 4, s1),
-%             config(32, 16, bk, 1, 4, 2)}
+%             config(32, 16, bk, 1, 4, 2), config(16, 32, bk, 1, 4, 2), not one_of(B, "s4", "u4", "e2m1") and config(8, 64, bk, 1, 4, 2) or nil}
 %   end,
 %   plan = function()
 %     if not gemv_serves() then
@@ -89,7 +90,7 @@
 %     local KC = chunk_k()
 %     if BK ~= 4 * KC then unsupported(string.format("kernel gemv: a step of b=%s is BK=%d (four 16-byte chunks), not %d", B, 4 * KC, BK)) end
 %     if not one_of(BM, 8, 16, 32) then unsupported("kernel gemv: BM (tokens a tile) must be 8, 16 or 32, not " .. BM) end
-%     if not one_of(BN, 16, 32) then unsupported("kernel gemv: BN (weight rows a tile) must be 16 or 32, not " .. BN) end
+%     if not one_of(BN, 16, 32, 64) then unsupported("kernel gemv: BN (weight rows a tile) must be 16, 32 or 64, not " .. BN) end
 %     if WM ~= 1 or not one_of(WN, 1, 2, 4, 8) then unsupported(string.format("kernel gemv: warps=1xW, W = 1, 2, 4 or 8 warps along K (warps=%dx%d)", WM, WN)) end
 %     if STAGES < 1 or STAGES > 8 then unsupported("kernel gemv: stages (steps in flight per warp) must be 1..8, not " .. STAGES) end
 %     if SPLIT_K ~= 1 then unsupported("kernel gemv splits K across the warps of a CTA, not across CTAs (split=" .. SPLIT_K .. ")") end
@@ -98,6 +99,9 @@
 %     local R = KC * AB // 4                          -- registers of a chunk as mma operands
 %     -- registers: the ring (B chunks, token chunks, scales), accumulators, fragments
 %     local REGS = STAGES * (8 * RB + NT * R // 4 * 4 + (SB == "group" and 2 * RB or 0)) + RB * NT * 4 * (SB == "group" and 2 or 1) + 40
+%     -- four row blocks of 4-bit weights: their operands alone spill (255 registers and 84
+%     -- bytes of spills at tile 8x64x128, 2 stages)
+%     if BN == 64 and one_of(B, "s4", "u4", "e2m1") then unsupported("kernel gemv: BN=64 takes 8- and 16-bit weights (4-bit ones spill registers)") end
 %     if REGS > 255 then unsupported(string.format("kernel gemv: tile %dx%dx%d with %d stages needs about %d registers a thread", BM, BN, BK, STAGES, REGS)) end
 %     local THREADS = 32 * WN
 %     -- 16-byte chunks: K a multiple of a chunk (a chunk is all in or all out); rows of A and

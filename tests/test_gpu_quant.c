@@ -296,6 +296,8 @@ static const struct {
     {" kernel=gemv tile=16x32x128 warps=1x8 stages=2", "16 b=s4 sb=col|16 b=u4 sb=group:128", true},
     {" kernel=gemv tile=32x16x64 warps=1x2 stages=4", "16 b=s8 sb=col", true},
     {" kernel=gemv tile=16x32x64 warps=1x2 stages=3", "a=s8 b=s8|" GEMV_F8, true},
+    {" kernel=gemv tile=8x64x64 warps=1x8 stages=2", "16 b=s8 sb=col|a=s8 b=s8|b=e4m3 sa=row", true},
+    {" kernel=gemv tile=16x32x128 warps=1x4 stages=2", "16 b=s4 sb=col|16 b=e2m1 sb=mx", true},
     {" kernel=gemv tile=8x16x128 warps=1x1 stages=3", "a=s8 b=s4 sa=row sb=col|a=s8 b=s4 sa=row sb=group:256", true},
 };
 #define NCONFIGS (int)(sizeof configs / sizeof configs[0])
