@@ -60,12 +60,14 @@
 %   -- Up to M = 16 under auto (a tile of 8 tokens to M = 8, 16 above); the rest of decode
 %   -- and prefill go to the tile families, listed after this one.  Measured on the H100 on the
 %   -- Llama 3 8B layers at M = 1 (docs/NOTES.md, "The decode kernel"): bf16 1x4 warps, 8
-%   -- steps in flight, 0.87-1.15x cuBLAS's time; s4 g128 1x4, 4 steps, 1.7-1.9x the mma_wq decode tile.
+%   -- steps in flight, 0.87-1.15x cuBLAS's time; s4 g128 1x4, 2-4 steps, 1.7-1.9x the mma_wq
+%   -- decode tile.  At M = 9-16, 4-bit weights take 32 rows a CTA: qjit-tune's best on every
+%   -- 8B and 70B layer it reached, up to 1.86x the 16-row tile (8192x8192 at M = 16).
 %   default = function(m)
 %     if (m == 0 or m > 16) and (not NAMED or m > 32) then return nil end
 %     local bm = (m ~= 0 and m <= 8) and 8 or 16
 %     local deep = not one_of(B, "s4", "u4", "e2m1") -- 8- and 16-bit weights: more steps in flight
-%     local c = config(bm, 16, 4 * chunk_k(), 1, 4, deep and (bm == 8 and 8 or 6) or 2)
+%     local c = config(bm, (bm == 16 and not deep) and 32 or 16, 4 * chunk_k(), 1, 4, deep and (bm == 8 and 8 or 6) or 2)
 %     if BM ~= 0 then c.bm, c.bn, c.bk = BM, BN, BK end
 %     if WM ~= 0 then c.wm, c.wn = WM, WN end
 %     if STAGES ~= 0 then c.stages = STAGES end
