@@ -473,6 +473,16 @@ static void test_shipped_winners(qjit_context *ctx, const char *filter, int max_
     free(w.text);
 }
 
+/* test_cluster_split over each of texts that QJIT_TEST_FILTER keeps and QJIT_TEST_SKIP does not
+ * leave out. */
+static void replay_each(qjit_context *ctx, const char *const *texts, size_t n, const char *filter,
+                        int max_shapes, bool want_split)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((!filter || tl_matches_any(texts[i], filter)) && !(skip && tl_matches_any(texts[i], skip)))
+            test_cluster_split(ctx, texts[i], max_shapes, want_split);
+}
+
 /* --list: parse every descriptor and ask qjit_gemm_supports for sm_90a (no GPU). */
 static int list_only(void)
 {
@@ -545,9 +555,7 @@ int main(int argc, char **argv)
         "gemm a=e4m3 b=e4m3 sa=mx sb=mx out=bf16 kernel=mma_f8 tile=16x128x128 warps=1x4 stages=4 split=8",
         "gemm a=e2m1 b=e2m1 sa=mx sb=mx out=f32 kernel=mma_f8 tile=16x128x128 warps=1x4 stages=4 split=4",
     };
-    for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++)
-        if ((!filter || tl_matches_any(splits[i], filter)) && !(skip && tl_matches_any(splits[i], skip)))
-            test_cluster_split(ctx, splits[i], max_shapes, true);
+    replay_each(ctx, splits, sizeof splits / sizeof splits[0], filter, max_shapes, true);
     /* the decode kernel (gemv, auto's choice to M = 16): its K shared by the warps of a CTA
      * and summed in warp order, so eager launches and graph replays agree bit for bit */
     static const char *const replays[] = {
@@ -562,9 +570,7 @@ int main(int argc, char **argv)
         "gemm a=e4m3 b=e4m3 sa=block sb=block out=bf16 kernel=gemv",
         "gemm a=bf16 b=e2m1 sb=mx out=bf16 kernel=gemv",
     };
-    for (size_t i = 0; i < sizeof replays / sizeof replays[0]; i++)
-        if ((!filter || tl_matches_any(replays[i], filter)) && !(skip && tl_matches_any(replays[i], skip)))
-            test_cluster_split(ctx, replays[i], max_shapes, false);
+    replay_each(ctx, replays, sizeof replays / sizeof replays[0], filter, max_shapes, false);
     if ((!filter || tl_matches_any("kernel=wgmma_tma", filter)) &&
         !(skip && tl_matches_any("kernel=wgmma_tma", skip)))
         test_tma_twins(ctx);
