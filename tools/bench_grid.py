@@ -38,7 +38,7 @@ def time_launches(calls, reps):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", default="build/libqjit.so")
-    ap.add_argument("--pairs", default="bf16,w4a16,w8a8,fp8,w4a8,mxfp8,w8a16,fp8blk,w4a16mx")
+    ap.add_argument("--pairs", default="bf16,w4a16,w8a8,fp8,w4a8,mxfp8,w8a16,fp8blk,w4a16mx,w4a16z,fp8t,w4a8c")
     ap.add_argument("--models", default="8b,70b")
     ap.add_argument("--m", default="1,4,16,32,64,128,256,1024,4096")
     ap.add_argument("--reps", type=int, default=10)

@@ -43,6 +43,10 @@ PAIRS = {
     "mxfp8": ("gemm a=e4m3 b=e4m3 sa=mx sb=mx out=bf16", None, 1.0, 1 / 32, 1),
     "fp8blk": ("gemm a=e4m3 b=e4m3 sa=block sb=block out=bf16", None, 1.0, 4 / (128 * 128), 1),
     "w4a16mx": ("gemm a=bf16 b=e2m1 sb=mx out=bf16", None, 0.5, 1 / 32, 2),
+    # the rest of the decode issue's pairs: u4 with zero points, FP8 per tensor, W4A8 per column
+    "w4a16z": ("gemm a=bf16 b=u4 sb=group:128 gs=bf16 zeros=1 out=bf16", None, 0.5, 4 / 128, 2),
+    "fp8t": ("gemm a=e4m3 b=e4m3 sa=tensor sb=tensor out=bf16", None, 1.0, 0.0, 1),
+    "w4a8c": ("gemm a=s8 b=s4 sa=row sb=col out=bf16", None, 0.5, 0.0, 1),
 }
 
 
@@ -72,10 +76,17 @@ def make_weights(pair, n, k):
     d = {}
     if pair in ("bf16",):
         d["w"] = torch.randn(n, k, dtype=torch.bfloat16, device="cuda") * 0.02
-    elif pair in ("w4a16", "w4a8", "w4a16mx"):
+    elif pair in ("w4a16", "w4a8", "w4a16mx", "w4a16z", "w4a8c"):
         d["w"] = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, device="cuda")
         if pair == "w4a16mx":  # e2m1 values, e8m0 scales near 2^0
             d["s"] = torch.randint(120, 134, (n, k // 32), dtype=torch.uint8, device="cuda")
+            return d
+        if pair == "w4a16z":  # u4 with a zero point near the middle of each group
+            d["s"] = (torch.rand(n, k // 128, device="cuda") * 0.01 + 0.005).to(torch.bfloat16)
+            d["z"] = torch.randint(6, 10, (n, k // 128), device="cuda").to(torch.bfloat16)
+            return d
+        if pair == "w4a8c":
+            d["s"] = torch.rand(n, device="cuda") * 1e-2
             return d
         if pair == "w4a16":
             d["s"] = (torch.rand(n, k // 128, device="cuda") * 0.01 + 0.005).to(torch.bfloat16)
@@ -88,9 +99,11 @@ def make_weights(pair, n, k):
         d["s"] = torch.rand(n, device="cuda") * 1e-3
         if pair == "w8a8":
             d["wt"] = d["w"].t()
-    elif pair in ("fp8", "mxfp8", "fp8blk"):
+    elif pair in ("fp8", "mxfp8", "fp8blk", "fp8t"):
         d["w"] = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn)
-        if pair == "fp8blk":  # 128x128 blocks
+        if pair == "fp8t":
+            d["s"] = torch.rand(1, device="cuda") * 1e-2
+        elif pair == "fp8blk":  # 128x128 blocks
             d["s"] = torch.rand((n + 127) // 128, (k + 127) // 128, device="cuda") * 1e-2
         elif pair == "fp8":
             d["s"] = (torch.rand(1, n, device="cuda") * 1e-2).contiguous()
@@ -102,9 +115,9 @@ def make_weights(pair, n, k):
 
 def make_act(pair, m, k):
     d = {}
-    if pair in ("bf16", "w4a16", "w8a16", "w4a16mx"):
+    if pair in ("bf16", "w4a16", "w8a16", "w4a16mx", "w4a16z"):
         d["x"] = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
-    elif pair in ("w8a8", "w4a8"):
+    elif pair in ("w8a8", "w4a8", "w4a8c"):
         d["x"] = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda")
         d["s"] = torch.rand(m, device="cuda") * 1e-3
         d["xp"] = d["x"] if m > 16 else torch.randint(-128, 128, (32, k), dtype=torch.int8, device="cuda")
@@ -112,6 +125,8 @@ def make_act(pair, m, k):
         d["x"] = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
         if pair == "fp8blk":  # 1x128 blocks
             d["s"] = torch.rand(m, (k + 127) // 128, device="cuda") * 1e-2
+        elif pair == "fp8t":
+            d["s"] = torch.rand(1, device="cuda") * 1e-2
         elif pair == "fp8":
             mp = (m + 15) // 16 * 16
             d["s"] = torch.rand(m, 1, device="cuda") * 1e-2
@@ -124,8 +139,8 @@ def make_act(pair, m, k):
 
 def qjit_args(pair, act, w, out, m, n, k):
     """The launch arguments of one projection: A's scales where the pair has them."""
-    sa = act.get("s") if pair in ("w8a8", "w4a8", "fp8", "mxfp8", "fp8blk") else None
-    return Args(ptr(act["x"]), ptr(w["w"]), ptr(out), None, ptr(sa), ptr(w.get("s")), None,
+    sa = act.get("s") if pair in ("w8a8", "w4a8", "fp8", "mxfp8", "fp8blk", "fp8t", "w4a8c") else None
+    return Args(ptr(act["x"]), ptr(w["w"]), ptr(out), None, ptr(sa), ptr(w.get("s")), ptr(w.get("z")),
                 m, n, k, k, k, n)
 
 
