@@ -1,8 +1,9 @@
 // gemm_gemv.cu — the decode kernel (M ≤ 32): a GEMV at heart on mma.sync, sm_80 … sm_90a.
 // f16/bf16 A × B of A's type, or × s4/u4 (col, group of 128 or 256, zeros for u4) or s8
 // (col, tensor) weights; s8 A (tensor, row) × s8 (tensor, col) or s4 (col, group of 128 or
-// 256) weights, whose sums are exact int32; e4m3/e5m2 A × e4m3 (tensor, row × tensor, col),
-// sm_89 and up.
+// 256) weights, whose sums are exact int32; e4m3/e5m2 A × e4m3 (tensor, row, block × tensor,
+// col, block), sm_89 and up; MXFP8 (e4m3 × e4m3, mx × mx) by name only, not yet run on the
+// H100 (auto takes it once test_gpu_quant has passed it there).
 //
 // The weights are mma's A operand and the tokens its B operand (D^T = B·A^T): a warp tile is
 // 16 weight rows × 8 tokens, so at M = 1 an mma wastes 7 of 8 token columns and none of the
@@ -50,6 +51,8 @@
 %     if B == "s8" then return one_of(SA, "tensor", "row") and one_of(SB, "tensor", "col") end
 %     return B == "s4" and SA == "row" and (SB == "col" or (SB == "group" and GROUP % 128 == 0))
 %   end
+%   -- MXFP8: by name only (kernel=gemv) until its GPU tests have passed on the H100
+%   if A == "e4m3" and B == "e4m3" and SA == "mx" and SB == "mx" then return ARCH >= 89 and NAMED end
 %   return one_of(A, "e4m3", "e5m2") and B == "e4m3" and ARCH >= 89 and one_of(SA, "tensor", "row", "block") and
 %     one_of(SB, "tensor", "col", "block")
 % end
@@ -84,7 +87,7 @@
 %   end,
 %   plan = function()
 %     if not gemv_serves() then
-%       unsupported(string.format("kernel gemv takes a=f16|bf16 sa=none with b of a's type (no scales), b=s4|u4 sb=col|group:128|group:256, b=s8 sb=col|tensor or b=e2m1 sb=mx; a=s8 sa=tensor|row b=s8 sb=tensor|col, or sa=row b=s4 sb=col|group:128|group:256; a=e4m3|e5m2 sa=tensor|row|block b=e4m3 sb=tensor|col|block on sm_89 and up (got a=%s b=%s sa=%s sb=%s arch=%d)", A, B, SA, SB, ARCH))
+%       unsupported(string.format("kernel gemv takes a=f16|bf16 sa=none with b of a's type (no scales), b=s4|u4 sb=col|group:128|group:256, b=s8 sb=col|tensor or b=e2m1 sb=mx; a=s8 sa=tensor|row b=s8 sb=tensor|col, or sa=row b=s4 sb=col|group:128|group:256; a=e4m3|e5m2 sa=tensor|row|block b=e4m3 sb=tensor|col|block, or a=e4m3 b=e4m3 sa=mx sb=mx (by name), on sm_89 and up (got a=%s b=%s sa=%s sb=%s arch=%d)", A, B, SA, SB, ARCH))
 %     end
 %     if ZEROS and not (B == "u4" and SB == "group") then unsupported("kernel gemv: zero points need b=u4 sb=group") end
 %     if not one_of(OUT, "f16", "bf16", "f32") then unsupported("kernel gemv: out must be f16, bf16 or f32") end
@@ -114,6 +117,9 @@
 %             -- each step folded into f32 times its scales: groups (one a step), 128-k blocks
 %             GROUPF = SB == "group", BLOCK = SA == "block" or SB == "block",
 %             FOLD = SB == "group" or SA == "block" or SB == "block",
+%             -- MXFP8: a thread's step is two 8-byte pieces, k 8c and 32 + 8c, so that each of
+%             -- its two mmas holds one 32-k block, folded in times both blocks' 2^(e−127)
+%             MX8 = SA == "mx",
 %             -- the mma: m16n8k16 in A's type for 16-bit tokens, m16n8k32 for 8-bit ones
 %             MMA = AB == 2 and string.format("m16n8k16.row.col.f32.%s.%s.f32", A, A) or
 %               (A == "s8" and "m16n8k32.row.col.s32.s8.s8.s32" or string.format("m16n8k32.row.col.f32.%s.%s.f32", B, A))}
@@ -152,6 +158,32 @@ __device__ __forceinline__ uint4 $(f[1])(const void *ptr, bool p)
     return r;
 }
 % end
+% if MX8 then
+// Two 8-byte pieces, at ptr and ptr + 32 (a quad reads each 32-byte sector whole), as one
+// chunk: registers 0, 1 the first piece, 2, 3 the second; zeros where !p0 / !p1.
+__device__ __forceinline__ uint4 ld8x2(const char *ptr, bool p0, bool p1, bool stream)
+{
+    uint4 r;
+    if (stream)
+        asm volatile("{\n.reg .pred q, u;\nsetp.ne.b32 q, %5, 0;\nsetp.ne.b32 u, %6, 0;\n"
+                     "mov.b32 %0, 0; mov.b32 %1, 0; mov.b32 %2, 0; mov.b32 %3, 0;\n"
+                     "@q ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%4];\n"
+                     "@u ld.global.nc.L1::no_allocate.v2.u32 {%2, %3}, [%4+32];\n}\n"
+                     : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(ptr), "r"((int)p0), "r"((int)p1));
+    else
+        asm volatile("{\n.reg .pred q, u;\nsetp.ne.b32 q, %5, 0;\nsetp.ne.b32 u, %6, 0;\n"
+                     "mov.b32 %0, 0; mov.b32 %1, 0; mov.b32 %2, 0; mov.b32 %3, 0;\n"
+                     "@q ld.global.nc.v2.u32 {%0, %1}, [%4];\n"
+                     "@u ld.global.nc.v2.u32 {%2, %3}, [%4+32];\n}\n"
+                     : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(ptr), "r"((int)p0), "r"((int)p1));
+    return r;
+}
+// 2^(e−127) as f32 (e = 0: 2^-127, 0xFF: NaN)
+__device__ __forceinline__ float e8m0(u16 e)
+{
+    return e == 255 ? __uint_as_float(0x7fc00000u) : e == 0 ? __uint_as_float(0x00400000u) : __uint_as_float((u32)e << 23);
+}
+% end
 % if GROUPF then
 using qc::gs_t;
 using qc::gs_f32;
@@ -161,7 +193,7 @@ using qc::gs_f32;
 % local loaders = {}
 % if (GROUPF and GS == "f32") or BLOCK then loaders[#loaders + 1] = {"float", "f32", "f", "b32"} end
 % if GROUPF and GS ~= "f32" then loaders[#loaders + 1] = {"u16", "u16", "h", "b16"} end
-% if E2M1 then loaders[#loaders + 1] = {"u16", "u8", "h", "b16"} end
+% if E2M1 or MX8 then loaders[#loaders + 1] = {"u16", "u8", "h", "b16"} end
 % for _, l in ipairs(loaders) do
 __device__ __forceinline__ $(l[1]) ld_$(l[2])(const void *ptr, bool p)
 {
@@ -323,7 +355,7 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
         for (int h = 0; h < 2; ++h) {
             const int n = n0 + 16 * r + g + 8 * h;
             bok[r][h] = n < N;
-            brow[r][h] = static_cast<const char *>(p.b) + (long long)(n < N ? n : 0) * row_bytes + c * 16;
+            brow[r][h] = static_cast<const char *>(p.b) + (long long)(n < N ? n : 0) * row_bytes + c * $(MX8 and 8 or 16);
         }
     const char *arow[NT];
     bool aok[NT];
@@ -331,7 +363,7 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
     for (int t = 0; t < NT; ++t) {
         const int m = m0 + g + 8 * t;
         aok[t] = m < M;
-        arow[t] = static_cast<const char *>(p.a) + ((long long)(m < M ? m : 0) * p.lda + c * KC) * AB;
+        arow[t] = static_cast<const char *>(p.a) + ((long long)(m < M ? m : 0) * p.lda + c * $(MX8 and 8 or "KC")) * AB;
     }
 % if GROUPF then
     const int groups = K / $(GROUP);                 // scale entries a row
@@ -370,6 +402,25 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
     const float *fbrow = static_cast<const float *>(p.scale_b) + (long long)(n0 / 128) * kb;
 %   end
 % end
+% if MX8 then
+    // e8m0 scales of the two 32-k blocks of a step: rows g, g + 8 and the thread's tokens
+    const unsigned char *xrow[RB][2], *xtok[NT][2];
+    bool xok[NT][2];
+#pragma unroll
+    for (int r = 0; r < RB; ++r)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+            xrow[r][h] = static_cast<const unsigned char *>(p.scale_b) +
+                         (long long)(bok[r][h] ? n0 + 16 * r + g + 8 * h : 0) * (K / 32);
+#pragma unroll
+    for (int t = 0; t < NT; ++t)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int m = m0 + 8 * t + 2 * c + e;
+            xok[t][e] = m < M;
+            xtok[t][e] = static_cast<const unsigned char *>(p.scale_a) + (long long)(m < M ? m : 0) * (K / 32);
+        }
+% end
 % if E2M1 then
     // e8m0 scales: this thread's chunk of a step is one 32-k block
     const unsigned char *erow[RB][2];
@@ -399,8 +450,22 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 % if E2M1 then
     u16 eb[D][RB][2];
 % end
+% if MX8 then
+    u16 xb[D][RB][2][2], xa[D][NT][2][2]; // [..][block]
+% end
     // step s into slot d: the weights (and their scales), then the tokens
     auto load_b = [&](int d, int s) {
+% if MX8 then
+        const bool in0 = s * STEP + 8 * c < K, in1 = s * STEP + 32 + 8 * c < K; // the two pieces
+#pragma unroll
+        for (int r = 0; r < RB; ++r)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                wb[d][r][h] = ld8x2(brow[r][h] + (long long)s * 64, in0 && bok[r][h], in1 && bok[r][h], true);
+                xb[d][r][h][0] = ld_u8(xrow[r][h] + 2 * s, in0 && bok[r][h]);
+                xb[d][r][h][1] = ld_u8(xrow[r][h] + 2 * s + 1, in1 && bok[r][h]);
+            }
+% else
         const bool in = s * STEP + c * KC < K; // this thread's chunk of step s
 #pragma unroll
         for (int r = 0; r < RB; ++r)
@@ -418,17 +483,31 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
                 eb[d][r][h] = ld_u8(erow[r][h] + 4 * s, in && bok[r][h]);
 % end
             }
+% end
 % if SB == "block" then
         fb[d] = ld_f32(fbrow + s * STEP / 128, s < nsteps);
 % end
     };
     auto load_a = [&](int d, int s) {
+% if MX8 then
+        const bool in0 = s * STEP + 8 * c < K, in1 = s * STEP + 32 + 8 * c < K;
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+            ab[d][t][0] = ld8x2(arow[t] + (long long)s * STEP, in0 && aok[t], in1 && aok[t], false);
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+#pragma unroll
+                for (int b = 0; b < 2; ++b)
+                    xa[d][t][e][b] = ld_u8(xtok[t][e] + 2 * s + b, s * STEP + 32 * b < K && xok[t][e]);
+        }
+% else
         const bool in = s * STEP + c * KC < K;
 #pragma unroll
         for (int t = 0; t < NT; ++t)
 #pragma unroll
             for (int i = 0; i < R / 4; ++i)
                 ab[d][t][i] = ld16(arow[t] + (long long)s * STEP * AB + 16 * i, in && aok[t]);
+% end
 % if SA == "block" then
 #pragma unroll
         for (int t = 0; t < NT; ++t)
@@ -483,15 +562,31 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
                 weight_regs(wb[d][r][0], w0);
                 weight_regs(wb[d][r][1], w1);
 % end
+% if MX8 then
+                // each mma is one 32-k block: fold it in times the token's and the row's scales
+                // (each a power of two, so the two multiplies round nothing; one rounding in the add)
+#pragma unroll
+                for (int t = 0; t < NT; ++t)
+#pragma unroll
+                    for (int j = 0; j < 2; ++j) {
+                        float part[4] = {0.f, 0.f, 0.f, 0.f};
+                        mma(part, w0[2 * j], w1[2 * j], w0[2 * j + 1], w1[2 * j + 1], tp[t][2 * j], tp[t][2 * j + 1]);
+#pragma unroll
+                        for (int i = 0; i < 4; ++i)
+                            acc[r][t][i] = __fmaf_rn(part[i] * e8m0(xa[d][t][i & 1][j]), e8m0(xb[d][r][i >> 1][j]), acc[r][t][i]);
+                    }
+% end
 % if FOLD then
                 acc_t part[NT][4];
                 qc::zero(part);
 % end
+% if not MX8 then
 #pragma unroll
                 for (int t = 0; t < NT; ++t)
 #pragma unroll
                     for (int j = 0; j < R / 2; ++j)
                         mma($(FOLD and "part[t]" or "acc[r][t]"), w0[2 * j], w1[2 * j], w0[2 * j + 1], w1[2 * j + 1], tp[t][2 * j], tp[t][2 * j + 1]);
+% end
 % if GROUPF then
                 // fold the step (inside one group) in: acc += s·(part − z·asum)
                 const float s_g = gs_f32(sb[d][r][0]), s_g8 = gs_f32(sb[d][r][1]);
