@@ -162,24 +162,21 @@ __device__ __forceinline__ uint4 $(f[1])(const void *ptr, bool p)
 % if MX8 then
 // Two 8-byte pieces, at ptr and ptr + 32 (a quad reads each 32-byte sector whole), as one
 // chunk: registers 0, 1 the first piece, 2, 3 the second; zeros where !p0 / !p1.
-__device__ __forceinline__ uint4 ld8x2(const char *ptr, bool p0, bool p1, bool stream)
+%   for _, f in ipairs({{"ld8x2_stream", ".L1::no_allocate"}, {"ld8x2", ""}}) do
+__device__ __forceinline__ uint4 $(f[1])(const char *ptr, bool p0, bool p1)
 {
     uint4 r;
-    if (stream)
-        asm volatile("{\n.reg .pred q, u;\nsetp.ne.b32 q, %5, 0;\nsetp.ne.b32 u, %6, 0;\n"
-                     "mov.b32 %0, 0; mov.b32 %1, 0; mov.b32 %2, 0; mov.b32 %3, 0;\n"
-                     "@q ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%4];\n"
-                     "@u ld.global.nc.L1::no_allocate.v2.u32 {%2, %3}, [%4+32];\n}\n"
-                     : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(ptr), "r"((int)p0), "r"((int)p1));
-    else
-        asm volatile("{\n.reg .pred q, u;\nsetp.ne.b32 q, %5, 0;\nsetp.ne.b32 u, %6, 0;\n"
-                     "mov.b32 %0, 0; mov.b32 %1, 0; mov.b32 %2, 0; mov.b32 %3, 0;\n"
-                     "@q ld.global.nc.v2.u32 {%0, %1}, [%4];\n"
-                     "@u ld.global.nc.v2.u32 {%2, %3}, [%4+32];\n}\n"
-                     : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(ptr), "r"((int)p0), "r"((int)p1));
+    asm volatile("{\n.reg .pred q, u;\nsetp.ne.b32 q, %5, 0;\nsetp.ne.b32 u, %6, 0;\n"
+                 "mov.b32 %0, 0; mov.b32 %1, 0; mov.b32 %2, 0; mov.b32 %3, 0;\n"
+                 "@q ld.global.nc$(f[2]).v2.u32 {%0, %1}, [%4];\n"
+                 "@u ld.global.nc$(f[2]).v2.u32 {%2, %3}, [%4+32];\n}\n"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(ptr), "r"((int)p0), "r"((int)p1));
     return r;
 }
-// 2^(e−127) as f32 (e = 0: 2^-127, 0xFF: NaN)
+%   end
+% end
+% if MX8 or E2M1 then
+// An e8m0 scale, 2^(e−127), as f32 (e = 0: 2^-127, 0xFF: NaN)
 __device__ __forceinline__ float e8m0(u16 e)
 {
     return e == 255 ? __uint_as_float(0x7fc00000u) : e == 0 ? __uint_as_float(0x00400000u) : __uint_as_float((u32)e << 23);
@@ -239,11 +236,8 @@ __device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 sel)
 // type (f16 holds 2^-24 to 2^15 of it).
 __device__ __forceinline__ u32 mx_scale(u16 e)
 {
-    const float f = e == 255 ? __uint_as_float(0x7fc00000u)
-                  : e == 0   ? __uint_as_float(0x00400000u)
-                             : __uint_as_float((u32)e << 23);
     u32 r;
-    asm("cvt.rn.$(A)x2.f32 %0, %1, %1;\n" : "=r"(r) : "f"(f));
+    asm("cvt.rn.$(A)x2.f32 %0, %1, %1;\n" : "=r"(r) : "f"(e8m0(e)));
     return r;
 }
 
@@ -462,7 +456,7 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
         for (int r = 0; r < RB; ++r)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                wb[d][r][h] = ld8x2(brow[r][h] + (long long)s * 64, in0 && bok[r][h], in1 && bok[r][h], true);
+                wb[d][r][h] = ld8x2_stream(brow[r][h] + (long long)s * 64, in0 && bok[r][h], in1 && bok[r][h]);
                 xb[d][r][h][0] = ld_u8(xrow[r][h] + 2 * s, in0 && bok[r][h]);
                 xb[d][r][h][1] = ld_u8(xrow[r][h] + 2 * s + 1, in1 && bok[r][h]);
             }
@@ -494,7 +488,7 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
         const bool in0 = s * STEP + 8 * c < K, in1 = s * STEP + 32 + 8 * c < K;
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
-            ab[d][t][0] = ld8x2(arow[t] + (long long)s * STEP, in0 && aok[t], in1 && aok[t], false);
+            ab[d][t][0] = ld8x2(arow[t] + (long long)s * STEP, in0 && aok[t], in1 && aok[t]);
 #pragma unroll
             for (int e = 0; e < 2; ++e)
 #pragma unroll
