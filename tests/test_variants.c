@@ -135,6 +135,23 @@ int main(void)
         CHECK(st == QJIT_ERROR_UNSUPPORTED, "precompile of %s: %s", unsupported[i],
               qjit_status_string(st));
     }
+    /* warps that do not split the tile: the descriptor parses (how warps split a tile is the
+     * family's to say) and the family refuses it, naming the warps, before any compile */
+    static const char *const bad_warps[] = {
+        "gemm a=bf16 b=bf16 out=bf16 kernel=mma tile=64x64x32 warps=8x1 stages=3",
+        "gemm a=bf16 b=bf16 out=bf16 kernel=wgmma tile=64x128x64 warps=2x1 stages=4",
+        "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 kernel=gemv tile=8x16x128 warps=2x2 stages=2",
+    };
+    for (size_t i = 0; i < sizeof bad_warps / sizeof bad_warps[0]; i++) {
+        qjit_gemm_desc d;
+        char why[512] = "";
+        CHECK_OK(qjit_gemm_desc_parse(bad_warps[i], &d));
+        qjit_status st = qjit_gemm_supports(ctx, &d, QJIT_ARCH_SM90A, why, sizeof why);
+        CHECK(st == QJIT_ERROR_UNSUPPORTED && (strstr(why, "warps") || strstr(why, "WM")),
+              "%s: %s '%s'", bad_warps[i], qjit_status_string(st), why);
+        CHECK(qjit_gemm_precompile(ctx, &d, QJIT_ARCH_SM90A, NULL) == QJIT_ERROR_UNSUPPORTED,
+              "precompile of %s", bad_warps[i]);
+    }
     qjit_stats s3;
     qjit_context_stats(ctx, &s3);
     CHECK(s3.compiles == s.compiles, "an unsupported descriptor reached NVRTC");
