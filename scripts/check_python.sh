@@ -12,8 +12,12 @@ bash "$root/scripts/setup.sh" >/dev/null     # the Debian packages the build nee
 work="${QJIT_PY_DIR:-$root/build-py}"
 rm -rf "$work"
 python3 -m venv "$work/venv"
-"$work/venv/bin/pip" install -q "$root" numpy torch
+"$work/venv/bin/pip" install -q --no-cache-dir "$root" numpy torch
 cd "$work"
+rc=0
 env -u PYTHONPATH -u QJIT_LIBRARY QJIT_CACHE_DIR="$work/cache" \
   "$work/venv/bin/python" "$root/tests/python/run_tests.py" --min-run "${QJIT_PY_MIN_RUN:-26}" \
-  2>&1 | tail -30
+  2>&1 | tail -30 || rc=$?
+cd "$root"
+[ "${QJIT_PY_KEEP:-0}" = 1 ] || rm -rf "$work"
+exit "$rc"
