@@ -13,6 +13,7 @@
 
 #define QUANT_TEMPLATE "quant.cu"
 #define THREADS 256
+#define UNITS 2 /* block and mx: chunks of 16 bytes a lane loads before the first reduction */
 #define MAX_PARTS 1024 /* tensor scale: partial maxima, one float each in the workspace */
 _Static_assert(MAX_PARTS * 4 <= QJIT_QUANT_WORKSPACE_BYTES, "the tensor workspace");
 
@@ -80,6 +81,7 @@ static qjit_status build(qjit_context *ctx, const qjit_quant_desc *r, bool must_
         {"COLS", QJIT_TP_BOOL, r->cols, NULL},
         {"ARCH", QJIT_TP_INT, (long long)r->arch, NULL},
         {"QPARAMS_BYTES", QJIT_TP_INT, (long long)sizeof(qjit_quant_kernel_params), NULL},
+        {"UNITS", QJIT_TP_INT, UNITS, NULL},
     };
     qjit_expansion e;
     qjit_status st = qjit_sandbox_expand(ctx->opt.template_dir, QUANT_TEMPLATE, p,
@@ -230,22 +232,24 @@ qjit_status qjit_quant_get_desc(const qjit_quant *q, qjit_quant_desc *out, char 
 }
 
 /* ------------------------------------------------------------ launch */
-/* The grid of a launch (256 threads a CTA): row and tensor a CTA per row; block a warp per
- * 1x128 group; mx eight lanes per 32-value block; cols a CTA per 32 rows x 256 columns.
- * A batch is grid y (cols: z). */
+/* The grid of a launch (256 threads a CTA): row and tensor a CTA per row; block and mx a
+ * warp per UNITS x GPW groups (GPW = 32 lanes over the group's 16-byte chunks: 128 or 32
+ * values over 8, or 4 for f32, a chunk), as the template's kernels take them; cols a CTA
+ * per 32 rows x 256 columns.  A batch is grid y (cols: z). */
 static void grid_of(const qjit_quant_desc *d, const qjit_quant_args *a, int64_t grid[3])
 {
     const int64_t batch = a->batch > 1 ? a->batch : 1;
     grid[1] = batch;
     grid[2] = 1;
+    const int64_t vec = d->in == QJIT_DTYPE_F32 ? 4 : 8;
     if (d->cols) {
         grid[0] = (a->k + 255) / 256;
         grid[1] = a->m / 32;
         grid[2] = batch;
-    } else if (d->scale == QJIT_SCALE_BLOCK) {
-        grid[0] = (a->m * ((a->k + 127) / 128) + 7) / 8;
-    } else if (d->scale == QJIT_SCALE_MX) {
-        grid[0] = (a->m * (a->k / 32) + 31) / 32;
+    } else if (d->scale == QJIT_SCALE_BLOCK || d->scale == QJIT_SCALE_MX) {
+        const int64_t g = d->scale == QJIT_SCALE_BLOCK ? 128 : 32;
+        const int64_t groups = a->m * ((a->k + g - 1) / g), per_cta = 8 * UNITS * (32 * vec / g);
+        grid[0] = (groups + per_cta - 1) / per_cta;
     } else {
         grid[0] = a->m;
     }

@@ -29,6 +29,9 @@
 % if SCALE ~= "mx" and OUT == "e2m1" then unsupported("out=e2m1 needs scale=mx") end
 % if SCALE == "block" and OUT ~= "e4m3" then unsupported("scale=block (1x128) needs out=e4m3") end
 % if COLS and SCALE ~= "mx" then unsupported("layout=cols needs scale=mx") end
+% local VEC = IN == "f32" and 4 or 8 -- values a chunk of a row: one 16-byte load
+% local QB = PACKED and VEC // 2 or VEC -- bytes of q a chunk
+% local ESZ = IN == "f32" and 4 or 2
 struct qjit_quant_params {
     const void *x;
     void *q, *scale, *workspace;
@@ -71,24 +74,6 @@ __device__ __forceinline__ void group_reduce(float &a, int &bad, int width)
     }
 }
 
-// The row-wise block kernels' start: a thread's 4 values from value i0 of row r (0 where the
-// thread is not live, or past K when TAIL), and their amax and nonfinite flag over the
-// block's WIDTH lanes.
-template <bool TAIL, int WIDTH>
-__device__ __forceinline__ void block_values(const qjit_quant_params &p, bool live, long long r, long long i0,
-                                             float (&v)[4], float &a, int &bad)
-{
-    a = 0.0f;
-    bad = 0;
-    for (int t = 0; t < 4; t++) {
-        const long long i = i0 + t;
-        v[t] = live && (!TAIL || i < p.k) ? load_x(p.x, blockIdx.y * p.x_batch + r * p.ldx + i) : 0.0f;
-        bad |= nonfinite(v[t]);
-        a = fmaxf(a, fabsf(v[t]));
-    }
-    group_reduce(a, bad, WIDTH);
-}
-
 // The same over a CTA of 256 threads; every thread gets the result.
 __device__ __forceinline__ void cta_reduce(float &a, int &bad)
 {
@@ -111,6 +96,170 @@ __device__ __forceinline__ void cta_reduce(float &a, int &bad)
 }
 
 __device__ __forceinline__ float nan_f() { return __uint_as_float(0x7fc00000u); }
+
+% if not COLS then
+// The row-wise kernels move x in chunks of $(VEC) values (16 bytes) and q in $(QB) bytes a
+// chunk when every address of the launch allows (vec_ok), else value by value; the math is
+// the same either way.  A group's amax is taken on magnitudes as bits (|x| is the value
+// with its sign bit cleared, and such bits order as the values do), so that one integer
+// max gives both the amax and, at or above the bits of infinity, the nonfinite flag.
+__device__ __forceinline__ bool vec_ok(const qjit_quant_params &p)
+{
+    return (unsigned long long)p.x % 16 == 0 && (unsigned long long)p.q % $(QB) == 0 &&
+           p.k % $(VEC) == 0 && p.ldx % $(VEC) == 0 && p.x_batch % $(VEC) == 0 &&
+           p.ldq % $(VEC) == 0 && p.q_batch % $(VEC) == 0;
+}
+
+// The raw bits of the chunk at value i of the row at x + base (i a multiple of $(VEC)):
+// values at or past `end` read as 0, a magnitude that changes no max and a code never
+// stored.  ld16 when vec_ok, ld_values otherwise; callers branch once, outside their loops,
+// so that a thread's loads issue together.
+__device__ __forceinline__ uint4 ld16(const void *x, long long base, long long i, long long end)
+{
+    return i < end ? __ldg((const uint4 *)((const char *)x + (base + i) * $(ESZ))) : make_uint4(0, 0, 0, 0);
+}
+
+__device__ __forceinline__ uint4 ld_values(const void *x, long long base, long long i, long long end)
+{
+    u32 u[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int j = 0; j < $(VEC); j++)
+        if (i + j < end)
+%   if IN == "f32" then
+            u[j] = ((const u32 *)x)[base + i + j];
+%   else
+            u[j / 2] |= (u32)((const u16 *)x)[base + i + j] << (16 * (j % 2));
+%   end
+    return make_uint4(u[0], u[1], u[2], u[3]);
+}
+
+// N chunks of one row at values i0, i0 + step, ...
+template <int N>
+__device__ __forceinline__ void load_chunks(uint4 (&w)[N], const void *x, long long base, long long i0,
+                                            long long step, long long end, bool vec)
+{
+    if (vec) {
+#pragma unroll
+        for (int t = 0; t < N; t++)
+            w[t] = ld16(x, base, i0 + t * step, end);
+    } else {
+#pragma unroll
+        for (int t = 0; t < N; t++)
+            w[t] = ld_values(x, base, i0 + t * step, end);
+    }
+}
+
+// The largest magnitude among a chunk's values, as bits.
+__device__ __forceinline__ u32 chunk_mag(const uint4 &w)
+{
+    const u32 u[4] = {w.x, w.y, w.z, w.w};
+    u32 m = 0;
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+%   if IN == "f32" then
+        m = max(m, u[j] & 0x7fffffffu);
+%   else
+        m = max(m, max(u[j] & 0x7fffu, (u[j] >> 16) & 0x7fffu));
+%   end
+    return m;
+}
+
+// A magnitude's nonfinite flag and value.
+__device__ __forceinline__ int mag_bad(u32 m) { return m >= $(({f32 = "0x7f800000u", bf16 = "0x7f80u", f16 = "0x7c00u"})[IN]); }
+
+__device__ __forceinline__ float mag_value(u32 m)
+{
+%   if IN == "f32" then
+    return __uint_as_float(m);
+%   elseif IN == "bf16" then
+    return __uint_as_float(m << 16);
+%   else
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((unsigned short)m));
+    return f;
+%   end
+}
+
+// The chunk's $(VEC) values.
+__device__ __forceinline__ void unpack(const uint4 &w, float (&v)[$(VEC)])
+{
+    const u32 u[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+%   if IN == "f32" then
+        v[j] = __uint_as_float(u[j]);
+%   elseif IN == "bf16" then
+        v[2 * j] = __uint_as_float(u[j] << 16);
+        v[2 * j + 1] = __uint_as_float(u[j] & 0xffff0000u);
+%   else
+        asm("cvt.f32.f16 %0, %1;" : "=f"(v[2 * j]) : "h"((unsigned short)(u[j] & 0xffffu)));
+        asm("cvt.f32.f16 %0, %1;" : "=f"(v[2 * j + 1]) : "h"((unsigned short)(u[j] >> 16)));
+%   end
+    }
+}
+
+// The chunk's codes into the row of q at qrow (value i at byte i, or nibble i of byte i/2),
+// those at or past `end` not at all.
+__device__ __forceinline__ void store_codes(u8 *qrow, long long i, const u32 (&c)[$(VEC)], long long end, bool vec)
+{
+    if (i >= end)
+        return;
+%   if PACKED then
+    if (vec) {
+%     if VEC == 8 then
+        u32 w = 0;
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            w |= c[j] << (4 * j);
+        *(u32 *)(qrow + i / 2) = w;
+%     else
+        *(unsigned short *)(qrow + i / 2) = (unsigned short)(c[0] | c[1] << 4 | c[2] << 8 | c[3] << 12);
+%     end
+        return;
+    }
+#pragma unroll
+    for (int j = 0; j < $(VEC); j += 2) // K is even: a pair is in or out together
+        if (i + j < end)
+            qrow[(i + j) / 2] = (u8)(c[j] | c[j + 1] << 4);
+%   else
+    if (vec) {
+%     if VEC == 8 then
+        *(uint2 *)(qrow + i) = make_uint2(c[0] | c[1] << 8 | c[2] << 16 | c[3] << 24,
+                                          c[4] | c[5] << 8 | c[6] << 16 | c[7] << 24);
+%     else
+        *(u32 *)(qrow + i) = c[0] | c[1] << 8 | c[2] << 16 | c[3] << 24;
+%     end
+        return;
+    }
+#pragma unroll
+    for (int j = 0; j < $(VEC); j++)
+        if (i + j < end)
+            qrow[i + j] = (u8)c[j];
+%   end
+}
+
+// Row r of matrix blockIdx.y in q.
+__device__ __forceinline__ u8 *q_row(const qjit_quant_params &p, long long r)
+{
+    return (u8 *)p.q + (blockIdx.y * p.q_batch + r * p.ldq)$(PACKED and " / 2" or "");
+}
+
+// The max of m over the CTA's 256 threads; every thread gets it.
+__device__ __forceinline__ u32 cta_max(u32 m)
+{
+    __shared__ u32 sm[8];
+    m = __reduce_max_sync(0xffffffffu, m);
+    if (threadIdx.x % 32 == 0)
+        sm[threadIdx.x / 32] = m;
+    __syncthreads();
+    m = sm[0];
+#pragma unroll
+    for (int i = 1; i < 8; i++)
+        m = max(m, sm[i]);
+    __syncthreads(); // the array may be reused
+    return m;
+}
+% end
 
 % if SCALE ~= "mx" then
 // The scale of a group from its amax: NaN for a non-finite group, else (amax·clip)/QMAX.
@@ -191,202 +340,161 @@ __device__ __forceinline__ u32 encode_mx(float v, u32 c)
 } // namespace qq
 
 % if SCALE == "row" or SCALE == "tensor" then
-% local VEC = IN == "f32" and 4 or 8 -- values per 16-byte load
-% local QB = PACKED and VEC // 2 or VEC -- bytes of q per VEC values
-namespace qq {
-// VEC values of x from one 16-byte load at element i (16-byte aligned).
-__device__ __forceinline__ void load_vec(const void *x, long long i, float (&v)[$(VEC)])
-{
-    const uint4 w = *(const uint4 *)((const char *)x + i * $(IN == "f32" and 4 or 2));
-    const u32 u[4] = {w.x, w.y, w.z, w.w};
-%   if IN == "f32" then
-    for (int j = 0; j < 4; j++)
-        v[j] = __uint_as_float(u[j]);
-%   elseif IN == "bf16" then
-    for (int j = 0; j < 4; j++) {
-        v[2 * j] = __uint_as_float(u[j] << 16);
-        v[2 * j + 1] = __uint_as_float(u[j] & 0xffff0000u);
-    }
-%   else
-    for (int j = 0; j < 4; j++) {
-        asm("cvt.f32.f16 %0, %1;" : "=f"(v[2 * j]) : "h"((unsigned short)(u[j] & 0xffffu)));
-        asm("cvt.f32.f16 %0, %1;" : "=f"(v[2 * j + 1]) : "h"((unsigned short)(u[j] >> 16)));
-    }
-%   end
-}
-} // namespace qq
-
-// One CTA per row: its amax (row) or the tensor's from the partials (tensor), then the row.
-// Rows read in 16-byte loads and written $(QB) bytes at a time when every address allows
-// (the same for all rows of a launch), else value by value; the math is the same.
+% local RMAX = 8 -- chunks a thread holds: rows of up to 256 x RMAX chunks stay in registers
+// One CTA per row.  A row of up to $(256 * RMAX * VEC) values is read once, every chunk of a
+// thread loaded before the first is used; its amax (row) or the tensor's from the partials
+// (tensor) gives the scale, and the codes are made from the registers.  Longer rows are
+// read twice (amax, then codes; the second read mostly from L2).
 extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_quant_params p)
 {
     using namespace qq;
     const long long r = blockIdx.x;
     const long long xrow = r * p.ldx + blockIdx.y * p.x_batch;
-    const bool vec = (unsigned long long)p.x % 16 == 0 && (unsigned long long)p.q % $(QB) == 0 &&
-                     p.k % $(VEC) == 0 && p.ldx % $(VEC) == 0 && p.x_batch % $(VEC) == 0 &&
-                     p.ldq % $(VEC) == 0 && p.q_batch % $(VEC) == 0;
+    const bool vec = vec_ok(p);
+    u8 *qrow = q_row(p, r);
+    const bool held = p.k <= $(256 * RMAX * VEC);
+    uint4 w[$(RMAX)];
+    u32 m = 0;
+    if (held) {
+        load_chunks(w, p.x, xrow, threadIdx.x * $(VEC), 256 * $(VEC), p.k, vec);
+%   if SCALE == "row" then
+#pragma unroll
+        for (int t = 0; t < $(RMAX); t++)
+            m = max(m, chunk_mag(w[t]));
+%   end
+    }
+%   if SCALE == "row" then
+    else {
+        for (long long i = threadIdx.x * $(VEC); i < p.k; i += 256 * $(VEC))
+            m = max(m, chunk_mag(vec ? ld16(p.x, xrow, i, p.k) : ld_values(p.x, xrow, i, p.k)));
+    }
+    m = cta_max(m);
+    const float s = scale_of(mag_value(m), mag_bad(m), p.clip);
+    if (threadIdx.x == 0)
+        ((float *)p.scale)[blockIdx.y * p.m + r] = s;
+%   else
     float a = 0.0f;
     int bad = 0;
-%   if SCALE == "row" then
-    if (vec) {
-        for (long long i = threadIdx.x * $(VEC); i < p.k; i += 256 * $(VEC)) {
-            float v[$(VEC)];
-            load_vec(p.x, xrow + i, v);
-            for (int j = 0; j < $(VEC); j++) {
-                bad |= nonfinite(v[j]);
-                a = fmaxf(a, fabsf(v[j]));
-            }
-        }
-    } else {
-        for (long long i = threadIdx.x; i < p.k; i += 256) {
-            const float v = load_x(p.x, xrow + i);
-            bad |= nonfinite(v);
-            a = fmaxf(a, fabsf(v));
-        }
-    }
-%   else
     for (int i = threadIdx.x; i < p.parts; i += 256) {
         const float v = ((const float *)p.workspace)[i];
         bad |= nonfinite(v);
         a = fmaxf(a, v);
     }
-%   end
     cta_reduce(a, bad);
     const float s = scale_of(a, bad, p.clip);
-%   if SCALE == "row" then
-    if (threadIdx.x == 0)
-        ((float *)p.scale)[blockIdx.y * p.m + r] = s;
-%   else
     if (threadIdx.x == 0 && r == 0)
         ((float *)p.scale)[0] = s;
 %   end
-%   if PACKED then
-    u8 *qrow = (u8 *)p.q + (blockIdx.y * p.q_batch + r * p.ldq) / 2;
-%   else
-    u8 *qrow = (u8 *)p.q + blockIdx.y * p.q_batch + r * p.ldq;
-%   end
-    if (vec) {
-        for (long long i = threadIdx.x * $(VEC); i < p.k; i += 256 * $(VEC)) {
+    if (held) {
+#pragma unroll
+        for (int t = 0; t < $(RMAX); t++) {
             float v[$(VEC)];
-            load_vec(p.x, xrow + i, v);
+            unpack(w[t], v);
             u32 c[$(VEC)];
+#pragma unroll
             for (int j = 0; j < $(VEC); j++)
                 c[j] = encode(v[j], s);
-%   if PACKED then
-%     if VEC == 8 then
-            u32 w = 0;
-            for (int j = 0; j < 8; j++)
-                w |= c[j] << (4 * j);
-            *(u32 *)(qrow + i / 2) = w;
-%     else
-            *(unsigned short *)(qrow + i / 2) = (unsigned short)(c[0] | c[1] << 4 | c[2] << 8 | c[3] << 12);
-%     end
-%   else
-%     if VEC == 8 then
-            uint2 w;
-            w.x = c[0] | c[1] << 8 | c[2] << 16 | c[3] << 24;
-            w.y = c[4] | c[5] << 8 | c[6] << 16 | c[7] << 24;
-            *(uint2 *)(qrow + i) = w;
-%     else
-            *(u32 *)(qrow + i) = c[0] | c[1] << 8 | c[2] << 16 | c[3] << 24;
-%     end
-%   end
+            store_codes(qrow, ((long long)t * 256 + threadIdx.x) * $(VEC), c, p.k, vec);
         }
         return;
     }
-%   if PACKED then
-    for (long long j = threadIdx.x; j < p.k / 2; j += 256) {
-        const u32 lo = encode(load_x(p.x, xrow + 2 * j), s);
-        const u32 hi = encode(load_x(p.x, xrow + 2 * j + 1), s);
-        qrow[j] = (u8)(lo | (hi << 4));
+    for (long long i = threadIdx.x * $(VEC); i < p.k; i += 256 * $(VEC)) {
+        float v[$(VEC)];
+        unpack(vec ? ld16(p.x, xrow, i, p.k) : ld_values(p.x, xrow, i, p.k), v);
+        u32 c[$(VEC)];
+#pragma unroll
+        for (int j = 0; j < $(VEC); j++)
+            c[j] = encode(v[j], s);
+        store_codes(qrow, i, c, p.k, vec);
     }
-%   else
-    for (long long i = threadIdx.x; i < p.k; i += 256)
-        qrow[i] = (u8)encode(load_x(p.x, xrow + i), s);
-%   end
 }
 % end
 
 % if SCALE == "tensor" then
 // Partial max of |x| over rows blockIdx.x, blockIdx.x + gridDim.x, ... into
-// workspace[blockIdx.x] (NaN when one of them holds a NaN or an infinity).
+// workspace[blockIdx.x] (NaN when one of them holds a NaN or an infinity), four chunks a
+// thread in flight.
 extern "C" __global__ void __launch_bounds__(256) qjit_quant_amax(const qjit_quant_params p)
 {
     using namespace qq;
-    float a = 0.0f;
-    int bad = 0;
+    const bool vec = vec_ok(p);
+    u32 m = 0;
     for (long long r = blockIdx.x; r < p.m; r += gridDim.x)
-        for (long long i = threadIdx.x; i < p.k; i += 256) {
-            const float v = load_x(p.x, r * p.ldx + i);
-            bad |= nonfinite(v);
-            a = fmaxf(a, fabsf(v));
+        for (long long i = threadIdx.x * $(VEC); i < p.k; i += 4 * 256 * $(VEC)) {
+            uint4 w[4];
+            load_chunks(w, p.x, r * p.ldx, i, 256 * $(VEC), p.k, vec);
+#pragma unroll
+            for (int t = 0; t < 4; t++)
+                m = max(m, chunk_mag(w[t]));
         }
-    cta_reduce(a, bad);
+    m = cta_max(m);
     if (threadIdx.x == 0)
-        ((float *)p.workspace)[blockIdx.x] = bad ? nan_f() : a;
+        ((float *)p.workspace)[blockIdx.x] = mag_bad(m) ? nan_f() : mag_value(m);
 }
 % end
 
-% if SCALE == "block" then
-// One warp per 1x128 block of a row: 4 values a lane.  No lane leaves early, so that the
-// shuffles see the whole warp.
+% if SCALE == "block" or (SCALE == "mx" and not COLS) then
+% local G = SCALE == "block" and 128 or 32 -- values a group (K is a multiple of 32 for mx)
+% local LPG = G // VEC -- lanes a group, one chunk each
+% local GPW = 32 // LPG -- groups a warp covers with one chunk a lane
+// A warp takes $(UNITS) x $(GPW) consecutive groups in (row, block) order, $(LPG) lanes a group
+// and one chunk a lane at a time; a lane's $(UNITS) loads are in flight together before the
+// first group is reduced.  No lane leaves before the last shuffle.
 extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_quant_params p)
 {
     using namespace qq;
-    const long long nb = (p.k + 127) / 128;
-    const long long w = (long long)blockIdx.x * 8 + threadIdx.x / 32;
-    const bool live = w < p.m * nb;
-    const long long r = live ? w / nb : 0, b = live ? w % nb : 0;
-    const int lane = threadIdx.x % 32;
-    float v[4], a;
-    int bad;
-    block_values<true, 32>(p, live, r, b * 128 + lane * 4, v, a, bad);
-    if (!live)
-        return;
-    const float s = scale_of(a, bad, p.clip);
-    if (lane == 0)
-        ((float *)p.scale)[(blockIdx.y * p.m + r) * nb + b] = s;
-    u8 *qrow = (u8 *)p.q + blockIdx.y * p.q_batch + r * p.ldq;
-    for (int t = 0; t < 4; t++) {
-        const long long i = b * 128 + lane * 4 + t;
-        if (i < p.k)
-            qrow[i] = (u8)encode(v[t], s);
+    const long long nb = (p.k + $(G - 1)) / $(G);
+    const int lane = threadIdx.x % 32, sub = lane % $(LPG);
+    const long long g = ((long long)blockIdx.x * 8 + threadIdx.x / 32) * $(UNITS * GPW) + lane / $(LPG);
+    const bool vec = vec_ok(p);
+    long long r = g / nb, b = g % nb;
+    long long rs[$(UNITS)], bs[$(UNITS)];
+#pragma unroll
+    for (int u = 0; u < $(UNITS); u++) {
+        rs[u] = r;
+        bs[u] = b;
+        for (b += $(GPW); b >= nb; b -= nb)
+            r++;
     }
-}
-% end
-
-% if SCALE == "mx" and not COLS then
-// Eight lanes per 32-value block, 4 values a lane; K is a multiple of 32.
-extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_quant_params p)
-{
-    using namespace qq;
-    const long long nb = p.k / 32;
-    const long long g = ((long long)blockIdx.x * 256 + threadIdx.x) / 8;
-    const bool live = g < p.m * nb;
-    const long long r = live ? g / nb : 0, b = live ? g % nb : 0;
-    const int sub = threadIdx.x % 8;
-    float v[4], a;
-    int bad;
-    block_values<false, 8>(p, live, r, b * 32 + sub * 4, v, a, bad);
-    if (!live)
-        return;
-    const u32 c = bad ? 0xffu : e8m0_of(a);
-    if (sub == 0)
-        ((u8 *)p.scale)[(blockIdx.y * p.m + r) * nb + b] = (u8)c;
-    u32 code[4];
-    for (int t = 0; t < 4; t++)
-        code[t] = c == 0xffu ? 0u : encode_mx(v[t], c);
-%   if OUT == "e2m1" then
-    u8 *qrow = (u8 *)p.q + (blockIdx.y * p.q_batch + r * p.ldq) / 2 + b * 16 + sub * 2;
-    qrow[0] = (u8)(code[0] | (code[1] << 4));
-    qrow[1] = (u8)(code[2] | (code[3] << 4));
+    uint4 w[$(UNITS)];
+    if (vec) {
+#pragma unroll
+        for (int u = 0; u < $(UNITS); u++)
+            w[u] = ld16(p.x, blockIdx.y * p.x_batch + rs[u] * p.ldx, bs[u] * $(G) + sub * $(VEC), rs[u] < p.m ? p.k : 0);
+    } else {
+#pragma unroll
+        for (int u = 0; u < $(UNITS); u++)
+            w[u] = ld_values(p.x, blockIdx.y * p.x_batch + rs[u] * p.ldx, bs[u] * $(G) + sub * $(VEC), rs[u] < p.m ? p.k : 0);
+    }
+#pragma unroll
+    for (int u = 0; u < $(UNITS); u++) {
+        u32 m = chunk_mag(w[u]);
+#pragma unroll
+        for (int o = $(LPG // 2); o > 0; o /= 2)
+            m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+        if (rs[u] >= p.m)
+            continue;
+        const long long sidx = (blockIdx.y * p.m + rs[u]) * nb + bs[u];
+        float v[$(VEC)];
+        unpack(w[u], v);
+        u32 c[$(VEC)];
+%   if SCALE == "block" then
+        const float s = scale_of(mag_value(m), mag_bad(m), p.clip);
+        if (sub == 0)
+            ((float *)p.scale)[sidx] = s;
+#pragma unroll
+        for (int j = 0; j < $(VEC); j++)
+            c[j] = encode(v[j], s);
 %   else
-    u8 *qrow = (u8 *)p.q + blockIdx.y * p.q_batch + r * p.ldq + b * 32 + sub * 4;
-    for (int t = 0; t < 4; t++)
-        qrow[t] = (u8)code[t];
+        const u32 e = mag_bad(m) ? 0xffu : e8m0_of(mag_value(m));
+        if (sub == 0)
+            ((u8 *)p.scale)[sidx] = (u8)e;
+#pragma unroll
+        for (int j = 0; j < $(VEC); j++)
+            c[j] = e == 0xffu ? 0u : encode_mx(v[j], e);
 %   end
+        store_codes(q_row(p, rs[u]), bs[u] * $(G) + sub * $(VEC), c, p.k, vec);
+    }
 }
 % end
 

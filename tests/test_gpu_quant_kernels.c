@@ -174,6 +174,18 @@ static void test_modes(qjit_context *ctx)
                           "%s m=%lld k=%lld clip=%g", text, (long long)ms[j], (long long)k,
                           (double)clip);
                 }
+            /* the edges of the kernels' plans: a row of exactly what a CTA holds in registers
+             * and rows past it (the two-pass path, 16-byte and value by value) for row and
+             * tensor; one group a row for block (K = 100) and mx (K = 32), where a warp's
+             * groups span several rows */
+            const int64_t held = 256 * 8 * (d.in == QJIT_DTYPE_F32 ? 4 : 8);
+            const int64_t edge_k[3] = {held, held + 8, held + 10};
+            const int nedge = d.scale == QJIT_SCALE_ROW || d.scale == QJIT_SCALE_TENSOR ? 3 : 1;
+            for (int v = 0; v < nedge; v++) {
+                const int64_t k = nedge == 3 ? edge_k[v] : mx ? 32 : 100;
+                CHECK(check_one(qh, &d, nedge == 3 ? 5 : 77, k, 0.0f, 1, 8),
+                      "%s m=%d k=%lld (the plan's edge)", text, nedge == 3 ? 5 : 77, (long long)k);
+            }
         }
 }
 
@@ -370,6 +382,141 @@ static void test_bad(qjit_context *ctx)
     buf_free(&S);
 }
 
+/* ------------------------------------------------------------ a decode step */
+/* The seed scenario: a decode step (quantize the activations, then the GEMM that reads
+ * them) captured once as a CUDA graph and replayed with new activations gives the bytes
+ * of eager launches, q, scales and output alike, at batch 1 to 4, for every quantizer
+ * mode (s4 row has no GEMM reading it: the quantizer alone). */
+static void test_decode_step(qjit_context *ctx)
+{
+    static const struct {
+        const char *quant, *gemm;
+    } steps[] = {
+        {"quant in=bf16 out=s8 scale=row", "gemm a=s8 b=s8 sa=row sb=col out=bf16"},
+        {"quant in=bf16 out=s4 scale=row", NULL},
+        {"quant in=bf16 out=e4m3 scale=row", "gemm a=e4m3 b=e4m3 sa=row sb=col out=bf16"},
+        {"quant in=bf16 out=s8 scale=tensor", "gemm a=s8 b=s8 sa=tensor sb=col out=bf16"},
+        {"quant in=bf16 out=e4m3 scale=tensor", "gemm a=e4m3 b=e4m3 sa=tensor sb=tensor out=bf16"},
+        {"quant in=bf16 out=e4m3 scale=block", "gemm a=e4m3 b=e4m3 sa=block sb=block out=bf16"},
+        {"quant in=bf16 out=e4m3 scale=mx rule=floor", "gemm a=e4m3 b=e4m3 sa=mx sb=mx out=bf16"},
+        {"quant in=bf16 out=e4m3 scale=mx rule=rceil", "gemm a=e4m3 b=e4m3 sa=mx sb=mx out=bf16"},
+        {"quant in=bf16 out=e2m1 scale=mx rule=rceil", "gemm a=e2m1 b=e2m1 sa=mx sb=mx out=bf16"},
+    };
+    const int64_t n = 384, k = 2048;
+    for (size_t t = 0; t < sizeof steps / sizeof steps[0]; t++) {
+        qjit_quant_desc qd;
+        qjit_gemm_desc gd;
+        qjit_quant *qh;
+        qjit_gemm *g = NULL;
+        CHECK_OK(qjit_quant_desc_parse(steps[t].quant, &qd));
+        if (qjit_context_get_quant(ctx, &qd, NULL, &qh) != QJIT_OK) {
+            CHECK(0, "%s: %s", steps[t].quant, qjit_last_error());
+            continue;
+        }
+        if (steps[t].gemm) {
+            CHECK_OK(qjit_gemm_desc_parse(steps[t].gemm, &gd));
+            if (qjit_context_get_gemm(ctx, &gd, NULL, &g) != QJIT_OK) {
+                CHECK(0, "%s: %s", steps[t].gemm, qjit_last_error());
+                continue;
+            }
+        }
+        const bool packed = bits_of(qd.out) == 4;
+        buf B = {0}, SB = {0};
+        if (g) {
+            qjit_dtype st;
+            const size_t nsb = scale_count(&gd, 0, 4, n, k, &st);
+            buf_make(&B, bytes_of(gd.b, n, k));
+            buf_make(&SB, nsb * (size_t)(bits_of(st) / 8));
+            fill_elems(gd.b, B.h, (size_t)(n * k));
+            fill_scales(st, SB.h, nsb, 0.5e-2f, 1.5e-2f);
+            buf_up(&B);
+            buf_up(&SB);
+        }
+        for (int64_t m = 1; m <= 4; m++) {
+            const size_t xb = (size_t)(m * k) * 2, qb = (size_t)(packed ? m * k / 2 : m * k);
+            const size_t sb = scale_elems(&qd, m, k) * (qd.scale == QJIT_SCALE_MX ? 1 : 4);
+            const size_t db = (size_t)(m * n) * 2;
+            buf X, Q[2], S[2], D[2], W;
+            buf_make(&X, xb);
+            buf_make(&W, QJIT_QUANT_WORKSPACE_BYTES);
+            for (int e = 0; e < 2; e++) {
+                buf_make(&Q[e], qb);
+                buf_make(&S[e], sb);
+                buf_make(&D[e], db);
+            }
+            cudaStream_t s;
+            CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+            qjit_quant_args qa[2];
+            qjit_gemm_args ga[2];
+            for (int e = 0; e < 2; e++) {
+                qjit_quant_args a = {X.d, Q[e].d, S[e].d, W.d, m, k, k, k, 0.0f};
+                qjit_gemm_args b = {Q[e].d, B.d, D[e].d, NULL, S[e].d, SB.d, NULL, m, n, k, k, k, n};
+                qa[e] = a;
+                ga[e] = b;
+            }
+            /* [0] eager, [1] the graph's */
+            cudaGraph_t graph;
+            cudaGraphExec_t exec;
+            CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+            qjit_status st = qjit_quant_launch(qh, &qa[1], (struct CUstream_st *)s);
+            if (st == QJIT_OK && g)
+                st = qjit_gemm_launch(g, &ga[1], (struct CUstream_st *)s);
+            CK(cudaStreamEndCapture(s, &graph));
+            CHECK(st == QJIT_OK, "%s m=%lld capture: %s", steps[t].quant, (long long)m, qjit_last_error());
+            CK(cudaGraphInstantiate(&exec, graph, 0));
+            long differ = 0, unwritten = 0;
+            for (int round = 0; round < 5; round++) {
+                for (size_t i = 0; i < xb / 2; i++)
+                    ((uint16_t *)X.h)[i] = qjit_bf16_from_f32(uni(-4, 4));
+                buf_up(&X);
+                CK(cudaDeviceSynchronize()); /* s is non-blocking: it does not wait for the upload */
+                for (int e = 0; e < 2; e++) { /* poisons that differ: equal bytes were written */
+                    CK(cudaMemsetAsync(Q[e].d, e ? 0x5a : 0xa5, qb, s));
+                    CK(cudaMemsetAsync(S[e].d, e ? 0x5a : 0xa5, sb, s));
+                    CK(cudaMemsetAsync(D[e].d, e ? 0x5a : 0xa5, db, s));
+                }
+                CHECK_OK(qjit_quant_launch(qh, &qa[0], (struct CUstream_st *)s));
+                if (g)
+                    CHECK_OK(qjit_gemm_launch(g, &ga[0], (struct CUstream_st *)s));
+                CK(cudaStreamSynchronize(s)); /* the tensor workspace is shared */
+                CK(cudaGraphLaunch(exec, s));
+                CK(cudaStreamSynchronize(s));
+                buf *all[3][2] = {{&Q[0], &Q[1]}, {&S[0], &S[1]}, {&D[0], &D[1]}};
+                bool same = true;
+                for (int w = 0; w < (g ? 3 : 2); w++) {
+                    CK(cudaMemcpy(all[w][0]->h, all[w][0]->d, all[w][0]->n, cudaMemcpyDeviceToHost));
+                    CK(cudaMemcpy(all[w][1]->h, all[w][1]->d, all[w][1]->n, cudaMemcpyDeviceToHost));
+                    same &= !memcmp(all[w][0]->h, all[w][1]->h, all[w][0]->n);
+                }
+                differ += !same;
+                /* the step read this round's activations: its output is not the poison */
+                const uint8_t *out = g ? D[0].h : Q[0].h;
+                size_t poisoned = 0;
+                for (size_t i = 0; i < (g ? db : qb); i++)
+                    poisoned += out[i] == 0xa5;
+                unwritten += poisoned == (g ? db : qb);
+            }
+            CHECK(differ == 0 && unwritten == 0,
+                  "%s%s%s m=%lld: %ld of 5 replays differ from eager launches, %ld left the output unwritten",
+                  steps[t].quant, g ? " -> " : "", g ? steps[t].gemm : "", (long long)m, differ, unwritten);
+            CK(cudaGraphExecDestroy(exec));
+            CK(cudaGraphDestroy(graph));
+            CK(cudaStreamDestroy(s));
+            buf_free(&X);
+            buf_free(&W);
+            for (int e = 0; e < 2; e++) {
+                buf_free(&Q[e]);
+                buf_free(&S[e]);
+                buf_free(&D[e]);
+            }
+        }
+        if (g) {
+            buf_free(&B);
+            buf_free(&SB);
+        }
+    }
+}
+
 /* ------------------------------------------------------------ a linear layer */
 static void test_linear(qjit_context *ctx)
 {
@@ -464,6 +611,7 @@ int main(void)
     test_modes(ctx);
     test_batches(ctx);
     test_graphs(ctx);
+    test_decode_step(ctx);
     test_bad(ctx);
     test_linear(ctx);
     qjit_context_destroy(ctx);
