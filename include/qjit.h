@@ -530,12 +530,15 @@ typedef struct qjit_gemm_args {
  * QJIT_ERROR_INVALID_ARGUMENT names the devices) and launches nothing on error.
  * Does not allocate, synchronize, read device memory or load modules: legal inside
  * stream capture in any mode.  M == 0 or N == 0 launches nothing and returns QJIT_OK.
- * With QJIT_PDL=1 in the environment when the context was made, sm_90a kernels are
- * launched with programmatic stream serialization: a kernel may be scheduled while the
- * previous one in the stream finishes, and waits (griddepcontrol.wait, before any global
- * access) until that one's writes are visible; CUDA graphs keep the edge.  Results are the
- * same bit for bit.  Experimental, off unless asked for: on the H100, with a weight
- * prefetch since reverted, it made a decode step slower; alone it is not yet timed.
+ * With QJIT_PDL=1 in the environment when the context was made, sm_90a kernels (GEMMs and
+ * quantizers, qjit_quant_launch) are launched with programmatic stream serialization: a
+ * kernel may be scheduled while the previous one in the stream finishes, and waits
+ * (griddepcontrol.wait) until that one's writes are visible before it reads anything the
+ * previous kernel could have written; CUDA graphs keep the edge.  The gemv family reads its
+ * first weights (B, scale_b, zeros_b) before that wait: under QJIT_PDL=1 they must not be
+ * written by the kernel just before it in the stream.  Results are the same bit for bit.
+ * Off unless asked for: on the H100 a Llama 3 8B decode step with it ran W4A16 5% faster
+ * and bf16 25% slower (docs/BENCH.md).
  * Thread-safe. */
 QJIT_API qjit_status qjit_gemm_launch(const qjit_gemm *g, const qjit_gemm_args *args,
                                       struct CUstream_st *stream);

@@ -26,6 +26,7 @@ struct qjit_quant {
     CUdevice dev;
     CUmodule module;
     CUfunction fn, amax; /* amax: scale=tensor's first kernel */
+    bool pdl;             /* launched with programmatic stream serialization (QJIT_PDL, sm_90a) */
 };
 
 /* The context's map keys objects by a GEMM descriptor's bytes; a quant descriptor's bytes,
@@ -136,6 +137,7 @@ static qjit_status quant_make(qjit_context *ctx, const qjit_cu_api *cu, CUcontex
     q->cu = cu;
     q->cuctx = cuctx;
     q->dev = dev;
+    q->pdl = ctx->pdl && r->arch == QJIT_ARCH_SM90A;
     void *cubin = NULL;
     size_t n = 0;
     int cached = 0;
@@ -317,6 +319,31 @@ static qjit_status check_args(const qjit_quant *q, const qjit_quant_args *a, flo
     return QJIT_OK;
 }
 
+/* One of q's kernels, THREADS a CTA; with an early start where q->pdl (the kernels wait
+ * for the one before them before they read, and let the next one start at once: see
+ * templates/quant.cu). */
+static CUresult launch(const qjit_quant *q, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                       CUstream stream, void **params)
+{
+    if (!q->pdl)
+        return q->cu->LaunchKernel(f, gx, gy, gz, THREADS, 1, 1, 0, stream, params, NULL);
+    CUlaunchAttribute attr;
+    memset(&attr, 0, sizeof attr);
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDimX = gx;
+    cfg.gridDimY = gy;
+    cfg.gridDimZ = gz;
+    cfg.blockDimX = THREADS;
+    cfg.blockDimY = cfg.blockDimZ = 1;
+    cfg.hStream = stream;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    return q->cu->LaunchKernelEx(&cfg, f, params, NULL);
+}
+
 qjit_status qjit_quant_launch(const qjit_quant *q, const qjit_quant_args *a,
                               struct CUstream_st *stream)
 {
@@ -339,13 +366,14 @@ qjit_status qjit_quant_launch(const qjit_quant *q, const qjit_quant_args *a,
     grid_of(&q->desc, a, grid);
     CUresult r = CUDA_SUCCESS;
     if (q->desc.scale == QJIT_SCALE_TENSOR)
-        r = q->cu->LaunchKernel(q->amax, (unsigned)parts, 1, 1, THREADS, 1, 1, 0,
-                                (CUstream)stream, params, NULL);
+        r = launch(q, q->amax, (unsigned)parts, 1, 1, (CUstream)stream, params);
     if (r == CUDA_SUCCESS)
-        r = q->cu->LaunchKernel(q->fn, (unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2],
-                                THREADS, 1, 1, 0, (CUstream)stream, params, NULL);
+        r = launch(q, q->fn, (unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2],
+                   (CUstream)stream, params);
     if (r != CUDA_SUCCESS)
-        return qjit_err_prefix(qjit_drv_fail(q->cu, r, "cuLaunchKernel"), "%s", q->text);
+        return qjit_err_prefix(qjit_drv_fail(q->cu, r, q->pdl ? "cuLaunchKernelEx (early start)"
+                                                               : "cuLaunchKernel"),
+                               "%s", q->text);
     return QJIT_OK;
 }
 

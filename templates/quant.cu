@@ -20,7 +20,8 @@
 // transposed, [K][M], with scales [K][M/32] (the B operand of a GEMM reducing over M).
 //
 // Parameters: IN, OUT, SCALE, RULE ("floor"/"rceil", mx only), COLS (bool), ARCH (80, 86,
-// 89, 90), QPARAMS_BYTES (the library's qjit_quant_kernel_params).
+// 89, 90), QPARAMS_BYTES (the library's qjit_quant_kernel_params), UNITS (block and mx: the
+// chunks a lane loads before its first reduction; the library's grid counts on it).
 % local QMAX = ({s8 = 127, s4 = 7, e4m3 = 448, e2m1 = 6})[OUT]
 % local PACKED = OUT == "s4" or OUT == "e2m1"
 % local INT = OUT == "s8" or OUT == "s4"
@@ -96,6 +97,19 @@ __device__ __forceinline__ void cta_reduce(float &a, int &bad)
 }
 
 __device__ __forceinline__ float nan_f() { return __uint_as_float(0x7fc00000u); }
+
+// Programmatic dependent launch (sm_90), as the GEMMs: wait for the kernel before this one
+// in the stream (and its writes), then let the kernel after it be scheduled at once: a
+// GEMM launched with an early start (QJIT_PDL=1) then sets up and streams its first weights
+// while the activations are quantized, and waits for them in its own griddepcontrol.wait.
+// Without that launch attribute both are no-ops.
+__device__ __forceinline__ void pdl_enter()
+{
+% if ARCH >= 90 then
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+% end
+}
 
 % if not COLS then
 // The row-wise kernels move x in chunks of $(VEC) values (16 bytes) and q in $(QB) bytes a
@@ -348,13 +362,16 @@ __device__ __forceinline__ u32 encode_mx(float v, u32 c)
 extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_quant_params p)
 {
     using namespace qq;
+    pdl_enter();
     const long long r = blockIdx.x;
     const long long xrow = r * p.ldx + blockIdx.y * p.x_batch;
     const bool vec = vec_ok(p);
     u8 *qrow = q_row(p, r);
     const bool held = p.k <= $(256 * RMAX * VEC);
     uint4 w[$(RMAX)];
+%   if SCALE == "row" then
     u32 m = 0;
+%   end
     if (held) {
         load_chunks(w, p.x, xrow, threadIdx.x * $(VEC), 256 * $(VEC), p.k, vec);
 %   if SCALE == "row" then
@@ -417,7 +434,9 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_q
 extern "C" __global__ void __launch_bounds__(256) qjit_quant_amax(const qjit_quant_params p)
 {
     using namespace qq;
-    const bool vec = vec_ok(p);
+    pdl_enter();
+    // only x's side of vec_ok: this kernel writes no q
+    const bool vec = (unsigned long long)p.x % 16 == 0 && p.k % $(VEC) == 0 && p.ldx % $(VEC) == 0;
     u32 m = 0;
     for (long long r = blockIdx.x; r < p.m; r += gridDim.x)
         for (long long i = threadIdx.x * $(VEC); i < p.k; i += 4 * 256 * $(VEC)) {
@@ -443,6 +462,7 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_amax(const qjit_qua
 extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_quant_params p)
 {
     using namespace qq;
+    pdl_enter();
     const long long nb = (p.k + $(G - 1)) / $(G);
     const int lane = threadIdx.x % 32, sub = lane % $(LPG);
     const long long g = ((long long)blockIdx.x * 8 + threadIdx.x / 32) * $(UNITS * GPW) + lane / $(LPG);
@@ -506,6 +526,7 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_q
 extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_quant_params p)
 {
     using namespace qq;
+    pdl_enter();
     __shared__ float tile[32][257];
     const long long m0 = (long long)blockIdx.y * 32, k0 = (long long)blockIdx.x * 256;
     const long long xb = blockIdx.z * p.x_batch;
