@@ -11,6 +11,12 @@ the pair's sweep on sm_90a (small-m up to M = 64, default above) with the bucket
 heuristic.  The summary gives, per pair and model, auto's worst and median ratio to the
 peer across M and auto's worst ratio to the best named configuration.
 
+With --prefill (M >= 128, the prefill issue's table) the peers are those the formats
+promise to meet: bf16 cuBLAS for the weight-only pairs, fp8 row-wise `_scaled_mm` for FP8
+row and block and W4A8, fp8 tensor-wise `_scaled_mm` for FP8 tensor and MX, `_int_mm` for
+W8A8; each row also gives auto's TFLOP/s and its share of the dense peak its MMAs run at
+(989 TFLOP/s for 16-bit activations, 1979 for 8- and 4-bit ones).
+
     LD_LIBRARY_PATH=build PYTHONPATH=python QJIT_LIBRARY=build/libqjit.so \\
         python3 tools/bench_grid.py [--pairs bf16,w8a8] [--m 1,16,128,4096]
         [--models 8b,70b] [--cache-dir DIR] [--csv grid.csv]
@@ -30,6 +36,42 @@ from bench_step import (MODELS, PAIRS, make_act, make_weights, peer_call, qjit_c
 import qjit  # noqa: E402  (the package, for the sweep and the heuristic)
 
 
+# the prefill peers: what each pair's format is measured against at M >= 128
+PREFILL_PEER = {"bf16": "cuBLAS", "w4a16": "cuBLAS", "w8a16": "cuBLAS", "w4a16z": "cuBLAS",
+                "w4a16mx": "cuBLAS", "w8a8": "_int_mm", "fp8": "_scaled_mm row",
+                "fp8blk": "_scaled_mm row", "w4a8": "_scaled_mm row", "w4a8c": "_scaled_mm row",
+                "fp8t": "_scaled_mm tensor", "mxfp8": "_scaled_mm tensor",
+                "mxfp4": "_scaled_mm tensor"}
+SIXTEEN_BIT_A = ("bf16", "w4a16", "w8a16", "w4a16z", "w4a16mx")
+
+
+def prefill_peer_calls(pair, m, n, k, out, copies):
+    """(name, one call per weight copy) of the pair's prefill peer, on its own operands."""
+    name = PREFILL_PEER[pair]
+    calls = []
+    if name == "cuBLAS":
+        x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
+        for _ in range(copies):
+            wt = (torch.randn(n, k, dtype=torch.bfloat16, device="cuda") * 0.02).t()
+            calls.append(lambda wt=wt: torch.mm(x, wt, out=out))
+    elif name == "_int_mm":
+        x = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda")
+        for _ in range(copies):
+            wt = torch.randint(-128, 128, (n, k), dtype=torch.int8, device="cuda").t()
+            calls.append(lambda wt=wt: torch._int_mm(x, wt))
+    else:
+        x = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
+        rowwise = name.endswith("row")
+        sa = torch.rand(m, 1, device="cuda") * 1e-2 if rowwise else torch.rand((), device="cuda") * 1e-2
+        for _ in range(copies):
+            wt = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn).t()
+            sb = (torch.rand(1, n, device="cuda") * 1e-2).contiguous() if rowwise \
+                else torch.rand((), device="cuda") * 1e-2
+            calls.append(lambda wt=wt, sb=sb: torch._scaled_mm(x, wt, scale_a=sa, scale_b=sb,
+                                                               out_dtype=torch.bfloat16))
+    return name, calls
+
+
 def time_launches(calls, reps):
     """Median µs of one call, as graph replays of all of them (one per weight copy)."""
     return time_graph(calls, len(calls), reps)
@@ -38,7 +80,7 @@ def time_launches(calls, reps):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", default="build/libqjit.so")
-    ap.add_argument("--pairs", default="bf16,w4a16,w8a8,fp8,w4a8,mxfp8,w8a16,fp8blk,w4a16mx,w4a16z,fp8t,w4a8c")
+    ap.add_argument("--pairs", default="bf16,w4a16,w8a8,fp8,w4a8,mxfp8,w8a16,fp8blk,w4a16mx,w4a16z,fp8t,w4a8c,mxfp4")
     ap.add_argument("--models", default="8b,70b")
     ap.add_argument("--m", default="1,4,16,32,64,128,256,1024,4096")
     ap.add_argument("--reps", type=int, default=10)
@@ -46,7 +88,11 @@ def main():
     ap.add_argument("--cache-dir", default="", help="the cache whose tuned records auto uses")
     ap.add_argument("--no-named", action="store_true", help="time auto and the peer only")
     ap.add_argument("--csv", default="")
+    ap.add_argument("--prefill", action="store_true",
+                    help="the prefill peers and TFLOP/s (M defaults to 128,256,1024,4096)")
     o = ap.parse_args()
+    if o.prefill and o.m == ap.get_default("m"):
+        o.m = "128,256,1024,4096"
     torch.manual_seed(0)
     torch.zeros(1, device="cuda")
     q = Qjit(o.lib)
@@ -56,7 +102,7 @@ def main():
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}; µs per launch, median "
           f"of {o.reps} graph replays over weight copies covering {o.rotate_mb} MB")
     print(f"{'model':5} {'pair':6} {'M':>5} {'N x K':>12} {'auto us':>9} {'best us':>9} "
-          f"{'auto/best':>9} {'peer us':>9} {'peer/auto':>9}  best named")
+          f"{'auto/best':>9} {'peer us':>9} {'peer/auto':>9} {'TFLOP/s':>8} {'%peak':>6}  best named")
     rows = []
     ms = [int(x) for x in o.m.split(",")]
     for model in o.models.split(","):
@@ -86,19 +132,27 @@ def main():
                                 continue  # sizes this configuration refuses
                             if best is None or t < best:
                                 best, best_cfg = t, c.split("kernel=")[-1].replace(" split=1", "")
-                    t_peer = None
-                    if peer:
-                        try:
+                    t_peer, peer_name = None, peer
+                    try:
+                        if o.prefill:
+                            peer_name, pcalls = prefill_peer_calls(pair, m, n, k, out, min(copies, 4))
+                            t_peer = time_launches(pcalls, o.reps)
+                            del pcalls
+                        elif peer:
                             t_peer = time_launches([peer_call(pair, act, w, out) for w in ws], o.reps)
-                        except Exception as e:  # noqa: BLE001
-                            print(f"  {peer} failed: {str(e).splitlines()[0][:80]}")
+                    except Exception as e:  # noqa: BLE001
+                        print(f"  {peer_name} failed: {str(e).splitlines()[0][:80]}")
+                    tflops = 2.0 * m * n * k / t_auto / 1e6
+                    peak = 989.0 if pair in SIXTEEN_BIT_A else 1979.0
                     r = dict(model=model, pair=pair, m=m, n=n, k=k, auto_us=t_auto, best_us=best,
-                             best=best_cfg, peer=peer or "", peer_us=t_peer)
+                             best=best_cfg, peer=peer_name or "", peer_us=t_peer, tflops=tflops,
+                             peak_share=tflops / peak)
                     rows.append(r)
-                    f = lambda v, p=1: f"{v:9.{p}f}" if v is not None else f"{'—':>9}"
+                    f = lambda v, p=1, w=9: f"{v:{w}.{p}f}" if v is not None else f"{'—':>{w}}"
                     print(f"{model:5} {pair:6} {m:5d} {n:6d}x{k:<5d} {f(t_auto)} {f(best)} "
                           f"{f(t_auto / best if best else None, 2)} {f(t_peer)} "
-                          f"{f(t_peer / t_auto if t_peer else None, 2)}  {best_cfg}", flush=True)
+                          f"{f(t_peer / t_auto if t_peer else None, 2)} {f(tflops, 0, 8)} "
+                          f"{f(100 * tflops / peak, 0, 5)}%  {best_cfg}", flush=True)
                 del ws
                 torch.cuda.empty_cache()
     print("\n# summary: peer time / auto time across M and shapes (> 1: auto faster), and auto / best named")
@@ -111,7 +165,8 @@ def main():
                   if vs else f"{model:5} {pair:6} (no peer)", end="")
             print(f"; auto/best worst {max(bs):.2f}" if bs else "")
     if o.csv:
-        keys = ["model", "pair", "m", "n", "k", "auto_us", "best_us", "best", "peer", "peer_us"]
+        keys = ["model", "pair", "m", "n", "k", "auto_us", "best_us", "best", "peer", "peer_us",
+                "tflops", "peak_share"]
         with open(o.csv, "w") as fh:
             fh.write(",".join(keys) + "\n")
             for r in rows:

@@ -47,6 +47,7 @@ PAIRS = {
     "w4a16z": ("gemm a=bf16 b=u4 sb=group:128 gs=bf16 zeros=1 out=bf16", None, 0.5, 4 / 128, 2),
     "fp8t": ("gemm a=e4m3 b=e4m3 sa=tensor sb=tensor out=bf16", None, 1.0, 0.0, 1),
     "w4a8c": ("gemm a=s8 b=s4 sa=row sb=col out=bf16", None, 0.5, 0.0, 1),
+    "mxfp4": ("gemm a=e2m1 b=e2m1 sa=mx sb=mx out=bf16", None, 0.5, 1 / 32, 0.5),
 }
 
 
@@ -99,6 +100,9 @@ def make_weights(pair, n, k):
         d["s"] = torch.rand(n, device="cuda") * 1e-3
         if pair == "w8a8":
             d["wt"] = d["w"].t()
+    elif pair == "mxfp4":  # e2m1 values two a byte, e8m0 scales near 2^0
+        d["w"] = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, device="cuda")
+        d["s"] = torch.randint(120, 134, (n, k // 32), dtype=torch.uint8, device="cuda")
     elif pair in ("fp8", "mxfp8", "fp8blk", "fp8t"):
         d["w"] = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn)
         if pair == "fp8t":
@@ -121,6 +125,9 @@ def make_act(pair, m, k):
         d["x"] = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda")
         d["s"] = torch.rand(m, device="cuda") * 1e-3
         d["xp"] = d["x"] if m > 16 else torch.randint(-128, 128, (32, k), dtype=torch.int8, device="cuda")
+    elif pair == "mxfp4":
+        d["x"] = torch.randint(0, 256, (m, k // 2), dtype=torch.uint8, device="cuda")
+        d["s"] = torch.randint(120, 134, (m, k // 32), dtype=torch.uint8, device="cuda")
     else:
         d["x"] = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
         if pair == "fp8blk":  # 1x128 blocks
@@ -139,7 +146,7 @@ def make_act(pair, m, k):
 
 def qjit_args(pair, act, w, out, m, n, k):
     """The launch arguments of one projection: A's scales where the pair has them."""
-    sa = act.get("s") if pair in ("w8a8", "w4a8", "fp8", "mxfp8", "fp8blk", "fp8t", "w4a8c") else None
+    sa = act.get("s") if pair in ("w8a8", "w4a8", "fp8", "mxfp8", "fp8blk", "fp8t", "w4a8c", "mxfp4") else None
     return Args(ptr(act["x"]), ptr(w["w"]), ptr(out), None, ptr(sa), ptr(w.get("s")), ptr(w.get("z")),
                 m, n, k, k, k, n)
 
