@@ -31,9 +31,11 @@
 // q exactly into f32 partials, which are folded in times s; with zeros, minus z times the
 // step's sums of A (an mma against ones), so fractional zero points stay exact too.
 //
-// Configuration: tile=BMxBNxBK is tokens × weight rows × K per step (BM 8, 16 or 32; BN 16,
-// 32 or 64; BK as above); warps=1xW: W warps along K; stages: steps in flight per warp.
-// Block: 32·W threads; shared memory (W − 1)·BN·BM·4 bytes for the sum.  Grid: N/BN × M/BM.
+// Configuration: tile=BMxBNxBK is tokens × weight rows × K per step (BM 8, 16 or 32; BN 16
+// to 128; BK as above); warps=WRxW: WR warps across the rows (BN/WR each, 16, 32 or 64) and
+// W along K; stages: steps in flight per warp.  More rows a CTA read each token chunk from
+// L2 once for more weights (the WR warps of a step share it through L1).  Block: 32·WR·W
+// threads; shared memory (W − 1)·BN·BM·4 bytes for the sum.  Grid: N/BN × M/BM.
 % -- qjit family: name=gemv id=11 order=5
 % include("gemm_stage_plan.cuh")
 % -- k per 16-byte chunk of B, and the step (four chunks)
@@ -81,10 +83,13 @@
 %     if name ~= "small-m" then return nil end
 %     local bk, deep = 4 * chunk_k(), not one_of(B, "s4", "u4", "e2m1")
 %     local s1, s2 = deep and 8 or 4, deep and 4 or 2
-%     -- more rows a CTA read each token chunk for more weights (what M = 16 is short of)
+%     -- more rows a CTA read each token chunk for more weights (what M = 16 is short of):
+%     -- a warp's own rows (BN/WM), or WM warps across the rows sharing it through L1
 %     return {config(8, 16, bk, 1, 4, s1), config(8, 16, bk, 1, 4, s2), config(8, 16, bk, 1, 8, s2),
 %             config(8, 32, bk, 1, 4, s2), config(16, 16, bk, 1, 4, s2), config(16, 16, bk, 1, 4, s1),
-%             config(32, 16, bk, 1, 4, 2), config(16, 32, bk, 1, 4, 2), not one_of(B, "s4", "u4", "e2m1") and config(8, 64, bk, 1, 4, 2) or nil}
+%             config(32, 16, bk, 1, 4, 2), config(16, 32, bk, 1, 4, 2), config(8, 32, bk, 2, 4, s2),
+%             config(16, 64, bk, 2, 4, 2), config(16, 64, bk, 4, 2, 2), config(16, 128, bk, 4, 2, 2),
+%             not one_of(B, "s4", "u4", "e2m1") and config(8, 64, bk, 1, 4, 2) or nil}
 %   end,
 %   plan = function()
 %     if not gemv_serves() then
@@ -96,20 +101,22 @@
 %     local KC = chunk_k()
 %     if BK ~= 4 * KC then unsupported(string.format("kernel gemv: a step of b=%s is BK=%d (four 16-byte chunks), not %d", B, 4 * KC, BK)) end
 %     if not one_of(BM, 8, 16, 32) then unsupported("kernel gemv: BM (tokens a tile) must be 8, 16 or 32, not " .. BM) end
-%     if not one_of(BN, 16, 32, 64) then unsupported("kernel gemv: BN (weight rows a tile) must be 16, 32 or 64, not " .. BN) end
-%     if WM ~= 1 or not one_of(WN, 1, 2, 4, 8) then unsupported(string.format("kernel gemv: warps=1xW, W = 1, 2, 4 or 8 warps along K (warps=%dx%d)", WM, WN)) end
+%     if not one_of(BN, 16, 32, 64, 128) then unsupported("kernel gemv: BN (weight rows a tile) must be 16, 32, 64 or 128, not " .. BN) end
+%     if not one_of(WM, 1, 2, 4) or not one_of(WN, 1, 2, 4, 8) or WM * WN > 8 then unsupported(string.format("kernel gemv: warps=WMxWN, WM = 1, 2 or 4 warps across the tile's rows, WN = 1, 2, 4 or 8 along K, at most 8 in all (warps=%dx%d)", WM, WN)) end
+%     if BN % (16 * WM) ~= 0 or BN // WM > 64 then unsupported(string.format("kernel gemv: warps=%dx%d: the %d warps across the rows take 16, 32 or 64 rows each, and BN=%d rows do not split so", WM, WN, WM, BN)) end
 %     if STAGES < 1 or STAGES > 8 then unsupported("kernel gemv: stages (steps in flight per warp) must be 1..8, not " .. STAGES) end
 %     if SPLIT_K ~= 1 then unsupported("kernel gemv splits K across the warps of a CTA, not across CTAs (split=" .. SPLIT_K .. ")") end
-%     local NT, RB = BM // 8, BN // 16
+%     local NT, RB = BM // 8, BN // (16 * WM) -- a warp's token tiles and row blocks
 %     local AB = one_of(A, "f16", "bf16") and 2 or 1 -- bytes of a token value
 %     local R = KC * AB // 4                          -- registers of a chunk as mma operands
 %     -- registers: the ring (B chunks, token chunks, scales), accumulators, fragments
 %     local REGS = STAGES * (8 * RB + NT * R // 4 * 4 + (SB == "group" and 2 * RB or 0)) + RB * NT * 4 * (SB == "group" and 2 or 1) + 40
 %     -- four row blocks of 4-bit weights: their operands alone spill (255 registers and 84
 %     -- bytes of spills at tile 8x64x128, 2 stages)
-%     if BN == 64 and one_of(B, "s4", "u4", "e2m1") then unsupported("kernel gemv: BN=64 takes 8- and 16-bit weights (4-bit ones spill registers)") end
+%     if RB == 4 and one_of(B, "s4", "u4", "e2m1") then unsupported("kernel gemv: 64 rows a warp take 8- and 16-bit weights (4-bit ones spill registers)") end
 %     if REGS > 255 then unsupported(string.format("kernel gemv: tile %dx%dx%d with %d stages needs about %d registers a thread", BM, BN, BK, STAGES, REGS)) end
-%     local THREADS = 32 * WN
+%     local THREADS = 32 * WM * WN
+%     if REGS * THREADS > 65536 then unsupported(string.format("kernel gemv: %d threads of about %d registers pass the SM's 65536", THREADS, REGS)) end
 %     -- 16-byte chunks: K a multiple of a chunk (a chunk is all in or all out); rows of A and
 %     -- B 16-byte aligned (lda % 8; ldb % 32 for 4-bit, % 16 for s8, % 8 for 16-bit)
 %     return {threads = THREADS, smem = math.max(16, (WN - 1) * BN * BM * 4), k_multiple = KC,
@@ -138,6 +145,7 @@ constexpr int KC = $(KC), STEP = 4 * KC;  // k per 16-byte chunk of B, per step
 constexpr int R = $(R), AB = $(AB);       // a chunk as mma registers; bytes of a token value
 constexpr int NT = $(NT), RB = $(RB);     // token tiles of 8, row blocks of 16
 constexpr int W = $(WN), D = $(STAGES);   // warps along K, steps in flight per warp
+constexpr int WR = $(WM);                  // warps across the rows, 16·RB rows each
 constexpr int RBYTES_NUM = $(one_of(B, "f16", "bf16") and 2 or 1), RBYTES_DEN = $((Q4 or E2M1) and 2 or 1); // bytes a value
 % if INT then
 typedef int acc_t; // exact int32 sums
@@ -336,8 +344,12 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 {
     extern __shared__ __align__(16) float red[];
     const int M = (int)p.m, N = (int)p.n, K = (int)p.k;
+    // warp = wr + WR·wk: its rows (wr) and its steps of K (wk); the WR warps of one wk take
+    // the same steps at about the same time, so their token chunks come from L1 after the
+    // first of them
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
-    const int n0 = blockIdx.x * (16 * RB), m0 = blockIdx.y * (8 * NT);
+    const int wr = warp % WR, wk = warp / WR;
+    const int n0 = blockIdx.x * (16 * RB * WR) + wr * (16 * RB), m0 = blockIdx.y * (8 * NT);
     const int nsteps = (K + STEP - 1) / STEP;
     const long long row_bytes = p.ldb * RBYTES_NUM / RBYTES_DEN;
 
@@ -523,13 +535,13 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
     // early start (QJIT_PDL=1) they load under that kernel's tail.
 #pragma unroll
     for (int d = 0; d < D; ++d)
-        load_b(d, warp + d * W);
+        load_b(d, wk + d * W);
     qc::pdl_enter();
 #pragma unroll
     for (int d = 0; d < D; ++d)
-        load_a(d, warp + d * W);
+        load_a(d, wk + d * W);
     // A straight-line body: slot d is used in place, then reloaded D·W steps ahead.
-    for (int s0 = warp; s0 < nsteps; s0 += D * W) {
+    for (int s0 = wk; s0 < nsteps; s0 += D * W) {
 #pragma unroll
         for (int d = 0; d < D; ++d) {
             u32 tp[NT][R];
@@ -614,21 +626,23 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
         }
     }
 
-    // the W warps' tiles summed in warp order by warp 0 (int32 sums as their bits: exact)
+    // the W warps' tiles of the same rows summed in the order of their steps by the first
+    // of them (int32 sums as their bits: exact)
     if (W > 1) {
         constexpr int NV = RB * NT * 4;
         auto *v = &acc[0][0][0];
-        if (warp > 0)
+        float *mine = red + wr * (W - 1) * NV * 32;
+        if (wk > 0)
 #pragma unroll
             for (int i = 0; i < NV; ++i)
-                red[((warp - 1) * NV + i) * 32 + lane] = $(INT and not FOLD and "__int_as_float(v[i])" or "v[i]");
+                mine[((wk - 1) * NV + i) * 32 + lane] = $(INT and not FOLD and "__int_as_float(v[i])" or "v[i]");
         __syncthreads();
-        if (warp > 0)
+        if (wk > 0)
             return;
         for (int w = 1; w < W; ++w)
 #pragma unroll
             for (int i = 0; i < NV; ++i)
-                v[i] += $(INT and not FOLD and "__float_as_int(red[((w - 1) * NV + i) * 32 + lane])" or "red[((w - 1) * NV + i) * 32 + lane]");
+                v[i] += $(INT and not FOLD and "__float_as_int(mine[((w - 1) * NV + i) * 32 + lane])" or "mine[((w - 1) * NV + i) * 32 + lane]");
     }
 
     // epilogue: acc[r][t][i] is row n0 + 16r + g + 8(i/2), token m0 + 8t + 2c + i%2; rows g

@@ -28,6 +28,7 @@ static const char *const configs[] = {
     "kernel=wgmma tile=64x256x64 warps=1x1 stages=4",  "kernel=wgmma tile=128x128x64 warps=2x2 stages=2",
     "kernel=gemv tile=8x16x32 warps=1x4 stages=8",    "kernel=gemv tile=16x32x32 warps=1x2 stages=3",
     "kernel=gemv tile=32x16x32 warps=1x8 stages=2",    "kernel=gemv",
+    "kernel=gemv tile=8x64x32 warps=2x4 stages=6",     "kernel=gemv tile=16x128x32 warps=4x2 stages=3",
     "tile=auto",
 };
 #define NCONF (int)(sizeof configs / sizeof configs[0])

@@ -298,6 +298,10 @@ static const struct {
     {" kernel=gemv tile=16x32x64 warps=1x2 stages=3", "a=s8 b=s8|" GEMV_F8, true},
     {" kernel=gemv tile=8x64x64 warps=1x8 stages=2", "16 b=s8 sb=col|a=s8 b=s8|b=e4m3 sa=row", true},
     {" kernel=gemv tile=16x32x128 warps=1x4 stages=2", "16 b=s4 sb=col|16 b=e2m1 sb=mx", true},
+    /* warps across the rows (WM > 1): 64 and 128 rows a CTA, each warp its own 16-32 */
+    {" kernel=gemv tile=16x64x128 warps=2x4 stages=2", "16 b=s4 sb=col|16 b=s4 sb=group:128|16 b=u4 sb=group:128|16 b=e2m1 sb=mx|a=s8 b=s4", true},
+    {" kernel=gemv tile=16x64x128 warps=4x2 stages=2", "16 b=u4 sb=group:256|a=s8 b=s4 sa=row sb=col", true},
+    {" kernel=gemv tile=8x128x64 warps=4x2 stages=2", "16 b=s8 sb=col|a=s8 b=s8|" GEMV_F8, true},
     /* MXFP8 on gemv, by name until this has passed on the H100 (auto does not take it yet) */
     {" kernel=gemv", "a=e4m3 b=e4m3 sa=mx", true},
     {" kernel=gemv tile=16x32x64 warps=1x8 stages=3", "a=e4m3 b=e4m3 sa=mx", true},
@@ -563,6 +567,8 @@ int main(int argc, char **argv)
      * and summed in warp order, so eager launches and graph replays agree bit for bit */
     static const char *const replays[] = {
         "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 kernel=gemv",
+        "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 kernel=gemv tile=16x64x128 warps=2x4 stages=2",
+        "gemm a=e4m3 b=e4m3 sa=block sb=block out=bf16 kernel=gemv tile=8x128x64 warps=4x2 stages=2",
         "gemm a=f16 b=u4 sb=group:128 gs=f16 zeros=1 out=f16 bias=1 kernel=gemv tile=16x32x128 warps=1x8 stages=2",
         "gemm a=bf16 b=s8 sb=col out=bf16 kernel=gemv",
         "gemm a=bf16 b=bf16 out=bf16 kernel=gemv",
