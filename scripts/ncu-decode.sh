@@ -5,6 +5,10 @@
 # (the report), $OUT/ncu.csv (one row per kernel and metric) and $OUT/ncu.txt (a summary
 # with the four largest stall reasons).  The cache named by QJIT_CACHE_DIR (tuned records
 # merged) decides which kernel auto runs.
+# For a prefill shape, QJIT_NCU_PREFILL=1 takes the prefill peers and adds what a
+# compute-bound kernel is read by: the pipes' utilisation (the tensor pipe's among them),
+# instruction mix, and shared-memory bank conflicts; QJIT_NCU_NAMED passes configurations
+# by name to profile beside auto's (tools/probe_decode.py --named).
 # Usage: bash scripts/ncu-decode.sh [MxNxK] [pairs]
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,9 +21,17 @@ export LD_LIBRARY_PATH="$root/build:$root/build/deps:/usr/local/cuda/lib64:${LD_
 sections="--section SpeedOfLight --section MemoryWorkloadAnalysis --section LaunchStats \
 --section Occupancy --section WarpStateStats --section SchedulerStats \
 --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
+extra=()
+if [ "${QJIT_NCU_PREFILL:-0}" = 1 ]; then
+  sections="$sections --section ComputeWorkloadAnalysis --section InstructionStats \
+--metrics regex:sm__pipe_tensor_op_.*_cycles_active\.avg\.pct_of_peak_sustained_active \
+--metrics regex:l1tex__data_bank_conflicts_pipe_lsu_mem_shared.*\.sum"
+  extra+=(--prefill)
+fi
+[ -n "${QJIT_NCU_NAMED:-}" ] && extra+=(--named "$QJIT_NCU_NAMED")
 ncu --target-processes all --nvtx --nvtx-include "probe/" $sections -f -o "$out/decode" \
   python3 "$root/tools/probe_decode.py" --lib "$root/build/libqjit.so" --shape "$shape" \
-  --pairs "$pairs" > "$out/ncu.err" 2>&1
+  --pairs "$pairs" ${extra[@]+"${extra[@]}"} > "$out/ncu.err" 2>&1
 rc=$?
 ncu --import "$out/decode.ncu-rep" --csv --page details > "$out/ncu.csv" 2>> "$out/ncu.err"
 # the lines a reader wants first: kernel, duration, DRAM throughput, grid, top stalls
@@ -32,12 +44,13 @@ h = rows[0]
 col = {n: i for i, n in enumerate(h)}
 want = ("Duration", "DRAM Throughput", "Memory Throughput", "Grid Size", "Block Size",
         "Registers Per Thread", "Achieved Occupancy", "Waves Per SM",
-        "Warp Cycles Per Issued Instruction", "Dynamic Shared Memory Per Block")
+        "Warp Cycles Per Issued Instruction", "Dynamic Shared Memory Per Block",
+        "Compute (SM) Throughput", "Issue Slots Busy")
 seen, stalls = {}, {}
 for r in rows[1:]:
     key = (r[col["ID"]], r[col["Kernel Name"]][:70])
     name, value = r[col["Metric Name"]], r[col["Metric Value"]]
-    if name in want:
+    if name in want or name.startswith(("sm__pipe_tensor_op_", "l1tex__data_bank_conflicts")):
         seen.setdefault(key, []).append(f"{name}={value}{r[col['Metric Unit']]}")
     elif name.startswith("smsp__average_warps_issue_stalled_"):
         try:
