@@ -111,8 +111,7 @@ __device__ __forceinline__ void pdl_enter()
 % end
 }
 
-% if not COLS then
-// The row-wise kernels move x in chunks of $(VEC) values (16 bytes) and q in $(QB) bytes a
+// The kernels move x in chunks of $(VEC) values (16 bytes) and q in $(QB) bytes a
 // chunk when every address of the launch allows (vec_ok), else value by value; the math is
 // the same either way.  A group's amax is taken on magnitudes as bits (|x| is the value
 // with its sign bit cleared, and such bits order as the values do), so that one integer
@@ -190,6 +189,22 @@ __device__ __forceinline__ float mag_value(u32 m)
 %   else
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((unsigned short)m));
+    return f;
+%   end
+}
+
+// One value's magnitude bits and value from its raw bits.
+__device__ __forceinline__ u32 raw_mag(u32 raw) { return raw & $(IN == "f32" and "0x7fffffffu" or "0x7fffu"); }
+
+__device__ __forceinline__ float raw_value(u32 raw)
+{
+%   if IN == "f32" then
+    return __uint_as_float(raw);
+%   elseif IN == "bf16" then
+    return __uint_as_float(raw << 16);
+%   else
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((unsigned short)raw));
     return f;
 %   end
 }
@@ -273,7 +288,6 @@ __device__ __forceinline__ u32 cta_max(u32 m)
     __syncthreads(); // the array may be reused
     return m;
 }
-% end
 
 % if SCALE ~= "mx" then
 // The scale of a group from its amax: NaN for a non-finite group, else (amax·clip)/QMAX.
@@ -519,32 +533,53 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_q
 % end
 
 % if COLS then
+%   local TW = IN == "f32" and "u32" or "u16" -- x's raw bits, as the tile keeps them
+%   local CPR = 256 // VEC -- chunks a tile row
 // Column-wise MX: a CTA takes 32 rows (one block along M) by 256 columns of matrix
-// blockIdx.z through shared memory (coalesced reads along K), then thread j quantizes
-// column k0 + j's 32 values and writes them as q[k][m0 .. m0+31] (32 bytes, or 16 packed)
-// with the scale [k][m0/32].  M is a multiple of 32.
+// blockIdx.z into shared memory as raw bits, in 16-byte chunks along K ($(32 * CPR // 256) a
+// thread, all in flight before the first is stored; value by value where the launch's
+// addresses do not allow), then thread j quantizes column k0 + j's 32 values and writes
+// them as q[k][m0 .. m0+31] (32 bytes, or 16 packed) with the scale [k][m0/32].  Rows of the
+// tile are padded by 16 bytes: a warp's chunk stores fill one row's contiguous bytes and its
+// column reads are contiguous, so neither conflicts in the banks.  M is a multiple of 32.
 extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_quant_params p)
 {
     using namespace qq;
     pdl_enter();
-    __shared__ float tile[32][257];
+    __shared__ __align__(16) $(TW) tile[32][256 + $(16 // ESZ)];
     const long long m0 = (long long)blockIdx.y * 32, k0 = (long long)blockIdx.x * 256;
     const long long xb = blockIdx.z * p.x_batch;
-    for (int idx = threadIdx.x; idx < 32 * 256; idx += 256) {
-        const int r = idx / 256, c = idx % 256;
-        tile[r][c] = k0 + c < p.k ? load_x(p.x, xb + (m0 + r) * p.ldx + k0 + c) : 0.0f;
+    // only x's side of vec_ok: q is written below, 16 bytes where its row allows
+    const bool vec = (unsigned long long)p.x % 16 == 0 && p.k % $(VEC) == 0 && p.ldx % $(VEC) == 0 &&
+                     p.x_batch % $(VEC) == 0;
+    uint4 v[$(32 * CPR // 256)];
+    if (vec) {
+#pragma unroll
+        for (int i = 0; i < $(32 * CPR // 256); i++) {
+            const int idx = threadIdx.x + 256 * i, r = idx / $(CPR), cc = idx % $(CPR) * $(VEC);
+            v[i] = ld16(p.x, xb + (m0 + r) * p.ldx, k0 + cc, p.k);
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < $(32 * CPR // 256); i++) {
+            const int idx = threadIdx.x + 256 * i, r = idx / $(CPR), cc = idx % $(CPR) * $(VEC);
+            v[i] = ld_values(p.x, xb + (m0 + r) * p.ldx, k0 + cc, p.k);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < $(32 * CPR // 256); i++) {
+        const int idx = threadIdx.x + 256 * i, r = idx / $(CPR), cc = idx % $(CPR) * $(VEC);
+        *reinterpret_cast<uint4 *>(&tile[r][cc]) = v[i];
     }
     __syncthreads();
     const long long k = k0 + threadIdx.x;
     if (k >= p.k)
         return;
-    float a = 0.0f;
-    int bad = 0;
-    for (int r = 0; r < 32; r++) {
-        bad |= nonfinite(tile[r][threadIdx.x]);
-        a = fmaxf(a, fabsf(tile[r][threadIdx.x]));
-    }
-    const u32 c = bad ? 0xffu : e8m0_of(a);
+    u32 mag = 0;
+#pragma unroll
+    for (int r = 0; r < 32; r++)
+        mag = max(mag, raw_mag(tile[r][threadIdx.x]));
+    const u32 c = mag_bad(mag) ? 0xffu : e8m0_of(mag_value(mag));
     ((u8 *)p.scale)[(blockIdx.z * p.k + k) * (p.m / 32) + m0 / 32] = (u8)c;
     // The column's 32 codes, packed as they lie in q's row k (value r at byte r, or nibble r
     // of byte r/2 for e2m1), leave in 16-byte stores where the row allows: each thread
@@ -558,7 +593,7 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_q
         u32 x = 0;
 #pragma unroll
         for (int j = 0; j < $(PER); ++j)
-            x |= (c == 0xffu ? 0u : encode_mx(tile[i * $(PER) + j][threadIdx.x], c)) << ($(32 // PER) * j);
+            x |= (c == 0xffu ? 0u : encode_mx(raw_value(tile[i * $(PER) + j][threadIdx.x]), c)) << ($(32 // PER) * j);
         w[i] = x;
     }
     u8 *qrow = (u8 *)p.q + (blockIdx.z * p.q_batch + k * p.ldq + m0)$(OUT == "e2m1" and " / 2" or "");

@@ -207,13 +207,14 @@ static void check_batch(qjit_context *ctx, const char *text, int64_t E, int64_t 
     const int64_t ldx = k + 8, ldq = qlen + 4, xbs = m * ldx + 16, qbs = qrows * ldq + 8;
     const size_t ns1 = d.cols ? (size_t)(k * (m / 32)) : scale_elems(&d, m, k);
     const size_t sb1 = ns1 * (d.scale == QJIT_SCALE_MX ? 1 : 4);
+    const int in_bytes = bits_of(d.in) / 8;
     buf X, Q, S;
-    buf_make(&X, (size_t)(E * xbs) * 2);
+    buf_make(&X, (size_t)(E * xbs) * (size_t)in_bytes);
     buf_make(&Q, (size_t)(packed ? E * qbs / 2 : E * qbs));
     buf_make(&S, sb1 * (size_t)E);
     float *vals = malloc((size_t)(E * xbs) * sizeof *vals);
     for (int64_t e = 0; e < E; e++)
-        make_x(QJIT_DTYPE_BF16, m, k, ldx, e == 1, (uint16_t *)X.h + e * xbs, vals + e * xbs);
+        make_x(d.in, m, k, ldx, e == 1, (char *)X.h + e * xbs * in_bytes, vals + e * xbs);
     buf_up(&X);
     CK(cudaMemset(Q.d, 0xa5, Q.n));
     CK(cudaMemset(S.d, 0xa5, S.n));
@@ -274,6 +275,11 @@ static void test_batches(qjit_context *ctx)
             check_batch(ctx, cols[i], E, 64, 300);
             check_batch(ctx, cols[i], E, 96, 512);
         }
+    /* f16 and f32 through the column-wise tile too (16-byte chunks where K allows) */
+    check_batch(ctx, "quant in=f32 out=e4m3 scale=mx rule=rceil layout=cols", 3, 64, 512);
+    check_batch(ctx, "quant in=f32 out=e2m1 scale=mx rule=floor layout=cols", 1, 32, 300);
+    check_batch(ctx, "quant in=f16 out=e2m1 scale=mx rule=floor layout=cols", 3, 64, 512);
+    check_batch(ctx, "quant in=f16 out=e4m3 scale=mx rule=rceil layout=cols", 1, 96, 300);
     check_batch(ctx, "quant in=bf16 out=s8 scale=row", 3, 17, 200);
     check_batch(ctx, "quant in=bf16 out=s4 scale=row", 3, 5, 64);
     check_batch(ctx, "quant in=bf16 out=e4m3 scale=block", 3, 9, 300);
