@@ -31,7 +31,7 @@
 // q exactly into f32 partials, which are folded in times s; with zeros, minus z times the
 // step's sums of A (an mma against ones), so fractional zero points stay exact too.
 //
-// Configuration: tile=BMxBNxBK is tokens × weight rows × K per step (BM 8, 16 or 32; BN 16
+// Configuration: tile=BMxBNxBK is tokens × weight rows × K per step (BM 8, 16, 32 or 64; BN 16
 // to 128; BK as above); warps=WRxW: WR warps across the rows (BN/WR each, 16, 32 or 64) and
 // W along K; stages: steps in flight per warp.  More rows a CTA read each token chunk from
 // L2 once for more weights (the WR warps of a step share it through L1).  Block: 32·WR·W
@@ -71,6 +71,9 @@
 %   -- 8B and 70B layer it reached, up to 1.86x the 16-row tile (8192x8192 at M = 16).
 %   default = function(m)
 %     if (m == 0 or m > 16) and (not NAMED or m > 32) then return nil end
+%     -- a tile of 64 tokens (M = 33-64) by name only (kernel=gemv, the sweep, tuned records)
+%     -- until it has been measured against the tile families that auto runs there
+%     if BM == 64 and not NAMED then return nil end
 %     local bm = (m ~= 0 and m <= 8) and 8 or 16
 %     local deep = not one_of(B, "s4", "u4", "e2m1") -- 8- and 16-bit weights: more steps in flight
 %     local c = config(bm, (bm == 16 and not deep) and 32 or 16, 4 * chunk_k(), 1, 4, deep and (bm == 8 and 8 or 6) or 2)
@@ -89,6 +92,9 @@
 %             config(8, 32, bk, 1, 4, s2), config(16, 16, bk, 1, 4, s2), config(16, 16, bk, 1, 4, s1),
 %             config(32, 16, bk, 1, 4, 2), config(16, 32, bk, 1, 4, 2), config(8, 32, bk, 2, 4, s2),
 %             config(16, 64, bk, 2, 4, 2), config(16, 64, bk, 4, 2, 2), config(16, 128, bk, 4, 2, 2),
+%             -- M = 33-64 in one tile of tokens (4-bit weights: 32, their operands take the rest)
+%             config(32, 64, bk, 4, 2, 2),
+%             not one_of(B, "s4", "u4", "e2m1") and config(64, 64, bk, 4, 2, 2) or nil,
 %             not one_of(B, "s4", "u4", "e2m1") and config(8, 64, bk, 1, 4, 2) or nil}
 %   end,
 %   plan = function()
@@ -100,7 +106,7 @@
 %     if ARCH < 80 then unsupported("kernel gemv needs sm_80 or newer") end
 %     local KC = chunk_k()
 %     if BK ~= 4 * KC then unsupported(string.format("kernel gemv: a step of b=%s is BK=%d (four 16-byte chunks), not %d", B, 4 * KC, BK)) end
-%     if not one_of(BM, 8, 16, 32) then unsupported("kernel gemv: BM (tokens a tile) must be 8, 16 or 32, not " .. BM) end
+%     if not one_of(BM, 8, 16, 32, 64) then unsupported("kernel gemv: BM (tokens a tile) must be 8, 16, 32 or 64, not " .. BM) end
 %     if not one_of(BN, 16, 32, 64, 128) then unsupported("kernel gemv: BN (weight rows a tile) must be 16, 32, 64 or 128, not " .. BN) end
 %     if not one_of(WM, 1, 2, 4) or not one_of(WN, 1, 2, 4, 8) or WM * WN > 8 then unsupported(string.format("kernel gemv: warps=WMxWN, WM = 1, 2 or 4 warps across the tile's rows, WN = 1, 2, 4 or 8 along K, at most 8 in all (warps=%dx%d)", WM, WN)) end
 %     if BN % (16 * WM) ~= 0 or BN // WM > 64 then unsupported(string.format("kernel gemv: warps=%dx%d: the %d warps across the rows take 16, 32 or 64 rows each, and BN=%d rows do not split so", WM, WN, WM, BN)) end

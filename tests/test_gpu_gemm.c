@@ -29,6 +29,7 @@ static const char *const configs[] = {
     "kernel=gemv tile=8x16x32 warps=1x4 stages=8",    "kernel=gemv tile=16x32x32 warps=1x2 stages=3",
     "kernel=gemv tile=32x16x32 warps=1x8 stages=2",    "kernel=gemv",
     "kernel=gemv tile=8x64x32 warps=2x4 stages=6",     "kernel=gemv tile=16x128x32 warps=4x2 stages=3",
+    "kernel=gemv tile=64x64x32 warps=4x2 stages=2",
     "tile=auto",
 };
 #define NCONF (int)(sizeof configs / sizeof configs[0])

@@ -302,6 +302,9 @@ static const struct {
     {" kernel=gemv tile=16x64x128 warps=2x4 stages=2", "16 b=s4 sb=col|16 b=s4 sb=group:128|16 b=u4 sb=group:128|16 b=e2m1 sb=mx|a=s8 b=s4", true},
     {" kernel=gemv tile=16x64x128 warps=4x2 stages=2", "16 b=u4 sb=group:256|a=s8 b=s4 sa=row sb=col", true},
     {" kernel=gemv tile=8x128x64 warps=4x2 stages=2", "16 b=s8 sb=col|a=s8 b=s8|" GEMV_F8, true},
+    /* one tile of 32 or 64 tokens (M = 33-64) */
+    {" kernel=gemv tile=64x64x64 warps=4x2 stages=2", "a=s8 b=s8|" GEMV_F8, true},
+    {" kernel=gemv tile=32x64x128 warps=4x2 stages=2", "16 b=s4 sb=group:128|a=s8 b=s4 sa=row sb=group:128", true},
     /* MXFP8 on gemv, by name until this has passed on the H100 (auto does not take it yet) */
     {" kernel=gemv", "a=e4m3 b=e4m3 sa=mx", true},
     {" kernel=gemv tile=16x32x64 warps=1x8 stages=3", "a=e4m3 b=e4m3 sa=mx", true},
