@@ -48,16 +48,17 @@ typedef unsigned char u8;
 typedef unsigned short u16;
 typedef unsigned int u32;
 
-__device__ __forceinline__ float load_x(const void *x, long long i)
+// The value of x's raw bits (one element: the low 16 bits for f16 and bf16).
+__device__ __forceinline__ float raw_value(u32 raw)
 {
-% if IN == "bf16" then
-    return __uint_as_float((u32)((const u16 *)x)[i] << 16);
-% elseif IN == "f16" then
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(((const u16 *)x)[i]));
-    return f;
+% if IN == "f32" then
+    return __uint_as_float(raw);
+% elseif IN == "bf16" then
+    return __uint_as_float(raw << 16);
 % else
-    return ((const float *)x)[i];
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((unsigned short)raw));
+    return f;
 % end
 }
 
@@ -177,37 +178,10 @@ __device__ __forceinline__ u32 chunk_mag(const uint4 &w)
     return m;
 }
 
-// A magnitude's nonfinite flag and value.
+// A magnitude's nonfinite flag (its value is raw_value's), and one value's magnitude.
 __device__ __forceinline__ int mag_bad(u32 m) { return m >= $(({f32 = "0x7f800000u", bf16 = "0x7f80u", f16 = "0x7c00u"})[IN]); }
 
-__device__ __forceinline__ float mag_value(u32 m)
-{
-%   if IN == "f32" then
-    return __uint_as_float(m);
-%   elseif IN == "bf16" then
-    return __uint_as_float(m << 16);
-%   else
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((unsigned short)m));
-    return f;
-%   end
-}
-
-// One value's magnitude bits and value from its raw bits.
 __device__ __forceinline__ u32 raw_mag(u32 raw) { return raw & $(IN == "f32" and "0x7fffffffu" or "0x7fffu"); }
-
-__device__ __forceinline__ float raw_value(u32 raw)
-{
-%   if IN == "f32" then
-    return __uint_as_float(raw);
-%   elseif IN == "bf16" then
-    return __uint_as_float(raw << 16);
-%   else
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((unsigned short)raw));
-    return f;
-%   end
-}
 
 // The chunk's $(VEC) values.
 __device__ __forceinline__ void unpack(const uint4 &w, float (&v)[$(VEC)])
@@ -216,13 +190,10 @@ __device__ __forceinline__ void unpack(const uint4 &w, float (&v)[$(VEC)])
 #pragma unroll
     for (int j = 0; j < 4; j++) {
 %   if IN == "f32" then
-        v[j] = __uint_as_float(u[j]);
-%   elseif IN == "bf16" then
-        v[2 * j] = __uint_as_float(u[j] << 16);
-        v[2 * j + 1] = __uint_as_float(u[j] & 0xffff0000u);
+        v[j] = raw_value(u[j]);
 %   else
-        asm("cvt.f32.f16 %0, %1;" : "=f"(v[2 * j]) : "h"((unsigned short)(u[j] & 0xffffu)));
-        asm("cvt.f32.f16 %0, %1;" : "=f"(v[2 * j + 1]) : "h"((unsigned short)(u[j] >> 16)));
+        v[2 * j] = raw_value(u[j] & 0xffffu);
+        v[2 * j + 1] = raw_value(u[j] >> 16);
 %   end
     }
 }
@@ -400,7 +371,7 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_q
             m = max(m, chunk_mag(vec ? ld16(p.x, xrow, i, p.k) : ld_values(p.x, xrow, i, p.k)));
     }
     m = cta_max(m);
-    const float s = scale_of(mag_value(m), mag_bad(m), p.clip);
+    const float s = scale_of(raw_value(m), mag_bad(m), p.clip);
     if (threadIdx.x == 0)
         ((float *)p.scale)[blockIdx.y * p.m + r] = s;
 %   else
@@ -462,7 +433,7 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_amax(const qjit_qua
         }
     m = cta_max(m);
     if (threadIdx.x == 0)
-        ((float *)p.workspace)[blockIdx.x] = mag_bad(m) ? nan_f() : mag_value(m);
+        ((float *)p.workspace)[blockIdx.x] = mag_bad(m) ? nan_f() : raw_value(m);
 }
 % end
 
@@ -513,14 +484,14 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_q
         unpack(w[u], v);
         u32 c[$(VEC)];
 %   if SCALE == "block" then
-        const float s = scale_of(mag_value(m), mag_bad(m), p.clip);
+        const float s = scale_of(raw_value(m), mag_bad(m), p.clip);
         if (sub == 0)
             ((float *)p.scale)[sidx] = s;
 #pragma unroll
         for (int j = 0; j < $(VEC); j++)
             c[j] = encode(v[j], s);
 %   else
-        const u32 e = mag_bad(m) ? 0xffu : e8m0_of(mag_value(m));
+        const u32 e = mag_bad(m) ? 0xffu : e8m0_of(raw_value(m));
         if (sub == 0)
             ((u8 *)p.scale)[sidx] = (u8)e;
 #pragma unroll
@@ -579,7 +550,7 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_q
 #pragma unroll
     for (int r = 0; r < 32; r++)
         mag = max(mag, raw_mag(tile[r][threadIdx.x]));
-    const u32 c = mag_bad(mag) ? 0xffu : e8m0_of(mag_value(mag));
+    const u32 c = mag_bad(mag) ? 0xffu : e8m0_of(raw_value(mag));
     ((u8 *)p.scale)[(blockIdx.z * p.k + k) * (p.m / 32) + m0 / 32] = (u8)c;
     // The column's 32 codes, packed as they lie in q's row k (value r at byte r, or nibble r
     // of byte r/2 for e2m1), leave in 16-byte stores where the row allows: each thread
