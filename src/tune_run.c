@@ -22,6 +22,15 @@
 #define MAX_CANDIDATES 72
 #define MAX_COPIES 32
 #define MIN_LAUNCHES 8 /* launches per graph, at least */
+/* Timing's budget, so that prefill problems (a replay of 8 launches of milliseconds each)
+ * do not take the tuning's time: a graph whose first warm-up replay took over
+ * LONG_REPLAY_MS is replayed only as often as REPLAY_BUDGET_MS allows (at least
+ * MIN_LONG_REPS times, with no further warm-up), and a candidate whose first timed replay
+ * is over PRUNE times the fastest so far stops there (that replay is its time). */
+#define LONG_REPLAY_MS 20.0
+#define REPLAY_BUDGET_MS 200.0
+#define MIN_LONG_REPS 3
+#define PRUNE 1.25
 
 void qjit_tune_options_init(qjit_tune_options *o)
 {
@@ -339,10 +348,12 @@ static qjit_status compile_wait(compile_job *j, size_t u, const qjit_tune_option
 }
 
 /* ------------------------------------------------------------ timing */
-/* Median µs of one launch of g over the copies, as replays of a graph of launches. */
+/* Median µs of one launch of g over the copies, as replays of a graph of launches; within
+ * the budget above (cutoff_us: the time past which a candidate stops after one replay, 0 for
+ * none). */
 static qjit_status time_launches(const qjit_cu_api *cu, qjit_gemm *g, const operands *ops,
                                  const qjit_gemm_desc *d, const qjit_tune_problem *p,
-                                 int warmup, int reps, double *us)
+                                 int warmup, int reps, double cutoff_us, double *us)
 {
     CUstream s = NULL;
     CUgraph graph = NULL;
@@ -368,31 +379,51 @@ static qjit_status time_launches(const qjit_cu_api *cu, qjit_gemm *g, const oper
     }
     if (st == QJIT_OK && r == CUDA_SUCCESS)
         r = cu->GraphInstantiate(&exec, graph, 0);
-    for (int i = 0; i < warmup && st == QJIT_OK && r == CUDA_SUCCESS; i++)
-        r = cu->GraphLaunch(exec, s);
-    for (int i = 0; i < reps && st == QJIT_OK && r == CUDA_SUCCESS; i++) {
-        float ms = 0;
-        r = cu->EventRecord(e0, s);
-        if (r == CUDA_SUCCESS)
-            r = cu->GraphLaunch(exec, s);
-        if (r == CUDA_SUCCESS)
-            r = cu->EventRecord(e1, s);
-        if (r == CUDA_SUCCESS)
-            r = cu->EventSynchronize(e1);
-        if (r == CUDA_SUCCESS)
-            r = cu->EventElapsedTime(&ms, e0, e1);
-        t[i] = 1000.0 * ms / launches;
+    /* a replay between events: its time in ms */
+    float ms = 0;
+#define REPLAY()                                                                                \
+    do {                                                                                       \
+        r = cu->EventRecord(e0, s);                                                            \
+        if (r == CUDA_SUCCESS)                                                                 \
+            r = cu->GraphLaunch(exec, s);                                                      \
+        if (r == CUDA_SUCCESS)                                                                 \
+            r = cu->EventRecord(e1, s);                                                        \
+        if (r == CUDA_SUCCESS)                                                                 \
+            r = cu->EventSynchronize(e1);                                                      \
+        if (r == CUDA_SUCCESS)                                                                 \
+            r = cu->EventElapsedTime(&ms, e0, e1);                                             \
+    } while (0)
+    /* the first warm-up replay, timed, sets the budget */
+    if (st == QJIT_OK && r == CUDA_SUCCESS)
+        REPLAY();
+    if (st == QJIT_OK && r == CUDA_SUCCESS && ms > LONG_REPLAY_MS) {
+        const int fit = (int)ceil(REPLAY_BUDGET_MS / ms), want = fit < MIN_LONG_REPS ? MIN_LONG_REPS : fit;
+        if (want < reps) /* never more than t holds */
+            reps = want;
+        warmup = 1;
     }
+    for (int i = 1; i < warmup && st == QJIT_OK && r == CUDA_SUCCESS; i++)
+        r = cu->GraphLaunch(exec, s);
+    int n = 0;
+    for (; n < reps && st == QJIT_OK && r == CUDA_SUCCESS; n++) {
+        REPLAY();
+        t[n] = 1000.0 * ms / launches;
+        if (n == 0 && cutoff_us > 0 && t[0] > cutoff_us) {
+            n = 1; /* clearly slower than the best so far: this replay is its time */
+            break;
+        }
+    }
+#undef REPLAY
     if (st == QJIT_OK && r != CUDA_SUCCESS)
         st = qjit_drv_fail(cu, r, "timing a candidate");
     if (st == QJIT_OK) {
-        for (int i = 1; i < reps; i++) /* insertion sort: reps is small */
+        for (int i = 1; i < n; i++) /* insertion sort: n is small */
             for (int j = i; j > 0 && t[j - 1] > t[j]; j--) {
                 double x = t[j];
                 t[j] = t[j - 1];
                 t[j - 1] = x;
             }
-        *us = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+        *us = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
     }
     if (s)
         cu->StreamSynchronize(s);
@@ -489,7 +520,10 @@ static qjit_status tune_problem(tuner *T, const qjit_tune_problem *p, const qjit
         }
         e = nerr(d->out, got, ref, p->m * p->n);
         bool ok = e >= 0 && e <= tol;
-        if ((st = time_launches(cu, g, &ops, d, p, warmup, reps, &us)) != QJIT_OK) {
+        /* a candidate that is wrong cannot win: it is timed for the record, and pruned as
+         * any other once it is clearly slower */
+        const double cutoff = res->best_us > 0 ? PRUNE * res->best_us : 0;
+        if ((st = time_launches(cu, g, &ops, d, p, warmup, reps, cutoff, &us)) != QJIT_OK) {
             st = qjit_err_prefix(st, "m=%lld n=%lld k=%lld: %s", (long long)p->m,
                                  (long long)p->n, (long long)p->k, text);
             break;
