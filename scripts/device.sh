@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the lent H100 over a carried build/ (built on a CPU machine by
-# scripts/device-prep.sh): the kernels not yet run on a GPU first, then every GPU test
+# scripts/device-prep.sh): the kernels not yet run on a GPU first (new_gemv below), then
+# every GPU test
 # (each under QJIT_TEST_LIMIT seconds; QJIT_SANITIZE=1 adds compute-sanitizer passes over
 # the new kernels), the Python package's tests (where torch is),
 # qjit-tune on two descriptors when QJIT_TUNE=1, then qjit-bench (against cuBLAS) and
@@ -17,19 +18,19 @@ rc=0
 # Every test under a time limit: a kernel that deadlocks (a producer/consumer barrier
 # mismatch) must cost minutes, not the session.
 limit="${QJIT_TEST_LIMIT:-900}"
-# The kernels not yet run on a GPU, as QJIT_TEST_FILTER parts: the cp.async ones, and TMA's.
-new_cp="kernel=wgmma_i8|kernel=wgmma_mx|kernel=wgmma_wq"
-new_tma="kernel=wgmma_tma"
-# The kernels not yet run on a GPU first (by name: kernel=wgmma_i8, wgmma_mx, wgmma_wq;
-# then wgmma_tma, whose clusters and TMA are the likeliest to hang, in a pass of its own),
-# alone, so that their verdict comes early; QJIT_NEW_FIRST=0 skips these passes.
-if [ "${QJIT_NEW_FIRST:-1}" = 1 ] && [ -x "$build/tests/test_gpu_quant" ]; then
-  for f in "$new_cp" "$new_tma"; do
-    log="$out/test_gpu_quant.new.${f##*=}.log"
-    echo "== test_gpu_quant, new Hopper kernels only (QJIT_TEST_FILTER='$f')"
-    QJIT_TEST_FILTER="$f" timeout "$limit" "$build/tests/test_gpu_quant" > "$log" 2>&1
+# The kernels not yet run on a GPU, as QJIT_TEST_FILTER parts: gemv's tiles with warps
+# across the rows and its 32- and 64-token tiles.
+new_gemv="kernel=gemv tile=16x64|kernel=gemv tile=8x128|kernel=gemv tile=64x64|kernel=gemv tile=32x64|kernel=gemv tile=16x128|kernel=gemv tile=8x64x32 warps=2"
+# Those first, alone, so that their verdict comes early (and the rewritten quantizers,
+# test_gpu_quant_kernels whole); QJIT_NEW_FIRST=0 skips these passes.
+if [ "${QJIT_NEW_FIRST:-1}" = 1 ]; then
+  for t in test_gpu_quant test_gpu_gemm; do
+    [ -x "$build/tests/$t" ] || continue
+    log="$out/$t.new.log"
+    echo "== $t, new kernels only (QJIT_TEST_FILTER='$new_gemv')"
+    QJIT_TEST_FILTER="$new_gemv" timeout "$limit" "$build/tests/$t" > "$log" 2>&1
     code=$?
-    tail -n 60 "$log"
+    tail -n 40 "$log"
     [ $code -eq 124 ] && echo "   (timed out after $limit s: a kernel may hang)"
     [ $code -eq 0 ] || [ $code -eq 77 ] || rc=1
   done
@@ -53,9 +54,9 @@ if [ "${QJIT_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; the
   done
   [ "${QJIT_SANITIZE_ONLY:-0}" = 1 ] && exit $rc
 fi
-# test_gpu_quant leaves out the new kernels here when the passes above ran them
+# the full pass leaves out the new kernels when the passes above ran them
 skip_new=""
-[ "${QJIT_NEW_FIRST:-1}" = 1 ] && skip_new="$new_cp|$new_tma"
+[ "${QJIT_NEW_FIRST:-1}" = 1 ] && skip_new="$new_gemv"
 for t in "$build"/tests/test_gpu_*; do
   [ -x "$t" ] || continue
   echo "== $(basename "$t")"
