@@ -25,8 +25,9 @@
 /* Timing's budget, so that prefill problems (a replay of 8 launches of milliseconds each)
  * do not take the tuning's time: a graph whose first warm-up replay took over
  * LONG_REPLAY_MS is replayed only as often as REPLAY_BUDGET_MS allows (at least
- * MIN_LONG_REPS times, with no further warm-up), and a candidate whose first timed replay
- * is over PRUNE times the fastest so far stops there (that replay is its time). */
+ * MIN_LONG_REPS times, with no further warm-up), and there a candidate whose first timed
+ * replay is over PRUNE times the fastest so far stops (that replay is its time).  Shorter
+ * graphs (decode) are cheap to time and noisier a replay: every candidate gets its median. */
 #define LONG_REPLAY_MS 20.0
 #define REPLAY_BUDGET_MS 200.0
 #define MIN_LONG_REPS 3
@@ -396,7 +397,8 @@ static qjit_status time_launches(const qjit_cu_api *cu, qjit_gemm *g, const oper
     /* the first warm-up replay, timed, sets the budget */
     if (st == QJIT_OK && r == CUDA_SUCCESS)
         REPLAY();
-    if (st == QJIT_OK && r == CUDA_SUCCESS && ms > LONG_REPLAY_MS) {
+    const bool long_graph = st == QJIT_OK && r == CUDA_SUCCESS && ms > LONG_REPLAY_MS;
+    if (long_graph) {
         const int fit = (int)ceil(REPLAY_BUDGET_MS / ms), want = fit < MIN_LONG_REPS ? MIN_LONG_REPS : fit;
         if (want < reps) /* never more than t holds */
             reps = want;
@@ -408,7 +410,7 @@ static qjit_status time_launches(const qjit_cu_api *cu, qjit_gemm *g, const oper
     for (; n < reps && st == QJIT_OK && r == CUDA_SUCCESS; n++) {
         REPLAY();
         t[n] = 1000.0 * ms / launches;
-        if (n == 0 && cutoff_us > 0 && t[0] > cutoff_us) {
+        if (n == 0 && long_graph && cutoff_us > 0 && t[0] > cutoff_us) {
             n = 1; /* clearly slower than the best so far: this replay is its time */
             break;
         }

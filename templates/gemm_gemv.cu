@@ -1,4 +1,5 @@
-// gemm_gemv.cu — the decode kernel (M ≤ 32): a GEMV at heart on mma.sync, sm_80 … sm_90a.
+// gemm_gemv.cu — the decode kernel (auto to M = 16, by name to 64): a GEMV at heart on
+// mma.sync, sm_80 … sm_90a.
 // f16/bf16 A × B of A's type, or × s4/u4 (col, group of 128 or 256, zeros for u4) or s8
 // (col, tensor) weights; s8 A (tensor, row) × s8 (tensor, col) or s4 (col, group of 128 or
 // 256) weights, whose sums are exact int32; e4m3/e5m2 A × e4m3 (tensor, row, block × tensor,
@@ -19,7 +20,8 @@
 // 16 rows × 64 bytes = 1 KB of B), used in place and reloaded STAGES·W steps ahead, in a
 // straight-line loop body (steps past K load zeros), so no instruction reads a load before
 // its step.  W warps of a CTA take the steps of K round-robin and their partial tiles are
-// summed in shared memory in warp order, so a result does not depend on timing.
+// summed in shared memory in the order of their steps (per row group, with warps across the
+// rows), so a result does not depend on timing.
 //
 // The 8-bit activations use m16n8k32 (s8 into s32, fp8 into f32) with the same fragments, a
 // register holding four values instead of two; s4 weights against s8 tokens become bytes of
@@ -78,7 +80,12 @@
 %     local deep = not one_of(B, "s4", "u4", "e2m1") -- 8- and 16-bit weights: more steps in flight
 %     local c = config(bm, (bm == 16 and not deep) and 32 or 16, 4 * chunk_k(), 1, 4, deep and (bm == 8 and 8 or 6) or 2)
 %     if BM ~= 0 then c.bm, c.bn, c.bk = BM, BN, BK end
-%     if WM ~= 0 then c.wm, c.wn = WM, WN end
+%     if WM ~= 0 then
+%       c.wm, c.wn = WM, WN
+%     elseif c.bn >= 64 then -- a named tile of 64 or 128 rows: 32 rows a warp, 8 warps
+%       c.wm = math.min(4, c.bn // 32)
+%       c.wn = 8 // c.wm
+%     end
 %     if STAGES ~= 0 then c.stages = STAGES end
 %     return c
 %   end,
@@ -88,14 +95,23 @@
 %     local s1, s2 = deep and 8 or 4, deep and 4 or 2
 %     -- more rows a CTA read each token chunk for more weights (what M = 16 is short of):
 %     -- a warp's own rows (BN/WM), or WM warps across the rows sharing it through L1
-%     return {config(8, 16, bk, 1, 4, s1), config(8, 16, bk, 1, 4, s2), config(8, 16, bk, 1, 8, s2),
-%             config(8, 32, bk, 1, 4, s2), config(16, 16, bk, 1, 4, s2), config(16, 16, bk, 1, 4, s1),
-%             config(32, 16, bk, 1, 4, 2), config(16, 32, bk, 1, 4, 2), config(8, 32, bk, 2, 4, s2),
-%             config(16, 64, bk, 2, 4, 2), config(16, 64, bk, 4, 2, 2), config(16, 128, bk, 4, 2, 2),
-%             -- M = 33-64 in one tile of tokens (4-bit weights: 32, their operands take the rest)
-%             config(32, 64, bk, 4, 2, 2),
-%             not one_of(B, "s4", "u4", "e2m1") and config(64, 64, bk, 4, 2, 2) or nil,
-%             not one_of(B, "s4", "u4", "e2m1") and config(8, 64, bk, 1, 4, 2) or nil}
+%     local c = {config(8, 16, bk, 1, 4, s1), config(8, 16, bk, 1, 4, s2), config(8, 16, bk, 1, 8, s2),
+%                config(8, 32, bk, 1, 4, s2), config(16, 16, bk, 1, 4, s2), config(16, 16, bk, 1, 4, s1),
+%                config(32, 16, bk, 1, 4, 2), config(16, 32, bk, 1, 4, 2), config(8, 32, bk, 2, 4, s2)}
+%     -- the heavier transforms (zero points, e2m1, per-step scale folds) spill registers in
+%     -- CTAs of 8 warps (ptxas, 60-520 bytes): theirs are of 4
+%     if ZEROS or B == "e2m1" or one_of(SA, "mx", "block") or SB == "block" then
+%       c[#c + 1], c[#c + 2] = config(16, 64, bk, 2, 2, 2), config(16, 64, bk, 4, 1, 2)
+%     else
+%       c[#c + 1], c[#c + 2], c[#c + 3] = config(16, 64, bk, 2, 4, 2), config(16, 64, bk, 4, 2, 2), config(16, 128, bk, 4, 2, 2)
+%       -- M = 33-64 in one tile of tokens (4-bit weights: 32, their operands take the rest)
+%       c[#c + 1] = config(32, 64, bk, 4, 2, 2)
+%       -- 64 tokens: 8- and 16-bit weights, but not s8 under 16-bit tokens (its conversion
+%       -- through f32 spills there)
+%       if not one_of(B, "s4", "u4") and not (B == "s8" and A ~= "s8") then c[#c + 1] = config(64, 64, bk, 4, 2, 2) end
+%     end
+%     if not one_of(B, "s4", "u4", "e2m1") then c[#c + 1] = config(8, 64, bk, 1, 4, 2) end
+%     return c
 %   end,
 %   plan = function()
 %     if not gemv_serves() then
@@ -121,8 +137,7 @@
 %     -- bytes of spills at tile 8x64x128, 2 stages)
 %     if RB == 4 and one_of(B, "s4", "u4", "e2m1") then unsupported("kernel gemv: 64 rows a warp take 8- and 16-bit weights (4-bit ones spill registers)") end
 %     if REGS > 255 then unsupported(string.format("kernel gemv: tile %dx%dx%d with %d stages needs about %d registers a thread", BM, BN, BK, STAGES, REGS)) end
-%     local THREADS = 32 * WM * WN
-%     if REGS * THREADS > 65536 then unsupported(string.format("kernel gemv: %d threads of about %d registers pass the SM's 65536", THREADS, REGS)) end
+%     local THREADS = 32 * WM * WN -- at most 256: 255 registers a thread still fit the SM
 %     -- 16-byte chunks: K a multiple of a chunk (a chunk is all in or all out); rows of A and
 %     -- B 16-byte aligned (lda % 8; ldb % 32 for 4-bit, % 16 for s8, % 8 for 16-bit)
 %     return {threads = THREADS, smem = math.max(16, (WN - 1) * BN * BM * 4), k_multiple = KC,
