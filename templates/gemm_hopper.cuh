@@ -361,18 +361,20 @@ template <class Nib> struct nibble_expand {
 // along K, DESIGN §2) that the consumers read as OB bytes a value: a K tile is 128/OB values.
 // Each K tile's plain operand is copied as produce does (16-byte chunk t%8 of rows t/8 + 16i
 // into the swizzled tile); a packed one's rows (PROW = 16·IB/OB bytes, chunk t%CPR of rows
-// t/CPR + (128/CPR)i, CPR = PROW/16) go into one of two staging slots with cp.async and, one
-// stage behind, once every producer thread's
-// copies of that stage have landed, are expanded into the stage's tile by
-// conv.run<ROWS>(tile, slot, t) (nibble_expand shows the contract); then side() and one plain
-// arrival a thread on full[s] (make_ring<..., 128>).  A conversion with state (per-row
-// scales) reads it in conv.prepare(m0, n0, kt), called for each stage right after the one
-// before it is expanded, so its loads have a stage to land.
+// t/CPR + (128/CPR)i, CPR = PROW/16) go into one of SLOTS staging slots with cp.async and,
+// SLOTS − 1 K tiles behind (so that many K tiles of loads are in flight beyond the one being
+// expanded), once every producer thread's copies of that stage have landed, are expanded into
+// the stage's tile by conv.run<ROWS>(tile, slot, t) (nibble_expand shows the contract); then
+// side() and one plain arrival a thread on full[s] (make_ring<..., 128>).  A conversion with
+// state (per-row scales) reads it in conv.prepare(m0, n0, kt), called for the next K tile to
+// be expanded right after the one before it is, so its loads have an expansion to land.
 // Named barrier 15 orders the producer threads: a slot is expanded after all its copies
 // have landed, and refilled after all its expansions are done.  A slot holds A's packed rows
-// ([BM][PROW] bytes, if PA) then B's ([BN][PROW], if PB); two of them start at `slots`.  K and
-// the packed operands' leading dimensions are multiples of 128/IB values (whole chunks).
-template <int BM, int BN, int STAGES, bool PA, bool PB, int OB, int IB, class Conv, class Side = no_side>
+// ([BM][PROW] bytes, if PA) then B's ([BN][PROW], if PB); SLOTS of them start at `slots`.  K
+// and the packed operands' leading dimensions are multiples of 128/IB values (whole chunks).
+// The ring must be deeper than the loads in flight: STAGES >= SLOTS (the families give
+// SLOTS = STAGES − 1, 2 to 4, as shared memory allows: hopper_pack_slots).
+template <int BM, int BN, int STAGES, bool PA, bool PB, int OB, int IB, int SLOTS, class Conv, class Side = no_side>
 __device__ __forceinline__ void produce_packed(const qjit_params &p, const tile_walk<BM, BN, OB> &w, u32 ring,
                                                u32 full0, u32 empty0, u32 slots, int tid, Conv &conv,
                                                const Side &side = Side())
@@ -405,9 +407,16 @@ __device__ __forceinline__ void produce_packed(const qjit_params &p, const tile_
         mbar_arrive(full0 + 8 * st);
         warpgroup_sync(15); // the slot is read: it may be refilled
     };
-    int s = 0, n = 0; // stage, K tiles issued
+    static_assert(SLOTS >= 2 && SLOTS <= STAGES, "produce_packed: 2 to STAGES staging slots");
+    constexpr int P = SLOTS - 1; // K tiles of loads in flight beyond the one being expanded
+    int s = 0, n = 0;            // stage, K tiles issued (the j-th is in slot j % SLOTS)
     u32 phase = 0;
-    int prev_s = 0, prev_kt = 0, prev_m0 = 0, prev_n0 = 0;
+    // the K tiles issued and not yet expanded, oldest at [0] once P are (pushed at [P − 1],
+    // the rest shifted down): stage, K tile, output tile origin
+    int hs[P], hkt[P], hm0[P], hn0[P];
+#pragma unroll
+    for (int i = 0; i < P; ++i)
+        hs[i] = hkt[i] = hm0[i] = hn0[i] = 0;
     for (int t = w.first; t < w.tiles; t += w.stride) {
         int m0, n0;
         w.origin(t, m0, n0);
@@ -418,7 +427,7 @@ __device__ __forceinline__ void produce_packed(const qjit_params &p, const tile_
             if (n >= STAGES)
                 mbar_wait(empty0 + 8 * s, phase ^ 1);
             const long long k = (long long)kt * VALUES; // values of K at this K tile
-            const u32 tile = ring + s * STAGE_BYTES + ld_off, slot = slots + (n & 1) * SLOT_BYTES + pk_off;
+            const u32 tile = ring + s * STAGE_BYTES + ld_off, slot = slots + ((unsigned)n % SLOTS) * SLOT_BYTES + pk_off;
             // a chunk is all in or all out: 16/OB plain values, or 128/IB packed ones
             const bool pk_ok = k + pk_chunk * (128 / IB) < K, ld_ok = k + ld_chunk * (16 / OB) < K;
             const long long k_pk = k * IB / 8, k_ld = k * OB; // bytes into a row
@@ -427,21 +436,36 @@ __device__ __forceinline__ void produce_packed(const qjit_params &p, const tile_
             issue_rows<BN, PB ? PK_ROWS : LD_ROWS, PB ? PROW : ROW_BYTES>(
                 PB ? slot + SLOT_A : tile + A_BYTES, b_src + (PB ? k_pk : k_ld), b_pass, b_rows, PB ? pk_ok : ld_ok);
             qc::cp_async_commit();
-            if (n > 0) {
-                qc::cp_async_wait<1>(); // this thread's copies of the stage before have landed
-                finish(prev_s, (n - 1) & 1, prev_kt, prev_m0, prev_n0);
+            if (n >= P) {
+                qc::cp_async_wait<P>(); // this thread's copies of K tile n − P have landed
+                finish(hs[0], (unsigned)(n - P) % SLOTS, hkt[0], hm0[0], hn0[0]);
             }
-            conv.prepare(m0, n0, kt);
-            prev_s = s, prev_kt = kt, prev_m0 = m0, prev_n0 = n0;
+#pragma unroll
+            for (int i = 0; i + 1 < P; ++i)
+                hs[i] = hs[i + 1], hkt[i] = hkt[i + 1], hm0[i] = hm0[i + 1], hn0[i] = hn0[i + 1];
+            hs[P - 1] = s, hkt[P - 1] = kt, hm0[P - 1] = m0, hn0[P - 1] = n0;
+            // the next K tile to expand: the oldest in flight once P are (with one, this one),
+            // K tile 0 before
+            if (P == 1 || n >= P)
+                conv.prepare(hm0[0], hn0[0], hkt[0]);
+            else if (n == 0)
+                conv.prepare(m0, n0, kt);
             if (++s == STAGES) {
                 s = 0;
                 phase ^= 1;
             }
         }
     }
-    if (n > 0) {
+    if (n > 0) { // the last K tiles in flight, oldest first: [P − left, P), K tiles n − left ..
+        const int left = n < P ? n : P;
         qc::cp_async_wait<0>();
-        finish(prev_s, (n - 1) & 1, prev_kt, prev_m0, prev_n0);
+#pragma unroll
+        for (int i = 0; i < P; ++i)
+            if (i >= P - left) {
+                finish(hs[i], (unsigned)(n - P + i) % SLOTS, hkt[i], hm0[i], hn0[i]);
+                if (i + 1 < P)
+                    conv.prepare(hm0[i + 1], hn0[i + 1], hkt[i + 1]);
+            }
     }
 }
 

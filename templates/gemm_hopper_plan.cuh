@@ -47,6 +47,22 @@
 %   local _, _, _, budget = hopper_regs(WM * WN, producer)
 %   return (BM // WM // 64) * (BN // WN // 2) * acc + 40 <= budget
 % end
+% -- hopper_pack_slots(per_slot, side): the staging slots of a packed producer
+% -- (produce_packed): STAGES − 1 of them, 2 to 4, so that as many K tiles of loads are in
+% -- flight beyond the one being expanded, while the ring stays one stage deeper; fewer where
+% -- shared memory would not hold them without more output passes than two slots leave.
+% -- per_slot: a slot's bytes; side: the ring's side bytes a stage.
+% function hopper_pack_slots(per_slot, side)
+%   local want = math.max(2, math.min(4, STAGES - 1))
+%   local limit, out_bytes = 232448, OUT == "f32" and 4 or 2
+%   local base = STAGES * ((BM + BN) * 128 + (side or 0)) + 2048
+%   local wgn = WN >= 1 and BN // WN or BN
+%   local np = 1
+%   while wgn % (16 * np) == 0 and base + 2 * per_slot + BM * ((BN // np) * out_bytes + 16) > limit do np = np * 2 end
+%   local slots = want
+%   while slots > 2 and base + slots * per_slot + BM * ((BN // np) * out_bytes + 16) > limit do slots = slots - 1 end
+%   return slots
+% end
 % function hopper_tile_plan(o)
 %   local name, es = o.name, o.es or 1
 %   if ARCH ~= 90 then unsupported(string.format("%s: needs sm_90a (wgmma, setmaxnreg) (arch=sm_%d)", name, ARCH)) end

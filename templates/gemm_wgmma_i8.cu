@@ -77,8 +77,10 @@
 %     -- group scales: a part (s32) and a total (f32), and BN f32 scales per group of the stage
 %     local side = GROUPED and BN * 4 * math.max(1, 128 // GROUP) or 0
 %     -- the s4 producer expands B and stages scales: 56 registers (40 spill)
+%     local SLOTS = S4 and hopper_pack_slots(BN * 64, side) or 2
 %     local plan = hopper_tile_plan{name = "gemm_wgmma_i8", acc = GROUPED and 2 or 1, side = side,
-%                                   fixed = S4 and 2 * BN * 64 or 0, producer = S4 and WM * WN <= 2 and 56 or nil}
+%                                   fixed = S4 and SLOTS * BN * 64 or 0, producer = S4 and WM * WN <= 2 and 56 or nil}
+%     plan.SLOTS = SLOTS
 %     -- 16-byte cp.async chunks along K, wholly inside or outside K: 16 int8 values of A or B,
 %     -- 32 packed s4 values of B
 %     local KMUL = S4 and 32 or 16

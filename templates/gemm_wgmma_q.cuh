@@ -51,7 +51,8 @@ constexpr int SC_BYTES = SA_BYTES + G_TILE * BN * 4;
 constexpr int SIDE_BYTES = STAGES * SC_BYTES; // after the ring's tiles, before its mbarriers
 constexpr int ES = $(ES or 1);              // bytes of a value in the tiles (A's, and B's as expanded)
 constexpr int IB = $(IB or 4);              // bits of a packed operand's stored values
-constexpr int SLOT_BYTES = 2 * ($(PACKED_A and "BM" or "0") + $(PACKED_B and "BN" or "0")) * 16 * IB / ES; // packed operands' two staging slots, after that
+constexpr int SLOTS = $(SLOTS or 2);      // packed operands' staging slots (hopper_pack_slots)
+constexpr int SLOT_BYTES = SLOTS * ($(PACKED_A and "BM" or "0") + $(PACKED_B and "BN" or "0")) * 16 * IB / ES; // after that
 static_assert(RING_BYTES + SIDE_BYTES + SLOT_BYTES + 2048 + BM * EPI_PITCH <= 227 * 1024, "gemm_wgmma_q: tile and stages need more shared memory than an SM has");
 
 % local ACC_T, ACC_C = ACC_INT and "int" or "float", ACC_INT and "+r" or "+f"
@@ -448,7 +449,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
         if (tid == 0)
             qh::produce_tma<BM, BN, STAGES, ES>(ta, tb, w, ring, full0, empty0);
 % elseif PACKED_A or PACKED_B then
-        qh::produce_packed<BM, BN, STAGES, $(PACKED_A and "true" or "false"), $(PACKED_B and "true" or "false"), ES, IB>(
+        qh::produce_packed<BM, BN, STAGES, $(PACKED_A and "true" or "false"), $(PACKED_B and "true" or "false"), ES, IB, SLOTS>(
             p, w, ring, full0, empty0, sc0 + SIDE_BYTES, tid, conv, side);
 % else
         qh::produce<BM, BN, STAGES, ES>(p, w, ring, full0, empty0, tid, side);

@@ -64,8 +64,10 @@
 %     if BN % PASS ~= 0 then unsupported(string.format("gemm_wgmma_wq: BN must be a multiple of %d for b=%s (tile=%dx%dx%d)", PASS, B, BM, BN, BK)) end
 %     -- one accumulator set; two staging slots of packed B; the producer dequantizes whole
 %     -- rows (a scale and a zero each per group): 72 registers
-%     local plan = hopper_tile_plan{name = "gemm_wgmma_wq", acc = 1, fixed = 2 * BN * 8 * IB,
+%     local SLOTS = hopper_pack_slots(BN * 8 * IB)
+%     local plan = hopper_tile_plan{name = "gemm_wgmma_wq", acc = 1, fixed = SLOTS * BN * 8 * IB,
 %                                   producer = WM * WN <= 2 and 72 or nil, es = 2}
+%     plan.SLOTS = SLOTS
 %     -- K and the leading dimensions: whole 16-byte chunks of B (32 4-bit values, 16 s8)
 %     local KMUL = IB == 4 and 32 or 16
 %     plan.k_multiple, plan.ld_multiple, plan.align = KMUL, KMUL, 16

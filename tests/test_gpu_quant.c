@@ -285,6 +285,9 @@ static const struct {
     {" kernel=wgmma_wq", WEIGHT_ONLY, true},
     {" kernel=wgmma_wq tile=64x128x64 warps=1x1 stages=6", WEIGHT_ONLY, true},
     {" kernel=wgmma_wq tile=128x128x64 warps=2x1 stages=5", WEIGHT_ONLY, true},
+    /* packed producers with 3 and 4 staging slots (loads two and three K tiles ahead) */
+    {" kernel=wgmma_i8 tile=128x128x128 warps=2x1 stages=5", "a=s8 b=s4", true},
+    {" kernel=wgmma_mx tile=64x128x128 warps=1x1 stages=5", "a=e2m1", true},
     {" kernel=wgmma_f8", FP8_PAIRS, true},
     {" kernel=wgmma_tma", TMA_PAIRS, true},
     {" kernel=wgmma_tma tile=64x128x128 warps=1x1 stages=6", TMA_PAIRS, true},
@@ -626,16 +629,18 @@ int main(int argc, char **argv)
             if ((d.sa == QJIT_SCALE_MX || d.sb == QJIT_SCALE_MX) && unit < 32)
                 unit = 32;
             /* The warp-specialized Hopper kernels also at prefill M (several tiles along M,
-             * and a persistent grid walking more tiles than it has CTAs). */
-            const int64_t shapes[6][3] = {
+             * and a persistent grid walking more tiles than it has CTAs), and with one K
+             * chunk (fewer K tiles than a packed producer keeps in flight). */
+            const int64_t shapes[7][3] = {
                 {1, 257, unit * 3},  {5, 1000, unit * 7},  {64, 136, unit * 5},
-                {333, 520, unit * 9}, {1000, 264, unit * 11}, {4097, 136, unit * 5}};
+                {333, 520, unit * 9}, {1000, 264, unit * 11}, {4097, 136, unit * 5},
+                {17, 200, unit}};
             const bool hopper = info.desc.kernel == QJIT_KERNEL_WGMMA_I8 ||
                                 info.desc.kernel == QJIT_KERNEL_WGMMA_F8 ||
                                 info.desc.kernel == QJIT_KERNEL_WGMMA_MX ||
                                 info.desc.kernel == QJIT_KERNEL_WGMMA_WQ ||
                                 info.desc.kernel == QJIT_KERNEL_WGMMA_TMA;
-            int nshapes = hopper ? 6 : 4;
+            int nshapes = hopper ? 7 : 4;
             if (max_shapes > 0 && nshapes > max_shapes) /* QJIT_TEST_SHAPES: the first n */
                 nshapes = max_shapes;
             double worst = 0;
