@@ -25,13 +25,24 @@ namespace qc {
 // scheduled early (it waits here in turn).  Each GEMM calls it before its first global
 // access, so a launch that asks for an early start (QJIT_PDL=1) lets this kernel's launch
 // and set-up overlap the previous kernel's tail; without that launch attribute both are
-// no-ops.
-__device__ __forceinline__ void pdl_enter()
+// no-ops.  A kernel may instead wait (pdl_wait) and let the next one start (pdl_launch)
+// apart: the later it does the second, the less the next kernel's early CTAs take from it.
+__device__ __forceinline__ void pdl_wait()
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_launch()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
+}
+__device__ __forceinline__ void pdl_enter()
+{
+    pdl_wait();
+    pdl_launch();
 }
 
 

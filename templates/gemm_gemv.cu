@@ -553,11 +553,12 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
     qc::zero(acc);
     // The weights do not depend on the kernel before this one (A, the activations, does):
     // the first D steps of weights are on their way before the wait for it, so under an
-    // early start (QJIT_PDL=1) they load under that kernel's tail.
+    // early start (QJIT_PDL=1) they load under that kernel's tail.  The next kernel is let
+    // start after the main loop (below).
 #pragma unroll
     for (int d = 0; d < D; ++d)
         load_b(d, wk + d * W);
-    qc::pdl_enter();
+    qc::pdl_wait();
 #pragma unroll
     for (int d = 0; d < D; ++d)
         load_a(d, wk + d * W);
@@ -646,6 +647,11 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
             load_a(d, s0 + d * W + D * W);
         }
     }
+    // Every load of this thread is issued and used: under an early start (QJIT_PDL=1) the
+    // next kernel may be scheduled now, so that its launch and first weight loads overlap
+    // this kernel's sum and stores, not its stream of weights (the next grid's CTAs start
+    // when every CTA of this one has passed here or exited).
+    qc::pdl_launch();
 
     // the W warps' tiles of the same rows summed in the order of their steps by the first
     // of them (int32 sums as their bits: exact)
