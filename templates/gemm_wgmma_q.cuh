@@ -672,11 +672,25 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                 for (int ks = 0; ks < BK / 32; ++ks) {
                     // a block starts from zero at its first 32 of K (groups of 256: even K tiles)
                     const int add = PK >= 256 ? (kt & 1) | ks : (ks * 32) % PK;
+%   if ACC_INT then
+                    // int32 group sums start from the bits of 1.5·2^23 instead: a sum x within
+                    // ±2^22 (a group of s8 × s4 is within ±2^18) then reads as the float
+                    // 1.5·2^23 + x exactly, and converts with one FADD (I2F issues at a quarter
+                    // of the FADD's rate: 64 of them a thread a group would outlast the wgmma)
+                    // (set in asm volatile, so that the moves stay before the fence that
+                    // orders them for the wgmma)
+                    if (!add)
+#pragma unroll
+                        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+                            for (int j = 0; j < WGN / 2; ++j)
+                                asm volatile("mov.b32 %0, 0x4B400000;\n" : "=r"(part[mi][j]));
+%   end
                     qh::wgmma_fence();
 #pragma unroll
                     for (int mi = 0; mi < MI; ++mi)
                         wgmma(part[mi], smem_desc(a_tile + st + mi * 64 * ROW_BYTES + ks * 32),
-                              smem_desc(b_tile + st + ks * 32), add);
+                              smem_desc(b_tile + st + ks * 32), $(ACC_INT and "1" or "add"));
                     if (((ks + 1) * 32) % (PK < 128 ? PK : 128) != 0)
                         continue; // the block goes on
                     qh::wgmma_commit();
@@ -697,8 +711,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                                 tot[mi][j] = fmaf(part[mi][j], r * cb.x, tot[mi][j]);
                                 tot[mi][j + 1] = fmaf(part[mi][j + 1], r * cb.y, tot[mi][j + 1]);
 %   else
+%     if ACC_INT then
+                                tot[mi][j] = fmaf(__int_as_float(part[mi][j]) - 12582912.0f, cb.x, tot[mi][j]);
+                                tot[mi][j + 1] = fmaf(__int_as_float(part[mi][j + 1]) - 12582912.0f, cb.y, tot[mi][j + 1]);
+%     else
                                 tot[mi][j] = fmaf(to_f32(part[mi][j]), cb.x, tot[mi][j]);
                                 tot[mi][j + 1] = fmaf(to_f32(part[mi][j + 1]), cb.y, tot[mi][j + 1]);
+%     end
 %   end
                             }
                     }
