@@ -607,7 +607,14 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 % end
 % if FOLD then
                 acc_t part[NT][4];
+%   if INT then
+                // the step's int32 sums start from the bits of 1.5·2^23: a sum x within ±2^22
+                // (a step of s8 × 16·s4 is within ±2^21) reads as the float 1.5·2^23 + x
+                // exactly, one FADD where an I2F (a quarter-rate pipe) was
+                qc::fill(part, 0x4B400000);
+%   else
                 qc::zero(part);
+%   end
 % end
 % if not MX8 then
 #pragma unroll
@@ -637,7 +644,7 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 %   if ZEROS then
                         const float v = __fmaf_rn(-(i < 2 ? z_g : z_g8), asum[t][i], part[t][i]);
 %   else
-                        const float v = (float)part[t][i];
+                        const float v = $(INT and "__int_as_float(part[t][i]) - 12582912.f" or "(float)part[t][i]");
 %   end
                         acc[r][t][i] = __fmaf_rn(sc, v, acc[r][t][i]);
                     }
