@@ -171,12 +171,18 @@ __device__ __forceinline__ void issue_rows(u32 dst, const char *src, long long p
 
 // What a producer writes beside each stage's tiles: nothing (the plain GEMMs).  A family
 // with per-stage side data (scales that travel with their K tile) passes a type with
-// ARRIVES = true and operator()(stage, m0, n0, kt, tid), which every producer thread calls
-// once per stage after its copies are issued; its stores are ordered before the consumers'
-// reads by one more arrival per thread on full[s] (make_ring<..., 256>).
+// ARRIVES = true, prepare(m0, n0, kt, tid), which loads a K tile's side data into registers,
+// and operator()(stage, tid), which stores what was last prepared beside the stage.  With
+// PREFETCH, every producer thread prepares a stage's side data when it has issued the stage's
+// copies and stores it one pass later (produce: after the next stage's copies, the stage
+// getting its arrival then; produce_packed: with the stage's expansion), so the loads'
+// latency is not the producer's; without it (side data too large for the producer's
+// registers) it loads and stores in the same pass.  The stores are ordered before the
+// consumers' reads by one more arrival per thread on full[s] (make_ring<..., 256>).
 struct no_side {
-    static constexpr bool ARRIVES = false;
-    __device__ __forceinline__ void operator()(int, int, int, int, int) const {}
+    static constexpr bool ARRIVES = false, PREFETCH = false;
+    __device__ __forceinline__ void prepare(int, int, int, int) {}
+    __device__ __forceinline__ void operator()(int, int) const {}
 };
 
 // The producer warpgroup (threads 0..127): thread t copies 16-byte chunk t%8 of rows
@@ -186,7 +192,7 @@ struct no_side {
 // lda·ES and ldb·ES are multiples of 16.
 template <int BM, int BN, int STAGES, int ES, class Side = no_side>
 __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM, BN, ES> &w, u32 ring,
-                                        u32 full0, u32 empty0, int tid, const Side &side = Side())
+                                        u32 full0, u32 empty0, int tid, Side side = Side())
 {
     constexpr int A_BYTES = BM * ROW_BYTES, STAGE_BYTES = (BM + BN) * ROW_BYTES;
     const int M = (int)p.m, N = (int)p.n;
@@ -194,7 +200,7 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
     const int ld_row = tid >> 3, ld_chunk = tid & 7;
     const u32 ld_off = ld_row * ROW_BYTES + ((ld_chunk ^ (ld_row & 7)) << 4);
     const long long a_pass = LD_ROWS * p.lda * ES, b_pass = LD_ROWS * p.ldb * ES;
-    int s = 0, n = 0; // stage, K tiles issued
+    int s = 0, n = 0, prev_s = 0; // stage, K tiles issued, the stage whose side data waits
     u32 phase = 0;
     for (int t = w.first; t < w.tiles; t += w.stride) {
         int m0, n0;
@@ -211,8 +217,18 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
             issue_rows<BM, LD_ROWS, ROW_BYTES>(st, a_src + k, a_pass, a_rows, k_ok);
             issue_rows<BN, LD_ROWS, ROW_BYTES>(st + A_BYTES, b_src + k, b_pass, b_rows, k_ok);
             cp_async_arrive(full0 + 8 * s);
-            if (Side::ARRIVES) {
-                side(s, m0, n0, kt, tid);
+            if (Side::ARRIVES && Side::PREFETCH) {
+                // the stage before's side data, loaded while this stage's copies were issued,
+                // and its arrival; then this stage's loads (stored on the next pass)
+                if (n > 0) {
+                    side(prev_s, tid);
+                    mbar_arrive(full0 + 8 * prev_s);
+                }
+                side.prepare(m0, n0, kt, tid);
+                prev_s = s;
+            } else if (Side::ARRIVES) { // loaded and stored in this pass
+                side.prepare(m0, n0, kt, tid);
+                side(s, tid);
                 mbar_arrive(full0 + 8 * s);
             }
             if (++s == STAGES) {
@@ -220,6 +236,10 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
                 phase ^= 1;
             }
         }
+    }
+    if (Side::ARRIVES && Side::PREFETCH && n > 0) {
+        side(prev_s, tid);
+        mbar_arrive(full0 + 8 * prev_s);
     }
     asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
@@ -367,7 +387,8 @@ template <class Nib> struct nibble_expand {
 // the stage's tile by conv.run<ROWS>(tile, slot, t) (nibble_expand shows the contract); then
 // side() and one plain arrival a thread on full[s] (make_ring<..., 128>).  A conversion with
 // state (per-row scales) reads it in conv.prepare(m0, n0, kt), called for the next K tile to
-// be expanded right after the one before it is, so its loads have an expansion to land.
+// be expanded right after the one before it is, so its loads have an expansion to land; the
+// side data is prepared at the same points.
 // Named barrier 15 orders the producer threads: a slot is expanded after all its copies
 // have landed, and refilled after all its expansions are done.  A slot holds A's packed rows
 // ([BM][PROW] bytes, if PA) then B's ([BN][PROW], if PB); SLOTS of them start at `slots`.  K
@@ -377,7 +398,7 @@ template <class Nib> struct nibble_expand {
 template <int BM, int BN, int STAGES, bool PA, bool PB, int OB, int IB, int SLOTS, class Conv, class Side = no_side>
 __device__ __forceinline__ void produce_packed(const qjit_params &p, const tile_walk<BM, BN, OB> &w, u32 ring,
                                                u32 full0, u32 empty0, u32 slots, int tid, Conv &conv,
-                                               const Side &side = Side())
+                                               Side side = Side())
 {
     constexpr int A_BYTES = BM * ROW_BYTES, STAGE_BYTES = (BM + BN) * ROW_BYTES;
     constexpr int PROW = 16 * IB / OB, CPR = PROW / 16, PK_ROWS = 128 / CPR; // packed rows: bytes, chunks; a pass
@@ -402,7 +423,9 @@ __device__ __forceinline__ void produce_packed(const qjit_params &p, const tile_
             conv.template run<BM>(dst, src, tid);
         if (PB)
             conv.template run<BN>(dst + A_BYTES, src + SLOT_A, tid);
-        side(st, m0, n0, kt, tid);
+        if (!Side::PREFETCH) // else prepared with conv, an expansion ahead
+            side.prepare(m0, n0, kt, tid);
+        side(st, tid);
         fence_proxy_async(); // the consumers' wgmma read these stores through the async proxy
         mbar_arrive(full0 + 8 * st);
         warpgroup_sync(15); // the slot is read: it may be refilled
@@ -446,10 +469,15 @@ __device__ __forceinline__ void produce_packed(const qjit_params &p, const tile_
             hs[P - 1] = s, hkt[P - 1] = kt, hm0[P - 1] = m0, hn0[P - 1] = n0;
             // the next K tile to expand: the oldest in flight once P are (with one, this one),
             // K tile 0 before
-            if (P == 1 || n >= P)
+            if (P == 1 || n >= P) {
                 conv.prepare(hm0[0], hn0[0], hkt[0]);
-            else if (n == 0)
+                if (Side::PREFETCH)
+                    side.prepare(hm0[0], hn0[0], hkt[0], tid);
+            } else if (n == 0) {
                 conv.prepare(m0, n0, kt);
+                if (Side::PREFETCH)
+                    side.prepare(m0, n0, kt, tid);
+            }
             if (++s == STAGES) {
                 s = 0;
                 phase ^= 1;
@@ -463,8 +491,11 @@ __device__ __forceinline__ void produce_packed(const qjit_params &p, const tile_
         for (int i = 0; i < P; ++i)
             if (i >= P - left) {
                 finish(hs[i], (unsigned)(n - P + i) % SLOTS, hkt[i], hm0[i], hn0[i]);
-                if (i + 1 < P)
+                if (i + 1 < P) {
                     conv.prepare(hm0[i + 1], hn0[i + 1], hkt[i + 1]);
+                    if (Side::PREFETCH)
+                        side.prepare(hm0[i + 1], hn0[i + 1], hkt[i + 1], tid);
+                }
             }
     }
 }
