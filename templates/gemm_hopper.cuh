@@ -171,18 +171,17 @@ __device__ __forceinline__ void issue_rows(u32 dst, const char *src, long long p
 
 // What a producer writes beside each stage's tiles: nothing (the plain GEMMs).  A family
 // with per-stage side data (scales that travel with their K tile) passes a type with
-// ARRIVES = true, prepare(m0, n0, kt, tid), which loads a K tile's side data into registers,
-// and operator()(stage, tid), which stores what was last prepared beside the stage.  With
-// PREFETCH, every producer thread prepares a stage's side data when it has issued the stage's
-// copies and stores it one pass later (produce: after the next stage's copies, the stage
-// getting its arrival then; produce_packed: with the stage's expansion), so the loads'
-// latency is not the producer's; without it (side data too large for the producer's
-// registers) it loads and stores in the same pass.  The stores are ordered before the
+// ARRIVES = true and either now(stage, m0, n0, kt, tid), which loads a K tile's side data and
+// stores it beside the stage in one pass, or, with PREFETCH, prepare(m0, n0, kt, tid), which
+// loads it into registers, and operator()(stage, tid), which stores what was last prepared:
+// every producer thread then prepares a stage's side data a pass before it stores it
+// (produce: when it has issued the stage's copies, storing after the next stage's, the stage
+// getting its arrival then; produce_packed: with the conversion's own prepare, an expansion
+// ahead), so the loads' latency is not the producer's.  The stores are ordered before the
 // consumers' reads by one more arrival per thread on full[s] (make_ring<..., 256>).
 struct no_side {
     static constexpr bool ARRIVES = false, PREFETCH = false;
-    __device__ __forceinline__ void prepare(int, int, int, int) {}
-    __device__ __forceinline__ void operator()(int, int) const {}
+    __device__ __forceinline__ void now(int, int, int, int, int) const {}
 };
 
 // The producer warpgroup (threads 0..127): thread t copies 16-byte chunk t%8 of rows
@@ -217,7 +216,7 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
             issue_rows<BM, LD_ROWS, ROW_BYTES>(st, a_src + k, a_pass, a_rows, k_ok);
             issue_rows<BN, LD_ROWS, ROW_BYTES>(st + A_BYTES, b_src + k, b_pass, b_rows, k_ok);
             cp_async_arrive(full0 + 8 * s);
-            if (Side::ARRIVES && Side::PREFETCH) {
+            if constexpr (Side::ARRIVES && Side::PREFETCH) {
                 // the stage before's side data, loaded while this stage's copies were issued,
                 // and its arrival; then this stage's loads (stored on the next pass)
                 if (n > 0) {
@@ -226,9 +225,8 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
                 }
                 side.prepare(m0, n0, kt, tid);
                 prev_s = s;
-            } else if (Side::ARRIVES) { // loaded and stored in this pass
-                side.prepare(m0, n0, kt, tid);
-                side(s, tid);
+            } else if constexpr (Side::ARRIVES) { // loaded and stored in this pass
+                side.now(s, m0, n0, kt, tid);
                 mbar_arrive(full0 + 8 * s);
             }
             if (++s == STAGES) {
@@ -237,9 +235,11 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
             }
         }
     }
-    if (Side::ARRIVES && Side::PREFETCH && n > 0) {
-        side(prev_s, tid);
-        mbar_arrive(full0 + 8 * prev_s);
+    if constexpr (Side::ARRIVES && Side::PREFETCH) {
+        if (n > 0) {
+            side(prev_s, tid);
+            mbar_arrive(full0 + 8 * prev_s);
+        }
     }
     asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
@@ -393,8 +393,11 @@ template <class Nib> struct nibble_expand {
 // have landed, and refilled after all its expansions are done.  A slot holds A's packed rows
 // ([BM][PROW] bytes, if PA) then B's ([BN][PROW], if PB); SLOTS of them start at `slots`.  K
 // and the packed operands' leading dimensions are multiples of 128/IB values (whole chunks).
-// The ring must be deeper than the loads in flight: STAGES >= SLOTS (the families give
-// SLOTS = STAGES − 1, 2 to 4, as shared memory allows: hopper_pack_slots).
+// The ring must be deeper than the slots, STAGES > SLOTS: the consumers that release a stage
+// only once the next one is full (one wgmma group in flight) need the producer to have
+// finished K tile n − STAGES + 1 when it waits to refill the stage of n − STAGES (the
+// families give SLOTS = STAGES − 1, 2 to 4, as shared memory allows, and 3 stages or more:
+// hopper_pack_slots).
 template <int BM, int BN, int STAGES, bool PA, bool PB, int OB, int IB, int SLOTS, class Conv, class Side = no_side>
 __device__ __forceinline__ void produce_packed(const qjit_params &p, const tile_walk<BM, BN, OB> &w, u32 ring,
                                                u32 full0, u32 empty0, u32 slots, int tid, Conv &conv,
@@ -423,14 +426,15 @@ __device__ __forceinline__ void produce_packed(const qjit_params &p, const tile_
             conv.template run<BM>(dst, src, tid);
         if (PB)
             conv.template run<BN>(dst + A_BYTES, src + SLOT_A, tid);
-        if (!Side::PREFETCH) // else prepared with conv, an expansion ahead
-            side.prepare(m0, n0, kt, tid);
-        side(st, tid);
+        if constexpr (Side::PREFETCH) // prepared with conv, an expansion ahead
+            side(st, tid);
+        else
+            side.now(st, m0, n0, kt, tid);
         fence_proxy_async(); // the consumers' wgmma read these stores through the async proxy
         mbar_arrive(full0 + 8 * st);
         warpgroup_sync(15); // the slot is read: it may be refilled
     };
-    static_assert(SLOTS >= 2 && SLOTS <= STAGES, "produce_packed: 2 to STAGES staging slots");
+    static_assert(SLOTS >= 2 && SLOTS < STAGES, "produce_packed: 2 to STAGES - 1 staging slots");
     constexpr int P = SLOTS - 1; // K tiles of loads in flight beyond the one being expanded
     int s = 0, n = 0;            // stage, K tiles issued (the j-th is in slot j % SLOTS)
     u32 phase = 0;
@@ -471,11 +475,11 @@ __device__ __forceinline__ void produce_packed(const qjit_params &p, const tile_
             // K tile 0 before
             if (P == 1 || n >= P) {
                 conv.prepare(hm0[0], hn0[0], hkt[0]);
-                if (Side::PREFETCH)
+                if constexpr (Side::PREFETCH)
                     side.prepare(hm0[0], hn0[0], hkt[0], tid);
             } else if (n == 0) {
                 conv.prepare(m0, n0, kt);
-                if (Side::PREFETCH)
+                if constexpr (Side::PREFETCH)
                     side.prepare(m0, n0, kt, tid);
             }
             if (++s == STAGES) {
@@ -493,7 +497,7 @@ __device__ __forceinline__ void produce_packed(const qjit_params &p, const tile_
                 finish(hs[i], (unsigned)(n - P + i) % SLOTS, hkt[i], hm0[i], hn0[i]);
                 if (i + 1 < P) {
                     conv.prepare(hm0[i + 1], hn0[i + 1], hkt[i + 1]);
-                    if (Side::PREFETCH)
+                    if constexpr (Side::PREFETCH)
                         side.prepare(hm0[i + 1], hn0[i + 1], hkt[i + 1], tid);
                 }
             }

@@ -47,16 +47,20 @@
 %   local _, _, _, budget = hopper_regs(WM * WN, producer)
 %   return (BM // WM // 64) * (BN // WN // 2) * acc + 40 <= budget
 % end
-% -- hopper_pack_slots(per_slot, side): the staging slots of a packed producer
-% -- (produce_packed): STAGES − 1 of them, 2 to 4, so that as many K tiles of loads are in
-% -- flight beyond the one being expanded, while the ring stays one stage deeper; fewer where
-% -- shared memory would not hold them without more output passes than two slots leave.
-% -- per_slot: a slot's bytes; side: the ring's side bytes a stage.
-% function hopper_pack_slots(per_slot, side)
-%   local want = math.max(2, math.min(4, STAGES - 1))
+% -- hopper_pack_slots(per_slot, side, most): the staging slots of a packed producer
+% -- (produce_packed): STAGES − 1 of them, 2 to `most` (4), so that SLOTS − 1 K tiles of
+% -- loads are in flight beyond the one being expanded while the ring stays deeper than the
+% -- slots (consumers that release a stage only once the next is full need SLOTS < STAGES:
+% -- with STAGES = 2 and two slots they would wait on each other, so a packed producer takes
+% -- 3 stages or more); fewer where shared memory would not hold them without more output
+% -- passes than two slots leave.  per_slot: a slot's bytes; side: the ring's side bytes a stage.
+% function hopper_pack_slots(name, per_slot, side, most)
+%   if STAGES < 3 then unsupported(string.format("%s: a packed operand's producer needs 3 stages or more (stages=%d)", name, STAGES)) end
+%   if not (WN >= 1 and BN % WN == 0 and BN // WN >= 16) then return 2 end -- hopper_tile_plan says why
+%   local want = math.max(2, math.min(most or 4, STAGES - 1))
 %   local limit, out_bytes = 232448, OUT == "f32" and 4 or 2
 %   local base = STAGES * ((BM + BN) * 128 + (side or 0)) + 2048
-%   local wgn = WN >= 1 and BN // WN or BN
+%   local wgn = BN // WN
 %   local np = 1
 %   while wgn % (16 * np) == 0 and base + 2 * per_slot + BM * ((BN // np) * out_bytes + 16) > limit do np = np * 2 end
 %   local slots = want

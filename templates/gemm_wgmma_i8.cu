@@ -6,7 +6,7 @@
 // consumer warpgroups run wgmma.mma_async m64nNk32 .s32.s8.s8 from shared memory.
 //
 // s4 weights stay packed in global memory: the producer copies a K tile's packed rows into a
-// staging slot with cp.async and, one stage behind, expands them exactly to s8 into the
+// staging slot with cp.async and, SLOTS − 1 K tiles behind, expands them exactly to s8 into the
 // stage's B tile (produce_packed, nib), so the tensor cores see W8A8.
 //
 // Accumulation.  The int32 sums are exact.  With tensor/col scales the wgmma accumulate
@@ -23,7 +23,7 @@
 // s4), whose accumulators ((BM/WM)·(BN/WN)/128 registers, twice that with group scales) fit
 // beside ~40 others.
 // Block: 128·(WM·WN + 1) threads.  Shared memory: the ring (STAGES·(BM+BN)·128 bytes), group
-// scales (STAGES·BN·4·max(1, 128/g)), two packed slots for s4 (2·BN·64), 2 KB of alignment
+// scales (STAGES·BN·4·max(1, 128/g)), SLOTS packed slots for s4 (SLOTS·BN·64), 2 KB of alignment
 // slack and mbarriers, and the output staging buffer (in NP column passes).
 //
 // Not yet run on a GPU (written in sessions without one): `auto` keeps choosing mma_i8 until
@@ -77,7 +77,8 @@
 %     -- group scales: a part (s32) and a total (f32), and BN f32 scales per group of the stage
 %     local side = GROUPED and BN * 4 * math.max(1, 128 // GROUP) or 0
 %     -- the s4 producer expands B and stages scales: 56 registers (40 spill)
-%     local SLOTS = S4 and hopper_pack_slots(BN * 64, side) or 2
+%     -- groups of 32 (four scales a producer thread a stage): two slots, or its 56 registers spill
+%     local SLOTS = S4 and hopper_pack_slots("gemm_wgmma_i8", BN * 64, side, GROUPED and GROUP < 64 and 2 or nil) or 2
 %     local plan = hopper_tile_plan{name = "gemm_wgmma_i8", acc = GROUPED and 2 or 1, side = side,
 %                                   fixed = S4 and SLOTS * BN * 64 or 0, producer = S4 and WM * WN <= 2 and 56 or nil}
 %     plan.SLOTS = SLOTS

@@ -1,7 +1,7 @@
 // gemm_wgmma_mx.cu — warp-specialized Hopper GEMM for MXFP8 and MXFP4 on the fp8 tensor
 // cores, sm_90a only: A × B both e4m3 or both e2m1, with e8m0 scales per 32 of K on both sides
 // (sa = sb = mx, DESIGN §2).  e2m1 stays packed in global memory: the producer copies each K
-// tile's packed rows into a staging slot and, one stage behind, expands them exactly to
+// tile's packed rows into a staging slot and, SLOTS − 1 K tiles behind, expands them exactly to
 // e4m3 (worth value·2^-6, which the scales carry back) into the stage's tiles.
 // The body is gemm_wgmma_q.cuh, shared with wgmma_f8 and wgmma_i8: warpgroup 0 fills a
 // STAGES-deep ring of 128-byte-swizzled tiles (BK = 128 fp8 values of K a row) with cp.async,
@@ -66,7 +66,7 @@
 %     -- of 56 registers
 %     local producer = FP4 and WM * WN <= 2 and 56 or nil
 %     local OVERLAP = hopper_acc_fits(3, producer)
-%     local SLOTS = FP4 and hopper_pack_slots((BM + BN) * 64, (BM + BN) * 16) or 2
+%     local SLOTS = FP4 and hopper_pack_slots("gemm_wgmma_mx", (BM + BN) * 64, (BM + BN) * 16) or 2
 %     local plan = hopper_tile_plan{name = "gemm_wgmma_mx", acc = OVERLAP and 3 or 2, side = (BM + BN) * 16,
 %                                   fixed = FP4 and SLOTS * (BM + BN) * 64 or 0, producer = producer}
 %     plan.SLOTS = SLOTS

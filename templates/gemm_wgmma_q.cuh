@@ -322,20 +322,25 @@ __device__ __forceinline__ void sts32(u32 addr, float x)
 // columns, as f32 [G_TILE][BN] (group kt·G_TILE + g, or kt/2 for groups of 256); columns
 // past N and groups past K get 0 (their sums are zeros or never stored).
 struct group_side {
-    static constexpr bool ARRIVES = true, PREFETCH = true; // a register or two a thread
+    // prefetched where they are a register or two a thread (groups of 32 are four: held
+    // across a pass they spill the producer's 56 registers)
+    static constexpr bool ARRIVES = true, PREFETCH = (G_TILE * BN + 127) / 128 <= 2;
     static constexpr int PER = (G_TILE * BN + 127) / 128; // scales a producer thread stores a stage
     const gs_t *__restrict__ sg;
     int N, NG; // NG: groups a row of K
     u32 sc0;
     float v[PER]; // the prepared K tile's
+    __device__ __forceinline__ float load(int n0, int kt, int i) const
+    {
+        const int g = i / BN, n = i % BN;
+        const int grp = PK >= 256 ? kt / 2 : kt * G_TILE + g;
+        return n0 + n < N && grp < NG ? gs_f32(sg[(long long)(n0 + n) * NG + grp]) : 0.f;
+    }
     __device__ __forceinline__ void prepare(int, int n0, int kt, int tid)
     {
 #pragma unroll
-        for (int j = 0; j < PER; ++j) {
-            const int i = tid + 128 * j, g = i / BN, n = i % BN;
-            const int grp = PK >= 256 ? kt / 2 : kt * G_TILE + g;
-            v[j] = i < G_TILE * BN && n0 + n < N && grp < NG ? gs_f32(sg[(long long)(n0 + n) * NG + grp]) : 0.f;
-        }
+        for (int j = 0; j < PER; ++j)
+            v[j] = tid + 128 * j < G_TILE * BN ? load(n0, kt, tid + 128 * j) : 0.f;
     }
     __device__ __forceinline__ void operator()(int s, int tid) const
     {
@@ -344,6 +349,14 @@ struct group_side {
         for (int j = 0; j < PER; ++j)
             if (tid + 128 * j < G_TILE * BN)
                 sts32(dst + (tid + 128 * j) * 4, v[j]);
+    }
+    // without PREFETCH: loaded and stored in one pass
+    __device__ __forceinline__ void now(int s, int, int n0, int kt, int tid) const
+    {
+        const u32 dst = sc0 + s * SC_BYTES;
+#pragma unroll
+        for (int i = tid; i < G_TILE * BN; i += 128)
+            sts32(dst + i * 4, load(n0, kt, i));
     }
 };
 % end
@@ -354,44 +367,31 @@ struct group_side {
 // four codes by four adjacent threads), decoded, and stored as f32 A [BM][4] and B [4][BN].
 // Rows past M or N and blocks past K get 1.0 (their tiles are zeros or never stored).
 struct mx_side {
-    // PREFETCH off: the codes held a pass spilled the producer's 40-56 registers (ptxas)
+    // no PREFETCH: a stage's eight codes a producer thread, held across a pass, spilled the
+    // producer's 40-56 registers (ptxas)
     static constexpr bool ARRIVES = true, PREFETCH = false;
-    static constexpr int PER = ((BM + BN) * 4 + 127) / 128; // codes a producer thread stores a stage
     const unsigned char *__restrict__ sa, *__restrict__ sb;
     int M, N, KB; // KB: 32-blocks per row of K
     u32 sc0;      // stage 0's scales
-    u32 c[(PER + 3) / 4]; // the prepared K tile's codes, four a register (the producer's few)
-    __device__ __forceinline__ void prepare(int m0, int n0, int kt, int tid)
-    {
-#pragma unroll
-        for (int w = 0; w < (PER + 3) / 4; ++w)
-            c[w] = 0;
-#pragma unroll
-        for (int j = 0; j < PER; ++j) {
-            const int i = tid + 128 * j, r = i >> 2, e = i & 3, kb = kt * 4 + e;
-            u32 code = 127;
-            if (r < BM) { // uniform per pass: BM*4 is a multiple of 128
-                if (m0 + r < M && kb < KB)
-                    code = __ldg(sa + (long long)(m0 + r) * KB + kb);
-            } else if (i < (BM + BN) * 4) {
-                const int n = r - BM;
-                if (n0 + n < N && kb < KB)
-                    code = __ldg(sb + (long long)(n0 + n) * KB + kb);
-            }
-            c[j / 4] |= code << (8 * (j % 4));
-        }
-    }
-    __device__ __forceinline__ void operator()(int s, int tid) const
+    __device__ __forceinline__ void now(int s, int m0, int n0, int kt, int tid) const
     {
         const u32 dst = sc0 + s * SC_BYTES;
 #pragma unroll
-        for (int j = 0; j < PER; ++j) {
-            const int i = tid + 128 * j, r = i >> 2, e = i & 3;
-            const u32 code = (c[j / 4] >> (8 * (j % 4))) & 0xFFu;
-            if (r < BM)
-                sts32(dst + i * 4, e8m0(code));
-            else if (i < (BM + BN) * 4)
-                sts32(dst + BM * 16 + (e * BN + r - BM) * 4, e8m0(code));
+        for (int i = tid; i < (BM + BN) * 4; i += 128) {
+            const int r = i >> 2, e = i & 3, kb = kt * 4 + e;
+            u32 c = 127;
+            u32 at;
+            if (r < BM) { // uniform per pass: BM*4 is a multiple of 128
+                if (m0 + r < M && kb < KB)
+                    c = __ldg(sa + (long long)(m0 + r) * KB + kb);
+                at = dst + i * 4;
+            } else {
+                const int n = r - BM;
+                if (n0 + n < N && kb < KB)
+                    c = __ldg(sb + (long long)(n0 + n) * KB + kb);
+                at = dst + BM * 16 + (e * BN + n) * 4;
+            }
+            sts32(at, e8m0(c));
         }
     }
 };
@@ -700,14 +700,15 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                     // ±2^22 (a group of s8 × s4 is within ±2^18) then reads as the float
                     // 1.5·2^23 + x exactly, and converts with one FADD (I2F issues at a quarter
                     // of the FADD's rate: 64 of them a thread a group would outlast the wgmma)
-                    // (set in asm volatile, so that the moves stay before the fence that
-                    // orders them for the wgmma)
+                    // (plain moves: NVVM may sink them past the fence below, and ptxas then
+                    // adds a warpgroup.arrive after them, C7519; moves in asm volatile stay
+                    // put but spilled 44 bytes at groups of 32)
                     if (!add)
 #pragma unroll
                         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
                             for (int j = 0; j < WGN / 2; ++j)
-                                asm volatile("mov.b32 %0, 0x4B400000;\n" : "=r"(part[mi][j]));
+                                part[mi][j] = 0x4B400000;
 %   end
                     qh::wgmma_fence();
 #pragma unroll

@@ -3,7 +3,7 @@
 // groups; W4A16), × s8 with tensor or col scales (W8A16), × e2m1 with mx scales (DESIGN §2).  The body is gemm_wgmma_q.cuh, shared with the other
 // quantized Hopper families: the producer warpgroup copies A's K tiles (64 values, one
 // 128-byte row) into the ring with cp.async and B's packed rows (32 bytes) into a staging slot,
-// and, one stage behind, dequantizes them into the stage's B tile in A's type (wq_conv, a
+// and, SLOTS − 1 K tiles behind, dequantizes them into the stage's B tile in A's type (wq_conv, a
 // thread a row): B̂ = q with tensor/col scales (applied in the epilogue), B̂ = (q − z)·s
 // rounded once with groups, B̂ = q·2^(e−127) with mx (exact where A's type holds it), each
 // row's scales and zeros loaded a stage ahead.  B is never expanded in global memory.  WM×WN
@@ -14,9 +14,9 @@
 // tile, BM/WM a multiple of 64, BN/WN a multiple of 16 up to 256, BN a multiple of 64 for
 // 4-bit B and 32 for s8 (the producer's passes over packed rows); (BM/WM)·(BN/WN)/128
 // accumulator registers beside ~40.
-// Block: 128·(WM·WN + 1) threads.  Shared memory: the ring (STAGES·(BM+BN)·128 bytes), two
-// staging slots (2·BN·32 bytes, 2·BN·64 for s8), 2 KB of alignment slack and mbarriers, and
-// the output staging buffer.
+// Block: 128·(WM·WN + 1) threads.  Shared memory: the ring (STAGES·(BM+BN)·128 bytes), SLOTS
+// staging slots (BN·32 bytes each, BN·64 for s8; hopper_pack_slots), 2 KB of alignment slack
+// and mbarriers, and the output staging buffer.
 //
 // Not yet run on a GPU (written in a session without one): `auto` keeps choosing mma_wq
 // until test_gpu_quant has passed this kernel on the H100 and qjit-bench has timed it; it
@@ -62,9 +62,9 @@
 %     -- the producer's passes over packed rows: 64 rows (4-bit, 2 chunks a row) or 32 (s8)
 %     local PASS = IB == 4 and 64 or 32
 %     if BN % PASS ~= 0 then unsupported(string.format("gemm_wgmma_wq: BN must be a multiple of %d for b=%s (tile=%dx%dx%d)", PASS, B, BM, BN, BK)) end
-%     -- one accumulator set; two staging slots of packed B; the producer dequantizes whole
+%     -- one accumulator set; SLOTS staging slots of packed B; the producer dequantizes whole
 %     -- rows (a scale and a zero each per group): 72 registers
-%     local SLOTS = hopper_pack_slots(BN * 8 * IB)
+%     local SLOTS = hopper_pack_slots("gemm_wgmma_wq", BN * 8 * IB)
 %     local plan = hopper_tile_plan{name = "gemm_wgmma_wq", acc = 1, fixed = SLOTS * BN * 8 * IB,
 %                                   producer = WM * WN <= 2 and 72 or nil, es = 2}
 %     plan.SLOTS = SLOTS
