@@ -69,6 +69,12 @@ __device__ __forceinline__ void cp_async16(u32 dst, const void *src, int src_byt
     asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n"
                  :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
+// 4 bytes (dst and src 4-byte aligned), zeros where src_bytes is 0
+__device__ __forceinline__ void cp_async4(u32 dst, const void *src, int src_bytes)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+                 :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
 __device__ __forceinline__ void cp_async_commit()
 {
     asm volatile("cp.async.commit_group;\n" ::: "memory");

@@ -172,7 +172,10 @@ __device__ __forceinline__ void issue_rows(u32 dst, const char *src, long long p
 // What a producer writes beside each stage's tiles: nothing (the plain GEMMs).  A family
 // with per-stage side data (scales that travel with their K tile) passes a type with
 // ARRIVES = true and either now(stage, m0, n0, kt, tid), which loads a K tile's side data and
-// stores it beside the stage in one pass, or, with PREFETCH, prepare(m0, n0, kt, tid), which
+// stores it beside the stage in one pass, or, with RAW (and where raw_ok), issue(stage, m0,
+// n0, kt, tid), which copies it as stored with cp.async beside the stage, and decode(stage,
+// tid), which converts what that thread copied once it has landed (produce only: a pass
+// later, the stage getting its arrival then), or, with PREFETCH, prepare(m0, n0, kt, tid), which
 // loads it into registers, and operator()(stage, tid), which stores what was last prepared:
 // every producer thread then prepares a stage's side data a pass before it stores it
 // (produce: when it has issued the stage's copies, storing after the next stage's, the stage
@@ -180,7 +183,7 @@ __device__ __forceinline__ void issue_rows(u32 dst, const char *src, long long p
 // ahead), so the loads' latency is not the producer's.  The stores are ordered before the
 // consumers' reads by one more arrival per thread on full[s] (make_ring<..., 256>).
 struct no_side {
-    static constexpr bool ARRIVES = false, PREFETCH = false;
+    static constexpr bool ARRIVES = false, PREFETCH = false, RAW = false;
     __device__ __forceinline__ void now(int, int, int, int, int) const {}
 };
 
@@ -225,6 +228,20 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
                 }
                 side.prepare(m0, n0, kt, tid);
                 prev_s = s;
+            } else if constexpr (Side::ARRIVES && Side::RAW) {
+                if (side.raw_ok) { // copied now, decoded a pass later (this thread's own words)
+                    side.issue(s, m0, n0, kt, tid);
+                    qc::cp_async_commit();
+                    if (n > 0) {
+                        qc::cp_async_wait<1>(); // the stage before's copies have landed
+                        side.decode(prev_s, tid);
+                        mbar_arrive(full0 + 8 * prev_s);
+                    }
+                    prev_s = s;
+                } else {
+                    side.now(s, m0, n0, kt, tid);
+                    mbar_arrive(full0 + 8 * s);
+                }
             } else if constexpr (Side::ARRIVES) { // loaded and stored in this pass
                 side.now(s, m0, n0, kt, tid);
                 mbar_arrive(full0 + 8 * s);
@@ -238,6 +255,12 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
     if constexpr (Side::ARRIVES && Side::PREFETCH) {
         if (n > 0) {
             side(prev_s, tid);
+            mbar_arrive(full0 + 8 * prev_s);
+        }
+    } else if constexpr (Side::ARRIVES && Side::RAW) {
+        if (side.raw_ok && n > 0) {
+            qc::cp_async_wait<0>();
+            side.decode(prev_s, tid);
             mbar_arrive(full0 + 8 * prev_s);
         }
     }
@@ -428,7 +451,7 @@ __device__ __forceinline__ void produce_packed(const qjit_params &p, const tile_
             conv.template run<BN>(dst + A_BYTES, src + SLOT_A, tid);
         if constexpr (Side::PREFETCH) // prepared with conv, an expansion ahead
             side(st, tid);
-        else
+        else // (RAW copies beside the stage spilled this producer's registers: one pass here)
             side.now(st, m0, n0, kt, tid);
         fence_proxy_async(); // the consumers' wgmma read these stores through the async proxy
         mbar_arrive(full0 + 8 * st);

@@ -61,13 +61,13 @@
 %     if not one_of(OUT, "f16", "bf16", "f32") then unsupported("gemm_wgmma_mx: out must be f16, bf16 or f32") end
 %     if FP4 and BM % 32 + BN % 32 ~= 0 then unsupported(string.format("gemm_wgmma_mx: e2m1 needs BM and BN multiples of 32 (tile=%dx%dx%d)", BM, BN, BK)) end
 %     -- two parts and a total where they fit (the promotion of each 32 of K overlaps the next
-%     -- one's wgmma), else a part and a total; 16 bytes of f32 scales per tile row per stage;
+%     -- one's wgmma), else a part and a total; 16 bytes of f32 scales and 4 of their codes per tile row per stage;
 %     -- e2m1: staging slots of both operands' packed rows (hopper_pack_slots), and a producer
 %     -- of 56 registers
 %     local producer = FP4 and WM * WN <= 2 and 56 or nil
 %     local OVERLAP = hopper_acc_fits(3, producer)
-%     local SLOTS = FP4 and hopper_pack_slots("gemm_wgmma_mx", (BM + BN) * 64, (BM + BN) * 16) or 2
-%     local plan = hopper_tile_plan{name = "gemm_wgmma_mx", acc = OVERLAP and 3 or 2, side = (BM + BN) * 16,
+%     local SLOTS = FP4 and hopper_pack_slots("gemm_wgmma_mx", (BM + BN) * 64, (BM + BN) * 20) or 2
+%     local plan = hopper_tile_plan{name = "gemm_wgmma_mx", acc = OVERLAP and 3 or 2, side = (BM + BN) * 20,
 %                                   fixed = FP4 and SLOTS * (BM + BN) * 64 or 0, producer = producer}
 %     plan.SLOTS = SLOTS
 %     -- K a multiple of 32 (one e8m0 scale per 32, and whole 16-byte chunks of e2m1); leading

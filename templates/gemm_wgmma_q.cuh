@@ -47,7 +47,12 @@ constexpr int SA_BYTES = BM * 4 * 4; // a stage's MX scales: f32 A [BM][4], then
 % else
 constexpr int SA_BYTES = 0;          // a stage's group scales: f32 B [G_TILE][BN]
 % end
-constexpr int SC_BYTES = SA_BYTES + G_TILE * BN * 4;
+% if MX then
+constexpr int RAW_BYTES = (BM + BN) * 4; // and its codes as copied: a word a row, [BM + BN]
+% else
+constexpr int RAW_BYTES = 0;
+% end
+constexpr int SC_BYTES = SA_BYTES + G_TILE * BN * 4 + RAW_BYTES;
 constexpr int SIDE_BYTES = STAGES * SC_BYTES; // after the ring's tiles, before its mbarriers
 constexpr int ES = $(ES or 1);              // bytes of a value in the tiles (A's, and B's as expanded)
 constexpr int IB = $(IB or 4);              // bits of a packed operand's stored values
@@ -324,7 +329,7 @@ __device__ __forceinline__ void sts32(u32 addr, float x)
 struct group_side {
     // prefetched where they are a register or two a thread (groups of 32 are four: held
     // across a pass they spill the producer's 56 registers)
-    static constexpr bool ARRIVES = true, PREFETCH = (G_TILE * BN + 127) / 128 <= 2;
+    static constexpr bool ARRIVES = true, PREFETCH = (G_TILE * BN + 127) / 128 <= 2, RAW = false;
     static constexpr int PER = (G_TILE * BN + 127) / 128; // scales a producer thread stores a stage
     const gs_t *__restrict__ sg;
     int N, NG; // NG: groups a row of K
@@ -367,12 +372,42 @@ struct group_side {
 // four codes by four adjacent threads), decoded, and stored as f32 A [BM][4] and B [4][BN].
 // Rows past M or N and blocks past K get 1.0 (their tiles are zeros or never stored).
 struct mx_side {
-    // no PREFETCH: a stage's eight codes a producer thread, held across a pass, spilled the
-    // producer's 40-56 registers (ptxas)
-    static constexpr bool ARRIVES = true, PREFETCH = false;
+    // RAW: where K is a multiple of 128 and the scale arrays are 4-byte aligned, a row's
+    // four codes of a K tile are one aligned word, which the producer copies with cp.async
+    // beside the stage (issue) and decodes to f32 once it has landed (decode, a pass later
+    // or at the expansion), each thread its own words; else they are read and stored in
+    // one pass (now).  Held in registers across a pass instead, the codes spilled the
+    // producer's 40-56 registers (ptxas).
+    static constexpr bool ARRIVES = true, PREFETCH = false, RAW = true;
     const unsigned char *__restrict__ sa, *__restrict__ sb;
     int M, N, KB; // KB: 32-blocks per row of K
     u32 sc0;      // stage 0's scales
+    bool raw_ok;  // the aligned words above
+    __device__ __forceinline__ void issue(int s, int m0, int n0, int kt, int tid) const
+    {
+        const u32 raw = sc0 + s * SC_BYTES + SA_BYTES + G_TILE * BN * 4;
+#pragma unroll
+        for (int i = tid; i < BM + BN; i += 128) {
+            const bool a = i < BM;
+            const int row = a ? m0 + i : n0 + i - BM;
+            const bool in = row < (a ? M : N);
+            const unsigned char *src = (a ? sa : sb) + (long long)(in ? row : 0) * KB + kt * 4;
+            qc::cp_async4(raw + i * 4, src, in ? 4 : 0); // a row past M or N: codes 0 (its tile is 0)
+        }
+    }
+    __device__ __forceinline__ void decode(int s, int tid) const
+    {
+        const u32 dst = sc0 + s * SC_BYTES, raw = dst + SA_BYTES + G_TILE * BN * 4;
+#pragma unroll
+        for (int i = tid; i < BM + BN; i += 128) {
+            u32 w;
+            asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(w) : "r"(raw + i * 4) : "memory");
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                sts32(i < BM ? dst + i * 16 + e * 4 : dst + BM * 16 + (e * BN + i - BM) * 4,
+                      e8m0((w >> (8 * e)) & 0xFFu));
+        }
+    }
     __device__ __forceinline__ void now(int s, int m0, int n0, int kt, int tid) const
     {
         const u32 dst = sc0 + s * SC_BYTES;
@@ -445,7 +480,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 % if MX then
         // the library guarantees K % 32 == 0 for mx
         mx_side side = {static_cast<const unsigned char *>(p.scale_a),
-                              static_cast<const unsigned char *>(p.scale_b), M, N, (int)(p.k / 32), sc0};
+                        static_cast<const unsigned char *>(p.scale_b), M, N, (int)(p.k / 32), sc0,
+                        p.k % 128 == 0 && (reinterpret_cast<unsigned long long>(p.scale_a) & 3) == 0 &&
+                            (reinterpret_cast<unsigned long long>(p.scale_b) & 3) == 0};
 % elseif GROUPED then
         // and K % PK == 0 for group scales
         group_side side = {static_cast<const gs_t *>(p.scale_b), N, (int)(p.k / PK), sc0};
@@ -695,26 +732,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                 for (int ks = 0; ks < BK / 32; ++ks) {
                     // a block starts from zero at its first 32 of K (groups of 256: even K tiles)
                     const int add = PK >= 256 ? (kt & 1) | ks : (ks * 32) % PK;
-%   if ACC_INT then
-                    // int32 group sums start from the bits of 1.5·2^23 instead: a sum x within
-                    // ±2^22 (a group of s8 × s4 is within ±2^18) then reads as the float
-                    // 1.5·2^23 + x exactly, and converts with one FADD (I2F issues at a quarter
-                    // of the FADD's rate: 64 of them a thread a group would outlast the wgmma)
-                    // (plain moves: NVVM may sink them past the fence below, and ptxas then
-                    // adds a warpgroup.arrive after them, C7519; moves in asm volatile stay
-                    // put but spilled 44 bytes at groups of 32)
-                    if (!add)
-#pragma unroll
-                        for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-                            for (int j = 0; j < WGN / 2; ++j)
-                                part[mi][j] = 0x4B400000;
-%   end
                     qh::wgmma_fence();
 #pragma unroll
                     for (int mi = 0; mi < MI; ++mi)
                         wgmma(part[mi], smem_desc(a_tile + st + mi * 64 * ROW_BYTES + ks * 32),
-                              smem_desc(b_tile + st + ks * 32), $(ACC_INT and "1" or "add"));
+                              smem_desc(b_tile + st + ks * 32), add);
                     if (((ks + 1) * 32) % (PK < 128 ? PK : 128) != 0)
                         continue; // the block goes on
                     qh::wgmma_commit();
@@ -736,8 +758,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                                 tot[mi][j + 1] = fmaf(part[mi][j + 1], r * cb.y, tot[mi][j + 1]);
 %   else
 %     if ACC_INT then
-                                tot[mi][j] = fmaf(__int_as_float(part[mi][j]) - 12582912.0f, cb.x, tot[mi][j]);
-                                tot[mi][j + 1] = fmaf(__int_as_float(part[mi][j + 1]) - 12582912.0f, cb.y, tot[mi][j + 1]);
+                                // the int32 group sum x (within ±2^18 for s8 × s4) added to the
+                                // bits of 1.5·2^23 reads as the float 1.5·2^23 + x exactly: an
+                                // IADD and an FADD where I2F (a quarter-rate pipe) was
+                                tot[mi][j] = fmaf(__int_as_float(part[mi][j] + 0x4B400000) - 12582912.0f, cb.x, tot[mi][j]);
+                                tot[mi][j + 1] = fmaf(__int_as_float(part[mi][j + 1] + 0x4B400000) - 12582912.0f, cb.y, tot[mi][j + 1]);
 %     else
                                 tot[mi][j] = fmaf(to_f32(part[mi][j]), cb.x, tot[mi][j]);
                                 tot[mi][j + 1] = fmaf(to_f32(part[mi][j + 1]), cb.y, tot[mi][j + 1]);

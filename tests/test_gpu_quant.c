@@ -629,11 +629,12 @@ int main(int argc, char **argv)
             if ((d.sa == QJIT_SCALE_MX || d.sb == QJIT_SCALE_MX) && unit < 32)
                 unit = 32;
             /* The warp-specialized Hopper kernels also at prefill M (several tiles along M,
-             * and a persistent grid walking more tiles than it has CTAs), and with one K
-             * chunk (fewer K tiles than a packed producer keeps in flight). */
+             * and a persistent grid walking more tiles than it has CTAs), with K a multiple
+             * of 128 (MX's scale codes then travel by cp.async, a word a row and K tile), and
+             * with one K chunk (fewer K tiles than a packed producer keeps in flight). */
             const int64_t shapes[7][3] = {
                 {1, 257, unit * 3},  {5, 1000, unit * 7},  {64, 136, unit * 5},
-                {333, 520, unit * 9}, {1000, 264, unit * 11}, {4097, 136, unit * 5},
+                {333, 520, unit * 9}, {1000, 264, unit * 12}, {4097, 136, unit * 5},
                 {17, 200, unit}};
             const bool hopper = info.desc.kernel == QJIT_KERNEL_WGMMA_I8 ||
                                 info.desc.kernel == QJIT_KERNEL_WGMMA_F8 ||
