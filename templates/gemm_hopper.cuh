@@ -204,6 +204,7 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
     const long long a_pass = LD_ROWS * p.lda * ES, b_pass = LD_ROWS * p.ldb * ES;
     int s = 0, n = 0, prev_s = 0; // stage, K tiles issued, the stage whose side data waits
     u32 phase = 0;
+    constexpr int RAW_LAG = STAGES >= 4 ? 2 : 1; // passes between a RAW side's copy and decode
     for (int t = w.first; t < w.tiles; t += w.stride) {
         int m0, n0;
         w.origin(t, m0, n0);
@@ -229,15 +230,19 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
                 side.prepare(m0, n0, kt, tid);
                 prev_s = s;
             } else if constexpr (Side::ARRIVES && Side::RAW) {
-                if (side.raw_ok) { // copied now, decoded a pass later (this thread's own words)
+                // copied now, decoded RAW_LAG passes later (this thread's own words): the
+                // wait for them is a wait for those passes' tiles too, so the lag is what
+                // the producer keeps in flight; it leaves STAGES − RAW_LAG stages to the
+                // consumers
+                if (side.raw_ok) {
                     side.issue(s, m0, n0, kt, tid);
                     qc::cp_async_commit();
-                    if (n > 0) {
-                        qc::cp_async_wait<1>(); // the stage before's copies have landed
-                        side.decode(prev_s, tid);
-                        mbar_arrive(full0 + 8 * prev_s);
+                    if (n >= RAW_LAG) {
+                        qc::cp_async_wait<RAW_LAG>(); // K tile n − RAW_LAG's copies have landed
+                        const int sd = (int)((unsigned)(n - RAW_LAG) % STAGES);
+                        side.decode(sd, tid);
+                        mbar_arrive(full0 + 8 * sd);
                     }
-                    prev_s = s;
                 } else {
                     side.now(s, m0, n0, kt, tid);
                     mbar_arrive(full0 + 8 * s);
@@ -258,10 +263,16 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
             mbar_arrive(full0 + 8 * prev_s);
         }
     } else if constexpr (Side::ARRIVES && Side::RAW) {
-        if (side.raw_ok && n > 0) {
+        if (side.raw_ok && n > 0) { // the last K tiles copied, oldest first
+            const int left = n < RAW_LAG ? n : RAW_LAG;
             qc::cp_async_wait<0>();
-            side.decode(prev_s, tid);
-            mbar_arrive(full0 + 8 * prev_s);
+#pragma unroll
+            for (int i = 0; i < RAW_LAG; ++i)
+                if (i >= RAW_LAG - left) {
+                    const int sd = (int)((unsigned)(n - RAW_LAG + i) % STAGES);
+                    side.decode(sd, tid);
+                    mbar_arrive(full0 + 8 * sd);
+                }
         }
     }
     asm volatile("cp.async.wait_all;\n" ::: "memory");

@@ -20,8 +20,9 @@
 // Parameters: BK = 128.  WM, WN count the consumer warpgroups; each owns a (BM/WM)×(BN/WN)
 // tile, BM/WM a multiple of 64, BN/WN a multiple of 16 up to 256; a part and a total
 // accumulator of (BM/WM)·(BN/WN)/128 registers each must fit beside ~40 others.
-// Block: 128·(WM·WN + 1) threads.  Shared memory: the ring (STAGES·(BM+BN)·(128+16) bytes:
-// tiles and f32 scales), 2 KB of alignment slack and mbarriers, and the output staging buffer.
+// Block: 128·(WM·WN + 1) threads.  Shared memory: the ring (STAGES·(BM+BN)·(128+20) bytes,
+// MXFP4 128+16: tiles, f32 scales and MXFP8's codes as copied), 2 KB of alignment slack and
+// mbarriers, and the output staging buffer.
 //
 // Not yet run on a GPU (written in sessions without one): `auto` keeps choosing mma_f8 for
 // MX until test_gpu_quant has passed this kernel on the H100; it runs when a descriptor names
@@ -66,8 +67,9 @@
 %     -- of 56 registers
 %     local producer = FP4 and WM * WN <= 2 and 56 or nil
 %     local OVERLAP = hopper_acc_fits(3, producer)
-%     local SLOTS = FP4 and hopper_pack_slots("gemm_wgmma_mx", (BM + BN) * 64, (BM + BN) * 20) or 2
-%     local plan = hopper_tile_plan{name = "gemm_wgmma_mx", acc = OVERLAP and 3 or 2, side = (BM + BN) * 20,
+%     local SLOTS = FP4 and hopper_pack_slots("gemm_wgmma_mx", (BM + BN) * 64, (BM + BN) * 16) or 2
+%     local side = (BM + BN) * (FP4 and 16 or 20) -- f32 scales, and MXFP8's codes as copied
+%     local plan = hopper_tile_plan{name = "gemm_wgmma_mx", acc = OVERLAP and 3 or 2, side = side,
 %                                   fixed = FP4 and SLOTS * (BM + BN) * 64 or 0, producer = producer}
 %     plan.SLOTS = SLOTS
 %     -- K a multiple of 32 (one e8m0 scale per 32, and whole 16-byte chunks of e2m1); leading

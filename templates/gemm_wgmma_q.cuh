@@ -47,7 +47,7 @@ constexpr int SA_BYTES = BM * 4 * 4; // a stage's MX scales: f32 A [BM][4], then
 % else
 constexpr int SA_BYTES = 0;          // a stage's group scales: f32 B [G_TILE][BN]
 % end
-% if MX then
+% if MX and not PACKED_A then
 constexpr int RAW_BYTES = (BM + BN) * 4; // and its codes as copied: a word a row, [BM + BN]
 % else
 constexpr int RAW_BYTES = 0;
@@ -370,14 +370,16 @@ struct group_side {
 // The producer's side data (gemm_hopper.cuh): stage s's K tile kt spans the 32-blocks
 // 4kt .. 4kt+3; their codes for the tile's BM rows of A and BN rows of B are read (a row's
 // four codes by four adjacent threads), decoded, and stored as f32 A [BM][4] and B [4][BN].
-// Rows past M or N and blocks past K get 1.0 (their tiles are zeros or never stored).
+// Rows past M or N and blocks past K get 1.0 through now(), 2^-127 through the copied words
+// (zeros); either way their tiles are zeros or their outputs never stored.
 struct mx_side {
     // RAW: where K is a multiple of 128 and the scale arrays are 4-byte aligned, a row's
     // four codes of a K tile are one aligned word, which the producer copies with cp.async
-    // beside the stage (issue) and decodes to f32 once it has landed (decode, a pass later
-    // or at the expansion), each thread its own words; else they are read and stored in
-    // one pass (now).  Held in registers across a pass instead, the codes spilled the
-    // producer's 40-56 registers (ptxas).
+    // beside the stage (issue) and decodes to f32 once it has landed (decode, some passes
+    // later: produce), each thread its own words; else they are read and stored in one
+    // pass (now).  Held in registers across a pass instead, the codes spilled the
+    // producer's 40-56 registers (ptxas).  MXFP4's expanding producer reads them in one
+    // pass (its registers did not hold the copies either).
     static constexpr bool ARRIVES = true, PREFETCH = false, RAW = true;
     const unsigned char *__restrict__ sa, *__restrict__ sb;
     int M, N, KB; // KB: 32-blocks per row of K
@@ -402,10 +404,14 @@ struct mx_side {
         for (int i = tid; i < BM + BN; i += 128) {
             u32 w;
             asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(w) : "r"(raw + i * 4) : "memory");
+            if (i < BM) // a row of A's four, one 16-byte store (four 4-byte ones conflict 4-way)
+                asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n"
+                             :: "r"(dst + i * 16), "f"(e8m0(w & 0xFFu)), "f"(e8m0((w >> 8) & 0xFFu)),
+                                "f"(e8m0((w >> 16) & 0xFFu)), "f"(e8m0(w >> 24)) : "memory");
+            else
 #pragma unroll
-            for (int e = 0; e < 4; ++e)
-                sts32(i < BM ? dst + i * 16 + e * 4 : dst + BM * 16 + (e * BN + i - BM) * 4,
-                      e8m0((w >> (8 * e)) & 0xFFu));
+                for (int e = 0; e < 4; ++e)
+                    sts32(dst + BM * 16 + (e * BN + i - BM) * 4, e8m0((w >> (8 * e)) & 0xFFu));
         }
     }
     __device__ __forceinline__ void now(int s, int m0, int n0, int kt, int tid) const

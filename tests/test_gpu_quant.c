@@ -288,6 +288,8 @@ static const struct {
     /* packed producers with 3 and 4 staging slots (loads two and three K tiles ahead) */
     {" kernel=wgmma_i8 tile=128x128x128 warps=2x1 stages=5", "a=s8 b=s4", true},
     {" kernel=wgmma_mx tile=64x128x128 warps=1x1 stages=5", "a=e2m1", true},
+    /* MXFP8's codes decoded one pass after their copy (3 stages; two from 4 up) */
+    {" kernel=wgmma_mx tile=128x128x128 warps=2x1 stages=3", "a=e4m3 b=e4m3 sa=mx", true},
     {" kernel=wgmma_f8", FP8_PAIRS, true},
     {" kernel=wgmma_tma", TMA_PAIRS, true},
     {" kernel=wgmma_tma tile=64x128x128 warps=1x1 stages=6", TMA_PAIRS, true},
