@@ -4,8 +4,9 @@
 # installed copy, with no build-tree variables.  torch is installed too (PyPI's wheel; no
 # GPU here), so that argument checks on tensors, the torch.library ops and their fakes
 # under torch.compile are tested; the GPU tests skip.  At least QJIT_PY_MIN_RUN tests must
-# run (not skip): 16 that need only the package (the layout check skips: no abi_dump
-# here), 3 numpy and 7 torch ones; fewer means numpy or torch went missing.
+# run (not skip): 17 that need only the package (the layout check skips: no abi_dump
+# here), 3 numpy and 8 torch ones (the benchmark scripts' --help among them); fewer means
+# numpy or torch went missing.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/scripts/setup.sh" >/dev/null     # the Debian packages the build needs
@@ -16,7 +17,7 @@ python3 -m venv "$work/venv"
 cd "$work"
 rc=0
 env -u PYTHONPATH -u QJIT_LIBRARY QJIT_CACHE_DIR="$work/cache" \
-  "$work/venv/bin/python" "$root/tests/python/run_tests.py" --min-run "${QJIT_PY_MIN_RUN:-26}" \
+  "$work/venv/bin/python" "$root/tests/python/run_tests.py" --min-run "${QJIT_PY_MIN_RUN:-28}" \
   2>&1 | tail -30 || rc=$?
 cd "$root"
 [ "${QJIT_PY_KEEP:-0}" = 1 ] || rm -rf "$work"

@@ -374,6 +374,18 @@ class TestHostNumpy(unittest.TestCase):
 class TestTorchCPU(unittest.TestCase):
     needs = "torch"  # run_tests.py --needs torch
 
+    def test_tools_parse_their_arguments(self):
+        """The benchmark and profiling scripts import (the package, torch, each other) and
+        parse --help with CPU torch: a broken import or argument table shows here, not on a
+        lent GPU."""
+        tools = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")
+        for name in ("bench_quant.py", "bench_quantize.py", "bench_step.py", "bench_grid.py",
+                     "probe_decode.py", "bench_peers.py"):
+            r = subprocess.run([sys.executable, os.path.join(tools, name), "--help"],
+                               capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.returncode, 0, f"{name} --help: {r.stderr[-800:]}")
+            self.assertIn("usage", r.stdout.lower(), name)
+
     def test_host_helpers_on_cpu_tensors(self):
         w = torch.randn(4, 256)
         q, s, z = qjit.quant_group4(w, 128, "s4", "bf16")
