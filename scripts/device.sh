@@ -21,14 +21,14 @@ limit="${QJIT_TEST_LIMIT:-900}"
 # The kernels not yet run on a GPU, as QJIT_TEST_FILTER parts: gemv's tiles with warps
 # across the rows and its 32- and 64-token tiles.
 new_gemv="kernel=gemv tile=16x64|kernel=gemv tile=8x128|kernel=gemv tile=64x64|kernel=gemv tile=32x64|kernel=gemv tile=16x128|kernel=gemv tile=8x64x32 warps=2"
-# Those first, alone, so that their verdict comes early (and the rewritten quantizers,
-# test_gpu_quant_kernels whole); QJIT_NEW_FIRST=0 skips these passes.
+# Those first, alone and under QJIT_NEW_LIMIT seconds (240), so that their verdict, or a
+# hang, comes early; QJIT_NEW_FIRST=0 skips these passes.
 if [ "${QJIT_NEW_FIRST:-1}" = 1 ]; then
   for t in test_gpu_quant test_gpu_gemm; do
     [ -x "$build/tests/$t" ] || continue
     log="$out/$t.new.log"
     echo "== $t, new kernels only (QJIT_TEST_FILTER='$new_gemv')"
-    QJIT_TEST_FILTER="$new_gemv" timeout "$limit" "$build/tests/$t" > "$log" 2>&1
+    QJIT_TEST_FILTER="$new_gemv" timeout "${QJIT_NEW_LIMIT:-240}" "$build/tests/$t" > "$log" 2>&1
     code=$?
     tail -n 40 "$log"
     [ $code -eq 124 ] && echo "   (timed out after $limit s: a kernel may hang)"
