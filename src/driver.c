@@ -181,3 +181,45 @@ qjit_status qjit_drv_check_context(const qjit_cu_api *cu, CUcontext owner, CUdev
     }
     return QJIT_OK;
 }
+
+CUresult qjit_drv_launch(const qjit_cu_api *cu, CUfunction f, const unsigned grid[3],
+                         unsigned threads, unsigned smem, CUstream stream, void **params,
+                         const unsigned cluster[3], bool pdl, const char **what)
+{
+    const bool clustered = cluster && cluster[0] * cluster[1] * cluster[2] > 1;
+    if (!clustered && !pdl) {
+        if (what)
+            *what = "cuLaunchKernel";
+        return cu->LaunchKernel(f, grid[0], grid[1], grid[2], threads, 1, 1, smem, stream, params,
+                                NULL);
+    }
+    CUlaunchAttribute attr[2];
+    unsigned nattr = 0;
+    memset(attr, 0, sizeof attr);
+    if (clustered) {
+        attr[nattr].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attr[nattr].value.clusterDim.x = cluster[0];
+        attr[nattr].value.clusterDim.y = cluster[1];
+        attr[nattr].value.clusterDim.z = cluster[2];
+        nattr++;
+    }
+    if (pdl) {
+        attr[nattr].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr[nattr].value.programmaticStreamSerializationAllowed = 1;
+        nattr++;
+    }
+    CUlaunchConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDimX = grid[0];
+    cfg.gridDimY = grid[1];
+    cfg.gridDimZ = grid[2];
+    cfg.blockDimX = threads;
+    cfg.blockDimY = cfg.blockDimZ = 1;
+    cfg.sharedMemBytes = smem;
+    cfg.hStream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = nattr;
+    if (what)
+        *what = clustered ? "cuLaunchKernelEx (cluster)" : "cuLaunchKernelEx (early start)";
+    return cu->LaunchKernelEx(&cfg, f, params, NULL);
+}

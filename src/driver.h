@@ -77,4 +77,13 @@ QJIT_HIDDEN qjit_status qjit_drv_device_name(const qjit_cu_api *cu, CUdevice dev
 QJIT_HIDDEN qjit_status qjit_drv_check_context(const qjit_cu_api *cu, CUcontext owner,
                                                CUdevice dev, CUstream stream, const char *what);
 
+/* One launch of f: grid[3] CTAs of `threads` threads and `smem` bytes of dynamic shared
+ * memory.  With a cluster shape (cluster[0]·[1]·[2] > 1, or NULL for none) or an early start
+ * (pdl: programmatic stream serialization, QJIT_PDL) through cuLaunchKernelEx with those
+ * attributes, else cuLaunchKernel.  *what (may be NULL) names the call for an error. */
+QJIT_HIDDEN CUresult qjit_drv_launch(const qjit_cu_api *cu, CUfunction f, const unsigned grid[3],
+                                     unsigned threads, unsigned smem, CUstream stream,
+                                     void **params, const unsigned cluster[3], bool pdl,
+                                     const char **what);
+
 #endif

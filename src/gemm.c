@@ -669,44 +669,11 @@ qjit_status qjit_gemm_launch(const qjit_gemm *h, const qjit_gemm_args *a,
     void *params[] = {&p, &maps[0], &maps[1]};
     if (k->plan.tma && (st = encode_maps(k, a, maps)) != QJIT_OK)
         return st;
-    CUresult r;
+    /* a cluster shape, and an early start: the kernel's griddepcontrol.wait (pdl_enter)
+     * holds it until the previous kernel in the stream has finished */
     const char *what = "cuLaunchKernel";
-    const bool clustered = cluster[0] * cluster[1] * cluster[2] > 1;
-    if (clustered || k->pdl) {
-        /* a cluster shape, and an early start: the kernel's griddepcontrol.wait (pdl_enter)
-         * holds it until the previous kernel in the stream has finished */
-        CUlaunchAttribute attr[2];
-        unsigned nattr = 0;
-        memset(attr, 0, sizeof attr);
-        if (clustered) {
-            attr[nattr].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-            attr[nattr].value.clusterDim.x = cluster[0];
-            attr[nattr].value.clusterDim.y = cluster[1];
-            attr[nattr].value.clusterDim.z = cluster[2];
-            nattr++;
-        }
-        if (k->pdl) {
-            attr[nattr].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-            attr[nattr].value.programmaticStreamSerializationAllowed = 1;
-            nattr++;
-        }
-        CUlaunchConfig cfg;
-        memset(&cfg, 0, sizeof cfg);
-        cfg.gridDimX = grid[0];
-        cfg.gridDimY = grid[1];
-        cfg.gridDimZ = grid[2];
-        cfg.blockDimX = k->plan.threads;
-        cfg.blockDimY = cfg.blockDimZ = 1;
-        cfg.sharedMemBytes = k->plan.smem;
-        cfg.hStream = (CUstream)stream;
-        cfg.attrs = attr;
-        cfg.numAttrs = nattr;
-        r = k->cu->LaunchKernelEx(&cfg, k->fn, params, NULL);
-        what = clustered ? "cuLaunchKernelEx (cluster)" : "cuLaunchKernelEx (early start)";
-    } else {
-        r = k->cu->LaunchKernel(k->fn, grid[0], grid[1], grid[2], k->plan.threads, 1, 1, k->plan.smem,
-                                (CUstream)stream, params, NULL);
-    }
+    const CUresult r = qjit_drv_launch(k->cu, k->fn, grid, k->plan.threads, k->plan.smem,
+                                       (CUstream)stream, params, cluster, k->pdl, &what);
     if (r != CUDA_SUCCESS)
         return qjit_err_prefix(qjit_drv_fail(k->cu, r, what), "%s", k->text);
     return QJIT_OK;

@@ -319,31 +319,6 @@ static qjit_status check_args(const qjit_quant *q, const qjit_quant_args *a, flo
     return QJIT_OK;
 }
 
-/* One of q's kernels, THREADS a CTA; with an early start where q->pdl (the kernels wait
- * for the one before them before they read, and let the next one start at once: see
- * templates/quant.cu). */
-static CUresult launch(const qjit_quant *q, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
-                       CUstream stream, void **params)
-{
-    if (!q->pdl)
-        return q->cu->LaunchKernel(f, gx, gy, gz, THREADS, 1, 1, 0, stream, params, NULL);
-    CUlaunchAttribute attr;
-    memset(&attr, 0, sizeof attr);
-    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attr.value.programmaticStreamSerializationAllowed = 1;
-    CUlaunchConfig cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.gridDimX = gx;
-    cfg.gridDimY = gy;
-    cfg.gridDimZ = gz;
-    cfg.blockDimX = THREADS;
-    cfg.blockDimY = cfg.blockDimZ = 1;
-    cfg.hStream = stream;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    return q->cu->LaunchKernelEx(&cfg, f, params, NULL);
-}
-
 qjit_status qjit_quant_launch(const qjit_quant *q, const qjit_quant_args *a,
                               struct CUstream_st *stream)
 {
@@ -364,16 +339,20 @@ qjit_status qjit_quant_launch(const qjit_quant *q, const qjit_quant_args *a,
     void *params[] = {&p};
     int64_t grid[3];
     grid_of(&q->desc, a, grid);
+    /* with an early start where q->pdl (the kernels wait for the one before them before
+     * they read, and let the next one start at once: templates/quant.cu) */
+    const unsigned amax_grid[3] = {(unsigned)parts, 1, 1};
+    const unsigned main_grid[3] = {(unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2]};
+    const char *what = "cuLaunchKernel";
     CUresult r = CUDA_SUCCESS;
     if (q->desc.scale == QJIT_SCALE_TENSOR)
-        r = launch(q, q->amax, (unsigned)parts, 1, 1, (CUstream)stream, params);
+        r = qjit_drv_launch(q->cu, q->amax, amax_grid, THREADS, 0, (CUstream)stream, params, NULL,
+                            q->pdl, &what);
     if (r == CUDA_SUCCESS)
-        r = launch(q, q->fn, (unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2],
-                   (CUstream)stream, params);
+        r = qjit_drv_launch(q->cu, q->fn, main_grid, THREADS, 0, (CUstream)stream, params, NULL,
+                            q->pdl, &what);
     if (r != CUDA_SUCCESS)
-        return qjit_err_prefix(qjit_drv_fail(q->cu, r, q->pdl ? "cuLaunchKernelEx (early start)"
-                                                               : "cuLaunchKernel"),
-                               "%s", q->text);
+        return qjit_err_prefix(qjit_drv_fail(q->cu, r, what), "%s", q->text);
     return QJIT_OK;
 }
 

@@ -608,9 +608,10 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 % if FOLD then
                 acc_t part[NT][4];
 %   if INT then
-                // the step's int32 sums start from the bits of 1.5·2^23: a sum x within ±2^22
-                // (a step of s8 × 16·s4 is within ±2^21) reads as the float 1.5·2^23 + x
-                // exactly, one FADD where an I2F (a quarter-rate pipe) was
+                // the step's int32 sums start from the bits of 1.5·2^23 (as mma_i8's do): a
+                // sum x within ±2^22 (a step of s8 × 16·s4 is within ±2^21) reads as the float
+                // 1.5·2^23 + x exactly, one FADD where an I2F (a quarter-rate pipe) was (adding
+                // the bits afterwards, qc::exact_f32, spilled this kernel: ptxas)
                 qc::fill(part, 0x4B400000);
 %   else
                 qc::zero(part);

@@ -174,13 +174,11 @@ __device__ __forceinline__ void issue_rows(u32 dst, const char *src, long long p
 // ARRIVES = true and either now(stage, m0, n0, kt, tid), which loads a K tile's side data and
 // stores it beside the stage in one pass, or, with RAW (and where raw_ok), issue(stage, m0,
 // n0, kt, tid), which copies it as stored with cp.async beside the stage, and decode(stage,
-// tid), which converts what that thread copied once it has landed (produce only: a pass
-// later, the stage getting its arrival then), or, with PREFETCH, prepare(m0, n0, kt, tid), which
-// loads it into registers, and operator()(stage, tid), which stores what was last prepared:
-// every producer thread then prepares a stage's side data a pass before it stores it
-// (produce: when it has issued the stage's copies, storing after the next stage's, the stage
-// getting its arrival then; produce_packed: with the conversion's own prepare, an expansion
-// ahead), so the loads' latency is not the producer's.  The stores are ordered before the
+// tid), which converts what that thread copied once it has landed (produce only: some passes
+// later, the stage getting its arrival then), or, with PREFETCH (produce_packed only),
+// prepare(m0, n0, kt, tid), which loads it into registers with the conversion's own prepare,
+// an expansion ahead, and operator()(stage, tid), which stores what was last prepared; so
+// the loads' latency is not the producer's.  The stores are ordered before the
 // consumers' reads by one more arrival per thread on full[s] (make_ring<..., 256>).
 struct no_side {
     static constexpr bool ARRIVES = false, PREFETCH = false, RAW = false;
@@ -202,7 +200,9 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
     const int ld_row = tid >> 3, ld_chunk = tid & 7;
     const u32 ld_off = ld_row * ROW_BYTES + ((ld_chunk ^ (ld_row & 7)) << 4);
     const long long a_pass = LD_ROWS * p.lda * ES, b_pass = LD_ROWS * p.ldb * ES;
-    int s = 0, n = 0, prev_s = 0; // stage, K tiles issued, the stage whose side data waits
+    // (a PREFETCH side is produce_packed's: no family gives one to this producer)
+    static_assert(!Side::PREFETCH, "produce: side data with PREFETCH goes with produce_packed");
+    int s = 0, n = 0; // stage, K tiles issued
     u32 phase = 0;
     constexpr int RAW_LAG = STAGES >= 4 ? 2 : 1; // passes between a RAW side's copy and decode
     for (int t = w.first; t < w.tiles; t += w.stride) {
@@ -220,16 +220,7 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
             issue_rows<BM, LD_ROWS, ROW_BYTES>(st, a_src + k, a_pass, a_rows, k_ok);
             issue_rows<BN, LD_ROWS, ROW_BYTES>(st + A_BYTES, b_src + k, b_pass, b_rows, k_ok);
             cp_async_arrive(full0 + 8 * s);
-            if constexpr (Side::ARRIVES && Side::PREFETCH) {
-                // the stage before's side data, loaded while this stage's copies were issued,
-                // and its arrival; then this stage's loads (stored on the next pass)
-                if (n > 0) {
-                    side(prev_s, tid);
-                    mbar_arrive(full0 + 8 * prev_s);
-                }
-                side.prepare(m0, n0, kt, tid);
-                prev_s = s;
-            } else if constexpr (Side::ARRIVES && Side::RAW) {
+            if constexpr (Side::ARRIVES && Side::RAW) {
                 // copied now, decoded RAW_LAG passes later (this thread's own words): the
                 // wait for them is a wait for those passes' tiles too, so the lag is what
                 // the producer keeps in flight; it leaves STAGES − RAW_LAG stages to the
@@ -257,12 +248,7 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
             }
         }
     }
-    if constexpr (Side::ARRIVES && Side::PREFETCH) {
-        if (n > 0) {
-            side(prev_s, tid);
-            mbar_arrive(full0 + 8 * prev_s);
-        }
-    } else if constexpr (Side::ARRIVES && Side::RAW) {
+    if constexpr (Side::ARRIVES && Side::RAW) {
         if (side.raw_ok && n > 0) { // the last K tiles copied, oldest first
             const int left = n < RAW_LAG ? n : RAW_LAG;
             qc::cp_async_wait<0>();

@@ -19,14 +19,20 @@
 % -- ring (ring bytes, alignment slack and mbarriers included), in np passes over each consumer's
 % -- wgn columns when the whole tile of OUT does not fit in the 227 KB left.  Returns np and
 % -- the dynamic shared memory in bytes; refuses what does not fit.
-% function hopper_staging(name, ring, wgn)
-%   local limit, out_bytes = 232448, OUT == "f32" and 4 or 2
-%   local what = string.format("%s: %d stages of %dx%dx%d", name, STAGES, BM, BN, BK)
-%   if ring > limit then unsupported(what .. " need more than 227 KB of shared memory") end
+% -- (hopper_passes(ring, wgn): the passes and the shared memory that hopper_staging settles
+% -- on, without refusing; the limit)
+% local SMEM_LIMIT = 232448
+% function hopper_passes(ring, wgn)
+%   local out_bytes = OUT == "f32" and 4 or 2
 %   local np = 1
-%   while wgn % (16 * np) == 0 and ring + BM * ((BN // np) * out_bytes + 16) > limit do np = np * 2 end
-%   local smem = ring + BM * ((BN // np) * out_bytes + 16)
-%   if smem > limit then unsupported(what .. " leave too little shared memory to stage the " .. OUT .. " output") end
+%   while wgn % (16 * np) == 0 and ring + BM * ((BN // np) * out_bytes + 16) > SMEM_LIMIT do np = np * 2 end
+%   return np, ring + BM * ((BN // np) * out_bytes + 16)
+% end
+% function hopper_staging(name, ring, wgn)
+%   local what = string.format("%s: %d stages of %dx%dx%d", name, STAGES, BM, BN, BK)
+%   if ring > SMEM_LIMIT then unsupported(what .. " need more than 227 KB of shared memory") end
+%   local np, smem = hopper_passes(ring, wgn)
+%   if smem > SMEM_LIMIT then unsupported(what .. " leave too little shared memory to stage the " .. OUT .. " output") end
 %   return np, smem
 % end
 % --
@@ -57,14 +63,10 @@
 % function hopper_pack_slots(name, per_slot, side, most)
 %   if STAGES < 3 then unsupported(string.format("%s: a packed operand's producer needs 3 stages or more (stages=%d)", name, STAGES)) end
 %   if not (WN >= 1 and BN % WN == 0 and BN // WN >= 16) then return 2 end -- hopper_tile_plan says why
-%   local want = math.max(2, math.min(most or 4, STAGES - 1))
-%   local limit, out_bytes = 232448, OUT == "f32" and 4 or 2
 %   local base = STAGES * ((BM + BN) * 128 + (side or 0)) + 2048
-%   local wgn = BN // WN
-%   local np = 1
-%   while wgn % (16 * np) == 0 and base + 2 * per_slot + BM * ((BN // np) * out_bytes + 16) > limit do np = np * 2 end
-%   local slots = want
-%   while slots > 2 and base + slots * per_slot + BM * ((BN // np) * out_bytes + 16) > limit do slots = slots - 1 end
+%   local np, smem2 = hopper_passes(base + 2 * per_slot, BN // WN)
+%   local slots = math.max(2, math.min(most or 4, STAGES - 1))
+%   while slots > 2 and smem2 + (slots - 2) * per_slot > SMEM_LIMIT do slots = slots - 1 end
 %   return slots
 % end
 % function hopper_tile_plan(o)

@@ -764,11 +764,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                                 tot[mi][j + 1] = fmaf(part[mi][j + 1], r * cb.y, tot[mi][j + 1]);
 %   else
 %     if ACC_INT then
-                                // the int32 group sum x (within ±2^18 for s8 × s4) added to the
-                                // bits of 1.5·2^23 reads as the float 1.5·2^23 + x exactly: an
-                                // IADD and an FADD where I2F (a quarter-rate pipe) was
-                                tot[mi][j] = fmaf(__int_as_float(part[mi][j] + 0x4B400000) - 12582912.0f, cb.x, tot[mi][j]);
-                                tot[mi][j + 1] = fmaf(__int_as_float(part[mi][j + 1] + 0x4B400000) - 12582912.0f, cb.y, tot[mi][j + 1]);
+                                // (an int32 group sum of s8 × s4 is within ±2^18: qc::exact_f32)
+                                tot[mi][j] = fmaf(qc::exact_f32(part[mi][j]), cb.x, tot[mi][j]);
+                                tot[mi][j + 1] = fmaf(qc::exact_f32(part[mi][j + 1]), cb.y, tot[mi][j + 1]);
 %     else
                                 tot[mi][j] = fmaf(to_f32(part[mi][j]), cb.x, tot[mi][j]);
                                 tot[mi][j + 1] = fmaf(to_f32(part[mi][j + 1]), cb.y, tot[mi][j + 1]);

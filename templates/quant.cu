@@ -62,41 +62,6 @@ __device__ __forceinline__ float raw_value(u32 raw)
 % end
 }
 
-__device__ __forceinline__ int nonfinite(float v)
-{
-    return (__float_as_uint(v) & 0x7f800000u) == 0x7f800000u;
-}
-
-// a = max(a, |v|) and bad |= v is NaN or infinite, over the lanes of a group of `width`.
-__device__ __forceinline__ void group_reduce(float &a, int &bad, int width)
-{
-    for (int o = width / 2; o > 0; o /= 2) {
-        a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
-        bad |= __shfl_xor_sync(0xffffffffu, bad, o);
-    }
-}
-
-// The same over a CTA of 256 threads; every thread gets the result.
-__device__ __forceinline__ void cta_reduce(float &a, int &bad)
-{
-    __shared__ float sa[8];
-    __shared__ int sb[8];
-    group_reduce(a, bad, 32);
-    const int w = threadIdx.x / 32;
-    if (threadIdx.x % 32 == 0) {
-        sa[w] = a;
-        sb[w] = bad;
-    }
-    __syncthreads();
-    a = sa[0];
-    bad = sb[0];
-    for (int i = 1; i < 8; i++) {
-        a = fmaxf(a, sa[i]);
-        bad |= sb[i];
-    }
-    __syncthreads(); // the arrays may be reused
-}
-
 __device__ __forceinline__ float nan_f() { return __uint_as_float(0x7fc00000u); }
 
 // Programmatic dependent launch (sm_90), as the GEMMs: wait for the kernel before this one
@@ -375,15 +340,13 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_q
     if (threadIdx.x == 0)
         ((float *)p.scale)[blockIdx.y * p.m + r] = s;
 %   else
-    float a = 0.0f;
-    int bad = 0;
-    for (int i = threadIdx.x; i < p.parts; i += 256) {
-        const float v = ((const float *)p.workspace)[i];
-        bad |= nonfinite(v);
-        a = fmaxf(a, v);
-    }
-    cta_reduce(a, bad);
-    const float s = scale_of(a, bad, p.clip);
+    // the partials are f32 magnitudes or NaN: as bits they order as the values do, and a
+    // NaN's are at or above infinity's
+    u32 pm = 0;
+    for (int i = threadIdx.x; i < p.parts; i += 256)
+        pm = max(pm, __float_as_uint(((const float *)p.workspace)[i]));
+    pm = cta_max(pm);
+    const float s = scale_of(__uint_as_float(pm), pm >= 0x7f800000u, p.clip);
     if (threadIdx.x == 0 && r == 0)
         ((float *)p.scale)[0] = s;
 %   end
