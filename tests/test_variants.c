@@ -123,6 +123,9 @@ int main(void)
         "gemm a=bf16 b=bf16 out=bf16 tile=256x256x64 warps=2x2 stages=6",
         "gemm a=f16 b=f16 out=f16 split=12", /* mma splits across at most 8 */
         "gemm a=f16 b=f16 out=f16 tile=128x128x32 warps=1x1 stages=3",
+        /* a packed operand's producer with 2 stages would wait on its consumers */
+        "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 kernel=wgmma_wq tile=128x128x64 warps=2x1 stages=2",
+        "gemm a=s8 b=s4 sa=row sb=col out=bf16 kernel=wgmma_i8 tile=128x128x128 warps=2x1 stages=2",
     };
     for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++) {
         qjit_gemm_desc d;
