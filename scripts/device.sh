@@ -59,14 +59,18 @@ skip_new=""
 [ "${QJIT_NEW_FIRST:-1}" = 1 ] && skip_new="$new_gemv"
 for t in "$build"/tests/test_gpu_*; do
   [ -x "$t" ] || continue
+  # QJIT_GPU_TESTS="test_gpu_quant test_gpu_gemm" runs those alone (a run split over calls)
+  case " ${QJIT_GPU_TESTS:-$(basename "$t")} " in *" $(basename "$t") "*) ;; *) continue ;; esac
   echo "== $(basename "$t")"
+  t0=$SECONDS
   QJIT_TEST_SKIP="$skip_new" timeout "$limit" "$t" > "$out/$(basename "$t").log" 2>&1
   code=$?
   tail -n 40 "$out/$(basename "$t").log"
+  echo "   ($(basename "$t"): exit $code after $((SECONDS - t0)) s)"
   [ $code -eq 124 ] && echo "   (timed out after $limit s)"
   [ $code -eq 0 ] || [ $code -eq 77 ] || rc=1
 done
-if python3 -c 'import torch' 2>/dev/null; then
+if [ "${QJIT_SKIP_PY:-0}" != 1 ] && python3 -c 'import torch' 2>/dev/null; then
   echo "== tests/python (the package on torch CUDA tensors)"
   QJIT_LIBRARY="$build/libqjit.so" QJIT_ABI_DUMP="$build/tests/abi_dump" \
     PYTHONPATH="$root/python" QJIT_CACHE_DIR="$out/py-cache" \

@@ -14,6 +14,7 @@
 #define QUANT_TEMPLATE "quant.cu"
 #define THREADS 256
 #define UNITS 2 /* block and mx: chunks of 16 bytes a lane loads before the first reduction */
+#define ROW_CHUNKS 8 /* row and tensor: 16-byte chunks a thread holds (rows_per_cta) */
 #define MAX_PARTS 1024 /* tensor scale: partial maxima, one float each in the workspace */
 _Static_assert(MAX_PARTS * 4 <= QJIT_QUANT_WORKSPACE_BYTES, "the tensor workspace");
 
@@ -83,6 +84,7 @@ static qjit_status build(qjit_context *ctx, const qjit_quant_desc *r, bool must_
         {"ARCH", QJIT_TP_INT, (long long)r->arch, NULL},
         {"QPARAMS_BYTES", QJIT_TP_INT, (long long)sizeof(qjit_quant_kernel_params), NULL},
         {"UNITS", QJIT_TP_INT, UNITS, NULL},
+        {"ROW_CHUNKS", QJIT_TP_INT, ROW_CHUNKS, NULL},
     };
     qjit_expansion e;
     qjit_status st = qjit_sandbox_expand(ctx->opt.template_dir, QUANT_TEMPLATE, p,
@@ -234,10 +236,21 @@ qjit_status qjit_quant_get_desc(const qjit_quant *q, qjit_quant_desc *out, char 
 }
 
 /* ------------------------------------------------------------ launch */
-/* The grid of a launch (256 threads a CTA): row and tensor a CTA per row; block and mx a
- * warp per UNITS x GPW groups (GPW = 32 lanes over the group's 16-byte chunks: 128 or 32
- * values over 8, or 4 for f32, a chunk), as the template's kernels take them; cols a CTA
- * per 32 rows x 256 columns.  A batch is grid y (cols: z). */
+/* Row and tensor: the rows a CTA takes, as the template's rows_per_cta: one up to 512 rows,
+ * else the fewest threads (256 / rows, at least a warp) that hold a row of k values in
+ * ROW_CHUNKS chunks each. */
+static int64_t rows_per_cta(int64_t m, int64_t k, int64_t vec)
+{
+    int64_t rows = 1;
+    while (m > 512 && rows < 8 && k <= THREADS / (2 * rows) * ROW_CHUNKS * vec)
+        rows *= 2;
+    return rows;
+}
+
+/* The grid of a launch (256 threads a CTA): row and tensor a CTA per rows_per_cta rows;
+ * block and mx a warp per UNITS x GPW groups (GPW = 32 lanes over the group's 16-byte
+ * chunks: 128 or 32 values over 8, or 4 for f32, a chunk), as the template's kernels take
+ * them; cols a CTA per 32 rows x 256 columns.  A batch is grid y (cols: z). */
 static void grid_of(const qjit_quant_desc *d, const qjit_quant_args *a, int64_t grid[3])
 {
     const int64_t batch = a->batch > 1 ? a->batch : 1;
@@ -253,7 +266,8 @@ static void grid_of(const qjit_quant_desc *d, const qjit_quant_args *a, int64_t 
         const int64_t groups = a->m * ((a->k + g - 1) / g), per_cta = 8 * UNITS * (32 * vec / g);
         grid[0] = (groups + per_cta - 1) / per_cta;
     } else {
-        grid[0] = a->m;
+        const int64_t rows = rows_per_cta(a->m, a->k, vec);
+        grid[0] = (a->m + rows - 1) / rows;
     }
 }
 

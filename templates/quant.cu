@@ -21,7 +21,8 @@
 //
 // Parameters: IN, OUT, SCALE, RULE ("floor"/"rceil", mx only), COLS (bool), ARCH (80, 86,
 // 89, 90), QPARAMS_BYTES (the library's qjit_quant_kernel_params), UNITS (block and mx: the
-// chunks a lane loads before its first reduction; the library's grid counts on it).
+// chunks a lane loads before its first reduction; the library's grid counts on it),
+// ROW_CHUNKS (row and tensor: the chunks a thread holds; the library's grid counts on it).
 % local QMAX = ({s8 = 127, s4 = 7, e4m3 = 448, e2m1 = 6})[OUT]
 % local PACKED = OUT == "s4" or OUT == "e2m1"
 % local INT = OUT == "s8" or OUT == "s4"
@@ -209,21 +210,24 @@ __device__ __forceinline__ u8 *q_row(const qjit_quant_params &p, long long r)
     return (u8 *)p.q + (blockIdx.y * p.q_batch + r * p.ldq)$(PACKED and " / 2" or "");
 }
 
-// The max of m over the CTA's 256 threads; every thread gets it.
-__device__ __forceinline__ u32 cta_max(u32 m)
+// The max of m over the thread's segment of `seg` threads (a multiple of 32 that divides
+// the CTA's 256: 256 is the whole CTA); every thread of the segment gets it.
+__device__ __forceinline__ u32 seg_max(u32 m, int seg)
 {
     __shared__ u32 sm[8];
     m = __reduce_max_sync(0xffffffffu, m);
     if (threadIdx.x % 32 == 0)
         sm[threadIdx.x / 32] = m;
     __syncthreads();
-    m = sm[0];
-#pragma unroll
-    for (int i = 1; i < 8; i++)
-        m = max(m, sm[i]);
+    const int w0 = (int)threadIdx.x / seg * (seg / 32);
+    m = sm[w0];
+    for (int i = 1; i < seg / 32; i++)
+        m = max(m, sm[w0 + i]);
     __syncthreads(); // the array may be reused
     return m;
 }
+
+__device__ __forceinline__ u32 cta_max(u32 m) { return seg_max(m, 256); }
 
 % if SCALE ~= "mx" then
 // The scale of a group from its amax: NaN for a non-finite group, else (amax·clip)/QMAX.
@@ -232,12 +236,41 @@ __device__ __forceinline__ float scale_of(float amax, int bad, float clip)
     return bad ? nan_f() : __fdiv_rn(__fmul_rn(amax, clip), $(QMAX).0f);
 }
 
-// The code of v under scale s (s NaN or 0: 0).
-__device__ __forceinline__ u32 encode(float v, float s)
+// A group's scale and how values are divided by it.  x / s correctly rounded is, for
+// quotients a code can tell apart, x·r corrected once by the residual x − q·s (exact in an
+// FMA) with r = 1/s correctly rounded (Markstein): three dependent FMAs and no branch, where
+// __fdiv_rn costs a reciprocal, its refinement and a check for its slow path per value.
+// That holds while s is far from the subnormals and overflow and the quotient stays small
+// (|x|/s <= QMAX / clip); outside those ranges (a scale below 2^-64 or above 2^64, a clip
+// below 2^-32) the values take __fdiv_rn.  Both give x / s to the bit (checked against
+// every float x for twenty scales, significands of all ones among them).
+struct divisor {
+    float s, r;
+    bool fast;
+};
+
+__device__ __forceinline__ divisor divisor_of(float s, float clip)
 {
-    if (!(s > 0.0f))
-        return 0;
-    const float t = __fdiv_rn(v, s);
+    divisor d;
+    d.s = s;
+    d.fast = s >= 0x1p-64f && s <= 0x1p64f && clip >= 0x1p-32f;
+    d.r = d.fast ? __frcp_rn(s) : 0.0f;
+    return d;
+}
+
+// The code of v under scale d.s (s NaN or 0: 0; FAST: d.fast, so s > 0).
+template <bool FAST>
+__device__ __forceinline__ u32 encode(float v, const divisor &d)
+{
+    float t;
+    if (FAST) {
+        const float q = __fmul_rn(v, d.r);
+        t = __fmaf_rn(__fmaf_rn(-q, d.s, v), d.r, q);
+    } else {
+        if (!(d.s > 0.0f))
+            return 0;
+        t = __fdiv_rn(v, d.s);
+    }
 %   if INT then
     int q = __float2int_rn(t);
     q = q < -$(QMAX + 1) ? -$(QMAX + 1) : q > $(QMAX) ? $(QMAX) : q;
@@ -247,6 +280,34 @@ __device__ __forceinline__ u32 encode(float v, float s)
     asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(t));
     return r & 0xffu;
 %   end
+}
+
+// The code of v by __fdiv_rn, out of line: its slow paths stay out of the unrolled loops
+// (and the instruction cache) of the common case, and a value in and a code out keep the
+// callers' arrays in registers.
+__device__ __noinline__ u32 encode_slow(float v, float s)
+{
+    divisor d;
+    d.s = s;
+    d.r = 0.0f;
+    d.fast = false;
+    return encode<false>(v, d);
+}
+
+// The codes of a chunk's values (one branch a chunk on the way of dividing).
+__device__ __forceinline__ void encode_chunk(const uint4 &w, const divisor &d, u32 (&c)[$(VEC)])
+{
+    float v[$(VEC)];
+    unpack(w, v);
+    if (d.fast) {
+#pragma unroll
+        for (int j = 0; j < $(VEC); j++)
+            c[j] = encode<true>(v[j], d);
+    } else {
+#pragma unroll
+        for (int j = 0; j < $(VEC); j++)
+            c[j] = encode_slow(v[j], d.s);
+    }
 }
 % else
 // 2^e as a float, exactly, for e in [-149, 127].
@@ -293,37 +354,60 @@ __device__ __forceinline__ u32 encode_mx(float v, u32 c)
     asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(t));
     return r & 0xffu;
 %   else
-    // e2m1 {0, .5, 1, 1.5, 2, 3, 4, 6}: round to nearest, ties to the even code, saturate
-    const float a = fabsf(t);
-    const u32 m = a <= 0.25f ? 0 : a < 0.75f ? 1 : a <= 1.25f ? 2 : a < 1.75f ? 3
-                : a <= 2.5f ? 4 : a < 3.5f ? 5 : a <= 5.0f ? 6 : 7;
-    return m | ((__float_as_uint(t) >> 28) & 8u);
+    // e2m1 {0, .5, 1, 1.5, 2, 3, 4, 6}: round to nearest, ties to the even code, saturate.
+    // Below 1 the codes are 2|t| rounded (0, 1, 2); from 1 up, |t|'s bits rounded to one
+    // mantissa bit, ties to even, are (exponent, mantissa bit) and so the code plus 252
+    // (a NaN or anything from 7 up saturates).  Equal to the comparisons of
+    // qjit_e2m1_from_f32 on every float; no branch, a handful of integer operations.
+    const u32 u = __float_as_uint(t) & 0x7fffffffu;
+    const u32 lo = __float2uint_rn(__uint_as_float(u) * 2.0f);
+    const u32 hi = min(((u + 0x1fffffu + ((u >> 22) & 1u)) >> 22) - 252u, 7u);
+    return (u < 0x3f800000u ? lo : hi) | ((__float_as_uint(t) >> 28) & 8u);
 %   end
 }
 % end
 } // namespace qq
 
 % if SCALE == "row" or SCALE == "tensor" then
-% local RMAX = 8 -- chunks a thread holds: rows of up to 256 x RMAX chunks stay in registers
-// One CTA per row.  A row of up to $(256 * RMAX * VEC) values is read once, every chunk of a
-// thread loaded before the first is used; its amax (row) or the tensor's from the partials
-// (tensor) gives the scale, and the codes are made from the registers.  Longer rows are
-// read twice (amax, then codes; the second read mostly from L2).
-extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_quant_params p)
+% local RMAX = ROW_CHUNKS -- chunks a thread holds
+// The rows a CTA takes: a row of up to $(256 * RMAX * VEC) values is held by 256 / rows
+// threads, the fewest that hold it in $(RMAX) chunks each (at most 8 rows, a warp or more a
+// row), so that every thread has the same bytes in flight whatever K is.  Up to 512 rows
+// (decode) a CTA takes one row: its time is then a thread's chain of chunks, not bandwidth,
+// and 256 threads a row make that chain the shortest.  The library's grid
+// (src/quant_kernel.c, rows_per_cta) computes the same.
+__device__ __forceinline__ int rows_per_cta(long long m, long long k)
+{
+    int rows = 1;
+    while (m > 512 && rows < 8 && k <= (long long)(256 / (2 * rows)) * $(RMAX * VEC))
+        rows *= 2;
+    return rows;
+}
+
+// A CTA per rows_per_cta(M, K) rows, TPR = 256 / rows threads a row (a constant, so that a
+// thread's loads are one address and immediate offsets).  A row held in registers is read
+// once, every chunk of a thread loaded before the first is used; its amax (row) or the
+// tensor's from the partials (tensor) gives the scale, and the codes are made from the
+// registers.  Longer rows (a CTA each) are read twice (amax, then codes; the second read
+// mostly from L2).
+template <int TPR>
+__device__ __forceinline__ void quant_rows(const qjit_quant_params &p)
 {
     using namespace qq;
-    pdl_enter();
-    const long long r = blockIdx.x;
-    const long long xrow = r * p.ldx + blockIdx.y * p.x_batch;
+    const int lt = (int)threadIdx.x % TPR;
+    const long long r = (long long)blockIdx.x * (256 / TPR) + (int)threadIdx.x / TPR;
+    const bool live = r < p.m; // a row past M loads nothing and stores nothing, but reduces
+    const long long end = live ? p.k : 0;
+    const long long xrow = (live ? r : 0) * p.ldx + blockIdx.y * p.x_batch;
     const bool vec = vec_ok(p);
-    u8 *qrow = q_row(p, r);
-    const bool held = p.k <= $(256 * RMAX * VEC);
+    u8 *qrow = q_row(p, live ? r : 0);
+    const bool held = TPR < 256 || p.k <= TPR * $(RMAX * VEC); // more rows a CTA: short rows
     uint4 w[$(RMAX)];
 %   if SCALE == "row" then
     u32 m = 0;
 %   end
     if (held) {
-        load_chunks(w, p.x, xrow, threadIdx.x * $(VEC), 256 * $(VEC), p.k, vec);
+        load_chunks(w, p.x, xrow, lt * $(VEC), TPR * $(VEC), end, vec);
 %   if SCALE == "row" then
 #pragma unroll
         for (int t = 0; t < $(RMAX); t++)
@@ -332,12 +416,12 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_q
     }
 %   if SCALE == "row" then
     else {
-        for (long long i = threadIdx.x * $(VEC); i < p.k; i += 256 * $(VEC))
-            m = max(m, chunk_mag(vec ? ld16(p.x, xrow, i, p.k) : ld_values(p.x, xrow, i, p.k)));
+        for (long long i = lt * $(VEC); i < end; i += TPR * $(VEC))
+            m = max(m, chunk_mag(vec ? ld16(p.x, xrow, i, end) : ld_values(p.x, xrow, i, end)));
     }
-    m = cta_max(m);
+    m = seg_max(m, TPR);
     const float s = scale_of(raw_value(m), mag_bad(m), p.clip);
-    if (threadIdx.x == 0)
+    if (lt == 0 && live)
         ((float *)p.scale)[blockIdx.y * p.m + r] = s;
 %   else
     // the partials are f32 magnitudes or NaN: as bits they order as the values do, and a
@@ -347,30 +431,38 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_q
         pm = max(pm, __float_as_uint(((const float *)p.workspace)[i]));
     pm = cta_max(pm);
     const float s = scale_of(__uint_as_float(pm), pm >= 0x7f800000u, p.clip);
-    if (threadIdx.x == 0 && r == 0)
+    if (threadIdx.x == 0 && blockIdx.x == 0)
         ((float *)p.scale)[0] = s;
 %   end
+    const divisor d = divisor_of(s, p.clip);
     if (held) {
+        // only the chunks inside the row: a short row leaves a thread's last ones empty
 #pragma unroll
         for (int t = 0; t < $(RMAX); t++) {
-            float v[$(VEC)];
-            unpack(w[t], v);
+            const long long i = ((long long)t * TPR + lt) * $(VEC);
+            if (i >= end)
+                break;
             u32 c[$(VEC)];
-#pragma unroll
-            for (int j = 0; j < $(VEC); j++)
-                c[j] = encode(v[j], s);
-            store_codes(qrow, ((long long)t * 256 + threadIdx.x) * $(VEC), c, p.k, vec);
+            encode_chunk(w[t], d, c);
+            store_codes(qrow, i, c, end, vec);
         }
         return;
     }
-    for (long long i = threadIdx.x * $(VEC); i < p.k; i += 256 * $(VEC)) {
-        float v[$(VEC)];
-        unpack(vec ? ld16(p.x, xrow, i, p.k) : ld_values(p.x, xrow, i, p.k), v);
+    for (long long i = lt * $(VEC); i < end; i += TPR * $(VEC)) {
         u32 c[$(VEC)];
-#pragma unroll
-        for (int j = 0; j < $(VEC); j++)
-            c[j] = encode(v[j], s);
-        store_codes(qrow, i, c, p.k, vec);
+        encode_chunk(vec ? ld16(p.x, xrow, i, end) : ld_values(p.x, xrow, i, end), d, c);
+        store_codes(qrow, i, c, end, vec);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_quant_params p)
+{
+    qq::pdl_enter();
+    switch (rows_per_cta(p.m, p.k)) {
+    case 8: quant_rows<32>(p); break;
+    case 4: quant_rows<64>(p); break;
+    case 2: quant_rows<128>(p); break;
+    default: quant_rows<256>(p); break;
     }
 }
 % end
@@ -443,17 +535,15 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_q
         if (rs[u] >= p.m)
             continue;
         const long long sidx = (blockIdx.y * p.m + rs[u]) * nb + bs[u];
-        float v[$(VEC)];
-        unpack(w[u], v);
         u32 c[$(VEC)];
 %   if SCALE == "block" then
         const float s = scale_of(raw_value(m), mag_bad(m), p.clip);
         if (sub == 0)
             ((float *)p.scale)[sidx] = s;
-#pragma unroll
-        for (int j = 0; j < $(VEC); j++)
-            c[j] = encode(v[j], s);
+        encode_chunk(w[u], divisor_of(s, p.clip), c);
 %   else
+        float v[$(VEC)];
+        unpack(w[u], v);
         const u32 e = mag_bad(m) ? 0xffu : e8m0_of(raw_value(m));
         if (sub == 0)
             ((u8 *)p.scale)[sidx] = (u8)e;

@@ -176,15 +176,19 @@ static void test_modes(qjit_context *ctx)
                 }
             /* the edges of the kernels' plans: a row of exactly what a CTA holds in registers
              * and rows past it (the two-pass path, 16-byte and value by value) for row and
-             * tensor; one group a row for block (K = 100) and mx (K = 32), where a warp's
-             * groups span several rows */
+             * tensor, and, past 512 rows, the rows a CTA takes changing from 1 to 2, 4 and 8
+             * (M = 517 and 1029 leave the last CTA part empty); one group a row for block
+             * (K = 100) and mx (K = 32), where a warp's groups span several rows */
             const int64_t held = 256 * 8 * (d.in == QJIT_DTYPE_F32 ? 4 : 8);
-            const int64_t edge_k[3] = {held, held + 8, held + 10};
-            const int nedge = d.scale == QJIT_SCALE_ROW || d.scale == QJIT_SCALE_TENSOR ? 3 : 1;
+            const int64_t edge_k[] = {held,         held + 8,     held + 10,    held / 2,
+                                      held / 2 + 8, held / 4 + 2, held / 8,     held / 8 + 8};
+            const bool rows = d.scale == QJIT_SCALE_ROW || d.scale == QJIT_SCALE_TENSOR;
+            const int nedge = rows ? (int)(sizeof edge_k / sizeof edge_k[0]) : 1;
             for (int v = 0; v < nedge; v++) {
-                const int64_t k = nedge == 3 ? edge_k[v] : mx ? 32 : 100;
-                CHECK(check_one(qh, &d, nedge == 3 ? 5 : 77, k, 0.0f, 1, 8),
-                      "%s m=%d k=%lld (the plan's edge)", text, nedge == 3 ? 5 : 77, (long long)k);
+                const int64_t k = rows ? edge_k[v] : mx ? 32 : 100;
+                const int64_t m = !rows ? 77 : k > held / 2 ? 5 : v % 2 ? 1029 : 517;
+                CHECK(check_one(qh, &d, m, k, 0.0f, 1, 8), "%s m=%lld k=%lld (the plan's edge)",
+                      text, (long long)m, (long long)k);
             }
         }
 }

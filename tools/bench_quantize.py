@@ -90,6 +90,14 @@ def copy_gbps(warmup, reps):
 
 
 # ---------------------------------------------------------------- PyTorch peers
+def fresh_compile(f):
+    """torch.compile(f) with dynamo's caches cleared first: every peer here shares one code
+    object, so without the reset its guards pile up across modes and shapes until dynamo's
+    recompile limit sends the later ones to eager PyTorch."""
+    torch._dynamo.reset()
+    return torch.compile(f)
+
+
 def torch_quant(out, scale, clip=1.0):
     qmax = {"s8": 127.0, "e4m3": 448.0}[out]
 
@@ -109,7 +117,7 @@ def torch_quant(out, scale, clip=1.0):
         else:
             q = t.clamp(-448, 448).to(torch.float8_e4m3fn)
         return q.view(x.shape), s
-    return torch.compile(f)
+    return fresh_compile(f)
 
 
 def torch_mx(elem, cols):
@@ -123,7 +131,27 @@ def torch_mx(elem, cols):
         e = torch.ceil(torch.log2(amax / 448.0)).clamp(-127, 127)
         q = (blocks * torch.exp2(-e)).clamp(-448, 448).to(torch.float8_e4m3fn)
         return q.reshape(xf.shape), (e + 127).to(torch.uint8)
-    return torch.compile(f)
+    return fresh_compile(f)
+
+
+def layer_table(a, rows):
+    """A quantized linear layer (quantize, then GEMM, in one graph) against its GEMM alone."""
+    print("\nquantized linear layer (W8A8, 28672x8192) vs its GEMM alone, CUDA-graph replays")
+    print(f"{'M':>4} {'quantize us':>12} {'GEMM us':>9} {'quantize+GEMM us':>17} {'ratio':>7}")
+    n, k = 28672, 8192
+    w = torch.randint(-127, 128, (n, k), dtype=torch.int8, device="cuda")
+    ws = torch.rand(n, device="cuda") * 1e-2
+    quant = qjit.get_quant("quant in=bf16 out=s8 scale=row")
+    gemm = qjit.get_gemm("gemm a=s8 b=s8 sa=row sb=col out=bf16")
+    for m in (1, 2, 4, 8, 16):
+        x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        xq, xs = quant(x)
+        t_quant = graph_us(lambda: quant(x), 20, a.warmup, a.reps)
+        t_gemm = graph_us(lambda: gemm(xq, w, scale_a=xs, scale_b=ws), 20, a.warmup, a.reps)
+        t_layer = graph_us(lambda: qjit.ops.quant_linear(quant, gemm, x, w, scale_b=ws), 20,
+                           a.warmup, a.reps)
+        print(f"{m:4d} {t_quant:12.1f} {t_gemm:9.1f} {t_layer:17.1f} {t_layer / t_gemm:7.3f}")
+        rows.append((f"{m}x{n}x{k}", "layer W8A8 s8 row", 1, t_layer, t_layer / t_gemm, t_gemm, ""))
 
 
 def main():
@@ -131,6 +159,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--skip-3d", action="store_true")
+    ap.add_argument("--skip-layer", action="store_true")
     ap.add_argument("--csv", help="also write every row to this CSV file")
     a = ap.parse_args()
     torch.manual_seed(0)
@@ -204,21 +233,8 @@ def main():
                 del w, ws
                 torch.cuda.empty_cache()
 
-    print("\nquantized linear layer (W8A8, 28672x8192) vs its GEMM alone, CUDA-graph replays")
-    print(f"{'M':>4} {'GEMM us':>9} {'quantize+GEMM us':>17} {'ratio':>7}")
-    n, k = 28672, 8192
-    w = torch.randint(-127, 128, (n, k), dtype=torch.int8, device="cuda")
-    ws = torch.rand(n, device="cuda") * 1e-2
-    quant = qjit.get_quant("quant in=bf16 out=s8 scale=row")
-    gemm = qjit.get_gemm("gemm a=s8 b=s8 sa=row sb=col out=bf16")
-    for m in (1, 2, 4, 8, 16):
-        x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-        xq, xs = quant(x)
-        t_gemm = graph_us(lambda: gemm(xq, w, scale_a=xs, scale_b=ws), 20, a.warmup, a.reps)
-        t_layer = graph_us(lambda: qjit.ops.quant_linear(quant, gemm, x, w, scale_b=ws), 20,
-                           a.warmup, a.reps)
-        print(f"{m:4d} {t_gemm:9.1f} {t_layer:17.1f} {t_layer / t_gemm:7.3f}")
-        rows.append((f"{m}x{n}x{k}", "layer W8A8 s8 row", 1, t_layer, t_layer / t_gemm, t_gemm, ""))
+    if not a.skip_layer:
+        layer_table(a, rows)
 
     if a.csv:
         with open(a.csv, "w") as fh:
