@@ -15,6 +15,8 @@
 #define THREADS 256
 #define UNITS 2 /* block and mx: chunks of 16 bytes a lane loads before the first reduction */
 #define ROW_CHUNKS 8 /* row and tensor: 16-byte chunks a thread holds (rows_per_cta) */
+#define COL_BLOCKS 4 /* layout=cols: MX blocks along M a CTA takes (the template's NB) */
+#define COL_K (THREADS / COL_BLOCKS) /* layout=cols: columns a CTA takes */
 #define MAX_PARTS 1024 /* tensor scale: partial maxima, one float each in the workspace */
 _Static_assert(MAX_PARTS * 4 <= QJIT_QUANT_WORKSPACE_BYTES, "the tensor workspace");
 
@@ -85,6 +87,7 @@ static qjit_status build(qjit_context *ctx, const qjit_quant_desc *r, bool must_
         {"QPARAMS_BYTES", QJIT_TP_INT, (long long)sizeof(qjit_quant_kernel_params), NULL},
         {"UNITS", QJIT_TP_INT, UNITS, NULL},
         {"ROW_CHUNKS", QJIT_TP_INT, ROW_CHUNKS, NULL},
+        {"COL_BLOCKS", QJIT_TP_INT, COL_BLOCKS, NULL},
     };
     qjit_expansion e;
     qjit_status st = qjit_sandbox_expand(ctx->opt.template_dir, QUANT_TEMPLATE, p,
@@ -250,7 +253,7 @@ static int64_t rows_per_cta(int64_t m, int64_t k, int64_t vec)
 /* The grid of a launch (256 threads a CTA): row and tensor a CTA per rows_per_cta rows;
  * block and mx a warp per UNITS x GPW groups (GPW = 32 lanes over the group's 16-byte
  * chunks: 128 or 32 values over 8, or 4 for f32, a chunk), as the template's kernels take
- * them; cols a CTA per 32 rows x 256 columns.  A batch is grid y (cols: z). */
+ * them; cols a CTA per 32 * COL_BLOCKS rows x COL_K columns.  A batch is grid y (cols: z). */
 static void grid_of(const qjit_quant_desc *d, const qjit_quant_args *a, int64_t grid[3])
 {
     const int64_t batch = a->batch > 1 ? a->batch : 1;
@@ -258,8 +261,8 @@ static void grid_of(const qjit_quant_desc *d, const qjit_quant_args *a, int64_t 
     grid[2] = 1;
     const int64_t vec = d->in == QJIT_DTYPE_F32 ? 4 : 8;
     if (d->cols) {
-        grid[0] = (a->k + 255) / 256;
-        grid[1] = a->m / 32;
+        grid[0] = (a->k + COL_K - 1) / COL_K;
+        grid[1] = (a->m + 32 * COL_BLOCKS - 1) / (32 * COL_BLOCKS);
         grid[2] = batch;
     } else if (d->scale == QJIT_SCALE_BLOCK || d->scale == QJIT_SCALE_MX) {
         const int64_t g = d->scale == QJIT_SCALE_BLOCK ? 128 : 32;

@@ -21,8 +21,9 @@
 //
 // Parameters: IN, OUT, SCALE, RULE ("floor"/"rceil", mx only), COLS (bool), ARCH (80, 86,
 // 89, 90), QPARAMS_BYTES (the library's qjit_quant_kernel_params), UNITS (block and mx: the
-// chunks a lane loads before its first reduction; the library's grid counts on it),
-// ROW_CHUNKS (row and tensor: the chunks a thread holds; the library's grid counts on it).
+// chunks a lane loads before its first reduction), ROW_CHUNKS (row and tensor: the chunks a
+// thread holds) and COL_BLOCKS (cols: the MX blocks along M a CTA takes); the library's grid
+// counts on those three.
 % local QMAX = ({s8 = 127, s4 = 7, e4m3 = 448, e2m1 = 6})[OUT]
 % local PACKED = OUT == "s4" or OUT == "e2m1"
 % local INT = OUT == "s8" or OUT == "s4"
@@ -360,7 +361,7 @@ __device__ __forceinline__ u32 encode_mx(float v, u32 c)
     // (a NaN or anything from 7 up saturates).  Equal to the comparisons of
     // qjit_e2m1_from_f32 on every float; no branch, a handful of integer operations.
     const u32 u = __float_as_uint(t) & 0x7fffffffu;
-    const u32 lo = __float2uint_rn(__uint_as_float(u) * 2.0f);
+    const u32 lo = __float_as_uint(__fmaf_rn(__uint_as_float(u), 2.0f, 8388608.0f)) & 3u; // 2|t| + 2^23, rounded
     const u32 hi = min(((u + 0x1fffffu + ((u >> 22) & 1u)) >> 22) - 252u, 7u);
     return (u < 0x3f800000u ? lo : hi) | ((__float_as_uint(t) >> 28) & 8u);
 %   end
@@ -507,7 +508,16 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_q
     const int lane = threadIdx.x % 32, sub = lane % $(LPG);
     const long long g = ((long long)blockIdx.x * 8 + threadIdx.x / 32) * $(UNITS * GPW) + lane / $(LPG);
     const bool vec = vec_ok(p);
-    long long r = g / nb, b = g % nb;
+    // the first group's row and block: a 32-bit division where the numbers allow (a 64-bit
+    // one is a long call in every thread)
+    long long r, b;
+    if (g <= 0xffffffffll && nb <= 0xffffffffll) {
+        r = (unsigned)g / (unsigned)nb;
+        b = (unsigned)g - (unsigned)r * (unsigned)nb;
+    } else {
+        r = g / nb;
+        b = g % nb;
+    }
     long long rs[$(UNITS)], bs[$(UNITS)];
 #pragma unroll
     for (int u = 0; u < $(UNITS); u++) {
@@ -558,57 +568,59 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_q
 
 % if COLS then
 %   local TW = IN == "f32" and "u32" or "u16" -- x's raw bits, as the tile keeps them
-%   local CPR = 256 // VEC -- chunks a tile row
-// Column-wise MX: a CTA takes 32 rows (one block along M) by 256 columns of matrix
-// blockIdx.z into shared memory as raw bits, in 16-byte chunks along K ($(32 * CPR // 256) a
-// thread, all in flight before the first is stored; value by value where the launch's
-// addresses do not allow), then thread j quantizes column k0 + j's 32 values and writes
-// them as q[k][m0 .. m0+31] (32 bytes, or 16 packed) with the scale [k][m0/32].  Rows of the
-// tile are padded by 16 bytes: a warp's chunk stores fill one row's contiguous bytes and its
-// column reads are contiguous, so neither conflicts in the banks.  M is a multiple of 32.
+%   local NB = COL_BLOCKS -- MX blocks along M a CTA takes
+%   local KT = 256 // NB -- columns a CTA takes: a thread a (column, block)
+%   local CPR = KT // VEC -- chunks a tile row
+%   local NCH = 32 * NB * CPR // 256 -- chunks a thread loads
+%   local BPAD = 8 -- a block's rows start this far on (values) past the 32 rows before it
+// Column-wise MX: a CTA takes $(32 * NB) rows ($(NB) blocks along M) by $(KT) columns of matrix
+// blockIdx.z into shared memory as raw bits, in 16-byte chunks along K ($(NCH) a thread, all
+// in flight before the first is stored; value by value where the launch's addresses do not
+// allow).  Thread t then quantizes the 32 values of block t % $(NB) in column k0 + t / $(NB)
+// and writes them as q[k][m0 + 32·b ...] (32 bytes, or 16 packed) with the scale
+// [k][m0/32 + b]: the $(NB) lanes of a column write $(NB) consecutive pieces of q's row k,
+// so a warp's stores are whole lines of $(8) rows, where a tile of one block left every
+// row of q to 32-byte pieces written by different CTAs.  Rows of the tile are padded by 16
+// bytes (a warp's chunk stores fill a row's contiguous bytes) and each block by 8 values
+// more (a warp's lanes read 8 columns of $(NB) blocks from distinct banks).  M is a multiple of
+// 32; a CTA's blocks past M load nothing and store nothing.
 extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_quant_params p)
 {
     using namespace qq;
     pdl_enter();
-    __shared__ __align__(16) $(TW) tile[32][256 + $(16 // ESZ)];
-    const long long m0 = (long long)blockIdx.y * 32, k0 = (long long)blockIdx.x * 256;
+    __shared__ __align__(16) $(TW) tile[$(NB)][32 * ($(KT) + $(16 // ESZ)) + $(BPAD)];
+    const long long m0 = (long long)blockIdx.y * $(32 * NB), k0 = (long long)blockIdx.x * $(KT);
     const long long xb = blockIdx.z * p.x_batch;
     // only x's side of vec_ok: q is written below, 16 bytes where its row allows
     const bool vec = (unsigned long long)p.x % 16 == 0 && p.k % $(VEC) == 0 && p.ldx % $(VEC) == 0 &&
                      p.x_batch % $(VEC) == 0;
-    uint4 v[$(32 * CPR // 256)];
-    if (vec) {
+    uint4 v[$(NCH)];
 #pragma unroll
-        for (int i = 0; i < $(32 * CPR // 256); i++) {
-            const int idx = threadIdx.x + 256 * i, r = idx / $(CPR), cc = idx % $(CPR) * $(VEC);
-            v[i] = ld16(p.x, xb + (m0 + r) * p.ldx, k0 + cc, p.k);
-        }
-    } else {
-#pragma unroll
-        for (int i = 0; i < $(32 * CPR // 256); i++) {
-            const int idx = threadIdx.x + 256 * i, r = idx / $(CPR), cc = idx % $(CPR) * $(VEC);
-            v[i] = ld_values(p.x, xb + (m0 + r) * p.ldx, k0 + cc, p.k);
-        }
+    for (int i = 0; i < $(NCH); i++) {
+        const int idx = threadIdx.x + 256 * i, r = idx / $(CPR), cc = idx % $(CPR) * $(VEC);
+        const long long end = m0 + r < p.m ? p.k : 0;
+        v[i] = vec ? ld16(p.x, xb + (m0 + r) * p.ldx, k0 + cc, end)
+                   : ld_values(p.x, xb + (m0 + r) * p.ldx, k0 + cc, end);
     }
 #pragma unroll
-    for (int i = 0; i < $(32 * CPR // 256); i++) {
+    for (int i = 0; i < $(NCH); i++) {
         const int idx = threadIdx.x + 256 * i, r = idx / $(CPR), cc = idx % $(CPR) * $(VEC);
-        *reinterpret_cast<uint4 *>(&tile[r][cc]) = v[i];
+        *reinterpret_cast<uint4 *>(&tile[r / 32][(r % 32) * ($(KT) + $(16 // ESZ)) + cc]) = v[i];
     }
     __syncthreads();
-    const long long k = k0 + threadIdx.x;
-    if (k >= p.k)
+    const int blk = (int)threadIdx.x % $(NB), col = (int)threadIdx.x / $(NB);
+    const long long k = k0 + col, mb = m0 + 32 * blk;
+    if (k >= p.k || mb >= p.m)
         return;
+    const $(TW) *colv = &tile[blk][col];
     u32 mag = 0;
 #pragma unroll
     for (int r = 0; r < 32; r++)
-        mag = max(mag, raw_mag(tile[r][threadIdx.x]));
+        mag = max(mag, raw_mag(colv[r * ($(KT) + $(16 // ESZ))]));
     const u32 c = mag_bad(mag) ? 0xffu : e8m0_of(raw_value(mag));
-    ((u8 *)p.scale)[(blockIdx.z * p.k + k) * (p.m / 32) + m0 / 32] = (u8)c;
-    // The column's 32 codes, packed as they lie in q's row k (value r at byte r, or nibble r
-    // of byte r/2 for e2m1), leave in 16-byte stores where the row allows: each thread
-    // writes its own row, so a store of one byte a lane would touch 32 lines per warp for
-    // every byte of output.
+    ((u8 *)p.scale)[(blockIdx.z * p.k + k) * (p.m / 32) + mb / 32] = (u8)c;
+    // The block's 32 codes, packed as they lie in q's row k (value r at byte r, or nibble r
+    // of byte r/2 for e2m1), leave in 16-byte stores where the row allows.
 %   local WORDS = OUT == "e2m1" and 4 or 8
 %   local PER = OUT == "e2m1" and 8 or 4 -- values a word
     u32 w[$(WORDS)];
@@ -617,10 +629,10 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_q
         u32 x = 0;
 #pragma unroll
         for (int j = 0; j < $(PER); ++j)
-            x |= (c == 0xffu ? 0u : encode_mx(raw_value(tile[i * $(PER) + j][threadIdx.x]), c)) << ($(32 // PER) * j);
+            x |= (c == 0xffu ? 0u : encode_mx(raw_value(colv[(i * $(PER) + j) * ($(KT) + $(16 // ESZ))]), c)) << ($(32 // PER) * j);
         w[i] = x;
     }
-    u8 *qrow = (u8 *)p.q + (blockIdx.z * p.q_batch + k * p.ldq + m0)$(OUT == "e2m1" and " / 2" or "");
+    u8 *qrow = (u8 *)p.q + (blockIdx.z * p.q_batch + k * p.ldq + mb)$(OUT == "e2m1" and " / 2" or "");
     if ((reinterpret_cast<unsigned long long>(qrow) & 15) == 0) {
 #pragma unroll
         for (int i = 0; i < $(WORDS); i += 4)

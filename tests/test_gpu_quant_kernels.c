@@ -278,9 +278,12 @@ static void test_batches(qjit_context *ctx)
         for (int64_t E = 1; E <= 3; E += 2) {
             check_batch(ctx, cols[i], E, 64, 300);
             check_batch(ctx, cols[i], E, 96, 512);
+            /* several CTAs of 128 rows along M, the last one part empty */
+            check_batch(ctx, cols[i], E, 288, 136);
         }
     /* f16 and f32 through the column-wise tile too (16-byte chunks where K allows) */
     check_batch(ctx, "quant in=f32 out=e4m3 scale=mx rule=rceil layout=cols", 3, 64, 512);
+    check_batch(ctx, "quant in=f32 out=e4m3 scale=mx rule=floor layout=cols", 1, 160, 72);
     check_batch(ctx, "quant in=f32 out=e2m1 scale=mx rule=floor layout=cols", 1, 32, 300);
     check_batch(ctx, "quant in=f16 out=e2m1 scale=mx rule=floor layout=cols", 3, 64, 512);
     check_batch(ctx, "quant in=f16 out=e4m3 scale=mx rule=rceil layout=cols", 1, 96, 300);
