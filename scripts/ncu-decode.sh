@@ -19,15 +19,17 @@ mkdir -p "$out"
 export LD_LIBRARY_PATH="$root/build:$root/build/deps:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 # The launches inside probe_decode.py's "probe" NVTX ranges only (not torch's set-up).
 sections="--section SpeedOfLight --section MemoryWorkloadAnalysis --section LaunchStats \
---section Occupancy --section WarpStateStats --section SchedulerStats \
---metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
+--section Occupancy --section WarpStateStats --section SchedulerStats"
+# one --metrics option (ncu refuses a second), its entries separated by commas
+metrics="regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
 extra=()
 if [ "${QJIT_NCU_PREFILL:-0}" = 1 ]; then
-  sections="$sections --section ComputeWorkloadAnalysis --section InstructionStats \
---metrics regex:sm__pipe_tensor_op_.*_cycles_active\.avg\.pct_of_peak_sustained_active \
---metrics regex:l1tex__data_bank_conflicts_pipe_lsu_mem_shared.*\.sum"
+  sections="$sections --section ComputeWorkloadAnalysis --section InstructionStats"
+  metrics="$metrics,regex:sm__pipe_tensor_op_.*_cycles_active\.avg\.pct_of_peak_sustained_active"
+  metrics="$metrics,regex:l1tex__data_bank_conflicts_pipe_lsu_mem_shared.*\.sum"
   extra+=(--prefill)
 fi
+sections="$sections --metrics $metrics"
 [ -n "${QJIT_NCU_NAMED:-}" ] && extra+=(--named "$QJIT_NCU_NAMED")
 ncu --target-processes all --nvtx --nvtx-include "probe/" $sections -f -o "$out/decode" \
   python3 "$root/tools/probe_decode.py" --lib "$root/build/libqjit.so" --shape "$shape" \

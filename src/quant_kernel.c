@@ -13,7 +13,7 @@
 
 #define QUANT_TEMPLATE "quant.cu"
 #define THREADS 256
-#define UNITS 2 /* block and mx: chunks of 16 bytes a lane loads before the first reduction */
+#define UNITS 4 /* block and mx: chunks of 16 bytes a lane loads before the first reduction */
 #define ROW_CHUNKS 8 /* row and tensor: 16-byte chunks a thread holds (rows_per_cta) */
 #define COL_BLOCKS 4 /* layout=cols: MX blocks along M a CTA takes (the template's NB) */
 #define COL_K (THREADS / COL_BLOCKS) /* layout=cols: columns a CTA takes */

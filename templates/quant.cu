@@ -337,9 +337,10 @@ __device__ __forceinline__ u32 e8m0_of(float a)
 %   if RULE == "floor" then
     int e = fl - $(EMAX);
 %   else
-    // the least e with a <= max_elem · 2^e: fl - emax or one more
-    int e = fl - $(EMAX) - 1;
-    while (scale_pow2(a, -e) > $(QMAX).0f)
+    // the least e with a <= max_elem · 2^e: a · 2^-(fl - emax) is in [2^emax, 2^(emax+1)),
+    // and 2^(emax+1) > max_elem for both elements, so it is fl - emax or one more
+    int e = fl - $(EMAX);
+    if (scale_pow2(a, -e) > $(QMAX).0f)
         e++;
 %   end
     e += 127;
@@ -557,9 +558,11 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_q
         const u32 e = mag_bad(m) ? 0xffu : e8m0_of(raw_value(m));
         if (sub == 0)
             ((u8 *)p.scale)[sidx] = (u8)e;
+        // a nonfinite block's codes are 0: every code is made, then masked (no branch a value)
+        const u32 keep = e == 0xffu ? 0u : ~0u;
 #pragma unroll
         for (int j = 0; j < $(VEC); j++)
-            c[j] = e == 0xffu ? 0u : encode_mx(v[j], e);
+            c[j] = encode_mx(v[j], e) & keep;
 %   end
         store_codes(q_row(p, rs[u]), bs[u] * $(G) + sub * $(VEC), c, p.k, vec);
     }
@@ -623,13 +626,14 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_q
     // of byte r/2 for e2m1), leave in 16-byte stores where the row allows.
 %   local WORDS = OUT == "e2m1" and 4 or 8
 %   local PER = OUT == "e2m1" and 8 or 4 -- values a word
+    const u32 keep = c == 0xffu ? 0u : ~0u; // a nonfinite block's codes are 0
     u32 w[$(WORDS)];
 #pragma unroll
     for (int i = 0; i < $(WORDS); ++i) {
         u32 x = 0;
 #pragma unroll
         for (int j = 0; j < $(PER); ++j)
-            x |= (c == 0xffu ? 0u : encode_mx(raw_value(colv[(i * $(PER) + j) * ($(KT) + $(16 // ESZ))]), c)) << ($(32 // PER) * j);
+            x |= (encode_mx(raw_value(colv[(i * $(PER) + j) * ($(KT) + $(16 // ESZ))]), c) & keep) << ($(32 // PER) * j);
         w[i] = x;
     }
     u8 *qrow = (u8 *)p.q + (blockIdx.z * p.q_batch + k * p.ldq + mb)$(OUT == "e2m1" and " / 2" or "");
