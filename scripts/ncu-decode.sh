@@ -17,6 +17,7 @@ shape="${1:-1x4096x4096}"
 pairs="${2:-bf16,w4a16,w8a8,fp8,w4a8}"
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$root/build:$root/build/deps:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}" # probe_decode.py imports the package
 # The launches inside probe_decode.py's "probe" NVTX ranges only (not torch's set-up).
 sections="--section SpeedOfLight --section MemoryWorkloadAnalysis --section LaunchStats \
 --section Occupancy --section WarpStateStats --section SchedulerStats"
@@ -52,7 +53,10 @@ seen, stalls = {}, {}
 for r in rows[1:]:
     key = (r[col["ID"]], r[col["Kernel Name"]][:70])
     name, value = r[col["Metric Name"]], r[col["Metric Value"]]
-    if name in want or name.startswith(("sm__pipe_tensor_op_", "l1tex__data_bank_conflicts")):
+    tensor = name.startswith("sm__pipe_tensor_op_") and name.endswith("active.avg.pct_of_peak_sustained_active")
+    banks = name in ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+                     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum")
+    if name in want or tensor or banks:
         seen.setdefault(key, []).append(f"{name}={value}{r[col['Metric Unit']]}")
     elif name.startswith("smsp__average_warps_issue_stalled_"):
         try:
