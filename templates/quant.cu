@@ -66,6 +66,16 @@ __device__ __forceinline__ float raw_value(u32 raw)
 
 __device__ __forceinline__ float nan_f() { return __uint_as_float(0x7fc00000u); }
 
+% if OUT == "e4m3" then
+// Two values as e4m3 codes (round to nearest even, saturating): lo in bits 0-7, hi in 8-15.
+__device__ __forceinline__ u32 e4m3x2(float hi, float lo)
+{
+    unsigned short r;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+% end
+
 // Programmatic dependent launch (sm_90), as the GEMMs: wait for the kernel before this one
 // in the stream (and its writes), then let the kernel after it be scheduled at once: a
 // GEMM launched with an early start (QJIT_PDL=1) then sets up and streams its first weights
@@ -231,10 +241,21 @@ __device__ __forceinline__ u32 seg_max(u32 m, int seg)
 __device__ __forceinline__ u32 cta_max(u32 m) { return seg_max(m, 256); }
 
 % if SCALE ~= "mx" then
-// The scale of a group from its amax: NaN for a non-finite group, else (amax·clip)/QMAX.
+// The scale of a group from its amax: NaN for a non-finite group, else (amax·clip)/QMAX,
+// correctly rounded: between 2^-100 and 2^100 as the product by 1/QMAX corrected once by
+// its residual (equal to the division for every float there, checked for 127, 7 and 448),
+// elsewhere (0 among them) by __fdiv_rn.
 __device__ __forceinline__ float scale_of(float amax, int bad, float clip)
 {
-    return bad ? nan_f() : __fdiv_rn(__fmul_rn(amax, clip), $(QMAX).0f);
+    const float a = __fmul_rn(amax, clip);
+    if (bad)
+        return nan_f();
+    if (a >= 0x1p-100f && a <= 0x1p100f) {
+        constexpr float r = 1.0f / $(QMAX).0f;
+        const float q = __fmul_rn(a, r);
+        return __fmaf_rn(__fmaf_rn(-q, $(QMAX).0f, a), r, q);
+    }
+    return __fdiv_rn(a, $(QMAX).0f);
 }
 
 // A group's scale and how values are divided by it.  x / s correctly rounded is, for
@@ -259,27 +280,38 @@ __device__ __forceinline__ divisor divisor_of(float s, float clip)
     return d;
 }
 
+// v / d.s (FAST: d.fast, so s > 0), correctly rounded.
+template <bool FAST>
+__device__ __forceinline__ float quotient(float v, const divisor &d)
+{
+    if (FAST) {
+        const float q = __fmul_rn(v, d.r);
+        return __fmaf_rn(__fmaf_rn(-q, d.s, v), d.r, q);
+    }
+    return __fdiv_rn(v, d.s);
+}
+
+%   if INT then
+// The code of a quotient: rounded to the nearest integer, saturated.
+__device__ __forceinline__ u32 code_of(float t)
+{
+    int q = __float2int_rn(t);
+    q = q < -$(QMAX + 1) ? -$(QMAX + 1) : q > $(QMAX) ? $(QMAX) : q;
+    return (u32)q & $(OUT == "s4" and "0xfu" or "0xffu");
+}
+%   end
+
 // The code of v under scale d.s (s NaN or 0: 0; FAST: d.fast, so s > 0).
 template <bool FAST>
 __device__ __forceinline__ u32 encode(float v, const divisor &d)
 {
-    float t;
-    if (FAST) {
-        const float q = __fmul_rn(v, d.r);
-        t = __fmaf_rn(__fmaf_rn(-q, d.s, v), d.r, q);
-    } else {
-        if (!(d.s > 0.0f))
-            return 0;
-        t = __fdiv_rn(v, d.s);
-    }
+    if (!FAST && !(d.s > 0.0f))
+        return 0;
+    const float t = quotient<FAST>(v, d);
 %   if INT then
-    int q = __float2int_rn(t);
-    q = q < -$(QMAX + 1) ? -$(QMAX + 1) : q > $(QMAX) ? $(QMAX) : q;
-    return (u32)q & $(OUT == "s4" and "0xfu" or "0xffu");
+    return code_of(t);
 %   else
-    unsigned short r;
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(t));
-    return r & 0xffu;
+    return e4m3x2(0.0f, t);
 %   end
 }
 
@@ -302,8 +334,17 @@ __device__ __forceinline__ void encode_chunk(const uint4 &w, const divisor &d, u
     unpack(w, v);
     if (d.fast) {
 #pragma unroll
-        for (int j = 0; j < $(VEC); j++)
-            c[j] = encode<true>(v[j], d);
+        for (int j = 0; j < $(VEC); j += 2) {
+            const float t0 = quotient<true>(v[j], d), t1 = quotient<true>(v[j + 1], d);
+%   if INT then
+            c[j] = code_of(t0);
+            c[j + 1] = code_of(t1);
+%   else
+            const u32 r = e4m3x2(t1, t0); // one conversion for two codes
+            c[j] = r & 0xffu;
+            c[j + 1] = r >> 8;
+%   end
+        }
     } else {
 #pragma unroll
         for (int j = 0; j < $(VEC); j++)
@@ -365,6 +406,18 @@ __device__ __forceinline__ u32 encode_mx(float v, u32 c)
     const u32 lo = __float_as_uint(__fmaf_rn(__uint_as_float(u), 2.0f, 8388608.0f)) & 3u; // 2|t| + 2^23, rounded
     const u32 hi = min(((u + 0x1fffffu + ((u >> 22) & 1u)) >> 22) - 252u, 7u);
     return (u < 0x3f800000u ? lo : hi) | ((__float_as_uint(t) >> 28) & 8u);
+%   end
+}
+
+// The codes of v0 and v1 scaled by 2^(127 - c): v0's in the low $(OUT == "e4m3" and "byte" or "nibble"), v1's in the next
+// (e4m3: one conversion for both).
+__device__ __forceinline__ u32 encode_mx2(float v0, float v1, u32 c)
+{
+%   if OUT == "e4m3" then
+    const float f = pow2(127 - (int)c);
+    return e4m3x2(v1 * f, v0 * f);
+%   else
+    return encode_mx(v0, c) | encode_mx(v1, c) << 4;
 %   end
 }
 % end
@@ -561,8 +614,11 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_q
         // a nonfinite block's codes are 0: every code is made, then masked (no branch a value)
         const u32 keep = e == 0xffu ? 0u : ~0u;
 #pragma unroll
-        for (int j = 0; j < $(VEC); j++)
-            c[j] = encode_mx(v[j], e) & keep;
+        for (int j = 0; j < $(VEC); j += 2) {
+            const u32 r = encode_mx2(v[j], v[j + 1], e) & keep;
+            c[j] = r & $(OUT == "e4m3" and "0xffu" or "0xfu");
+            c[j + 1] = r >> $(OUT == "e4m3" and 8 or 4);
+        }
 %   end
         store_codes(q_row(p, rs[u]), bs[u] * $(G) + sub * $(VEC), c, p.k, vec);
     }
@@ -632,8 +688,9 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_q
     for (int i = 0; i < $(WORDS); ++i) {
         u32 x = 0;
 #pragma unroll
-        for (int j = 0; j < $(PER); ++j)
-            x |= (encode_mx(raw_value(colv[(i * $(PER) + j) * ($(KT) + $(16 // ESZ))]), c) & keep) << ($(32 // PER) * j);
+        for (int j = 0; j < $(PER); j += 2)
+            x |= (encode_mx2(raw_value(colv[(i * $(PER) + j) * ($(KT) + $(16 // ESZ))]),
+                             raw_value(colv[(i * $(PER) + j + 1) * ($(KT) + $(16 // ESZ))]), c) & keep) << ($(32 // PER) * j);
         w[i] = x;
     }
     u8 *qrow = (u8 *)p.q + (blockIdx.z * p.q_batch + k * p.ldq + mb)$(OUT == "e2m1" and " / 2" or "");
