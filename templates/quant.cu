@@ -549,18 +549,22 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_amax(const qjit_qua
 
 % if SCALE == "block" or (SCALE == "mx" and not COLS) then
 % local G = SCALE == "block" and 128 or 32 -- values a group (K is a multiple of 32 for mx)
-% local LPG = G // VEC -- lanes a group, one chunk each
-% local GPW = 32 // LPG -- groups a warp covers with one chunk a lane
-// A warp takes $(UNITS) x $(GPW) consecutive groups in (row, block) order, $(LPG) lanes a group
-// and one chunk a lane at a time; a lane's $(UNITS) loads are in flight together before the
-// first group is reduced.  No lane leaves before the last shuffle.
+% local CPL = SCALE == "block" and UNITS or 1 -- chunks a lane takes of one group
+% local UN = UNITS // CPL -- groups a lane takes: a lane has UNITS chunks either way
+% local LPG = G // (VEC * CPL) -- lanes a group
+% local GPW = 32 // LPG -- groups a warp covers with CPL chunks a lane
+// A warp takes $(UN) x $(GPW) consecutive groups in (row, block) order, $(LPG) lanes a group
+// and $(CPL) chunk(s) of it a lane (a block's lane holds a quarter of its group, so that its
+// max takes two shuffles and its scale and reciprocal are made once for 32 values); a
+// lane's $(UNITS) loads are in flight together before the first group is reduced.  No lane
+// leaves before the last shuffle.
 extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_quant_params p)
 {
     using namespace qq;
     pdl_enter();
     const long long nb = (p.k + $(G - 1)) / $(G);
     const int lane = threadIdx.x % 32, sub = lane % $(LPG);
-    const long long g = ((long long)blockIdx.x * 8 + threadIdx.x / 32) * $(UNITS * GPW) + lane / $(LPG);
+    const long long g = ((long long)blockIdx.x * 8 + threadIdx.x / 32) * $(UN * GPW) + lane / $(LPG);
     const bool vec = vec_ok(p);
     // the first group's row and block: a 32-bit division where the numbers allow (a 64-bit
     // one is a long call in every thread)
@@ -572,55 +576,71 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_q
         r = g / nb;
         b = g % nb;
     }
-    long long rs[$(UNITS)], bs[$(UNITS)];
+    long long rs[$(UN)], bs[$(UN)];
 #pragma unroll
-    for (int u = 0; u < $(UNITS); u++) {
+    for (int u = 0; u < $(UN); u++) {
         rs[u] = r;
         bs[u] = b;
         for (b += $(GPW); b >= nb; b -= nb)
             r++;
     }
-    uint4 w[$(UNITS)];
-    if (vec) {
+    // chunk t of this lane's part of group u: values (sub + $(LPG)·t)·$(VEC) of the group
+    // (one branch on vec outside the loops, so that a lane's loads issue together)
+    uint4 w[$(UN)][$(CPL)];
+% for _, ld in ipairs({"ld16", "ld_values"}) do
+    $(ld == "ld16" and "if (vec) {" or "} else {")
 #pragma unroll
-        for (int u = 0; u < $(UNITS); u++)
-            w[u] = ld16(p.x, blockIdx.y * p.x_batch + rs[u] * p.ldx, bs[u] * $(G) + sub * $(VEC), rs[u] < p.m ? p.k : 0);
-    } else {
+        for (int u = 0; u < $(UN); u++)
 #pragma unroll
-        for (int u = 0; u < $(UNITS); u++)
-            w[u] = ld_values(p.x, blockIdx.y * p.x_batch + rs[u] * p.ldx, bs[u] * $(G) + sub * $(VEC), rs[u] < p.m ? p.k : 0);
+            for (int t = 0; t < $(CPL); t++)
+                w[u][t] = $(ld)(p.x, blockIdx.y * p.x_batch + rs[u] * p.ldx, bs[u] * $(G) + (sub + $(LPG) * t) * $(VEC),
+                               rs[u] < p.m ? p.k : 0);
+% end
     }
 #pragma unroll
-    for (int u = 0; u < $(UNITS); u++) {
-        u32 m = chunk_mag(w[u]);
+    for (int u = 0; u < $(UN); u++) {
+        u32 m = 0;
+#pragma unroll
+        for (int t = 0; t < $(CPL); t++)
+            m = max(m, chunk_mag(w[u][t]));
 #pragma unroll
         for (int o = $(LPG // 2); o > 0; o /= 2)
             m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
         if (rs[u] >= p.m)
             continue;
         const long long sidx = (blockIdx.y * p.m + rs[u]) * nb + bs[u];
-        u32 c[$(VEC)];
+        u8 *qrow = q_row(p, rs[u]);
 %   if SCALE == "block" then
         const float s = scale_of(raw_value(m), mag_bad(m), p.clip);
         if (sub == 0)
             ((float *)p.scale)[sidx] = s;
-        encode_chunk(w[u], divisor_of(s, p.clip), c);
+        const divisor d = divisor_of(s, p.clip);
+#pragma unroll
+        for (int t = 0; t < $(CPL); t++) {
+            u32 c[$(VEC)];
+            encode_chunk(w[u][t], d, c);
+            store_codes(qrow, bs[u] * $(G) + (sub + $(LPG) * t) * $(VEC), c, p.k, vec);
+        }
 %   else
-        float v[$(VEC)];
-        unpack(w[u], v);
         const u32 e = mag_bad(m) ? 0xffu : e8m0_of(raw_value(m));
         if (sub == 0)
             ((u8 *)p.scale)[sidx] = (u8)e;
         // a nonfinite block's codes are 0: every code is made, then masked (no branch a value)
         const u32 keep = e == 0xffu ? 0u : ~0u;
 #pragma unroll
-        for (int j = 0; j < $(VEC); j += 2) {
-            const u32 r = encode_mx2(v[j], v[j + 1], e) & keep;
-            c[j] = r & $(OUT == "e4m3" and "0xffu" or "0xfu");
-            c[j + 1] = r >> $(OUT == "e4m3" and 8 or 4);
+        for (int t = 0; t < $(CPL); t++) {
+            float v[$(VEC)];
+            unpack(w[u][t], v);
+            u32 c[$(VEC)];
+#pragma unroll
+            for (int j = 0; j < $(VEC); j += 2) {
+                const u32 r = encode_mx2(v[j], v[j + 1], e) & keep;
+                c[j] = r & $(OUT == "e4m3" and "0xffu" or "0xfu");
+                c[j + 1] = r >> $(OUT == "e4m3" and 8 or 4);
+            }
+            store_codes(qrow, bs[u] * $(G) + (sub + $(LPG) * t) * $(VEC), c, p.k, vec);
         }
 %   end
-        store_codes(q_row(p, rs[u]), bs[u] * $(G) + sub * $(VEC), c, p.k, vec);
     }
 }
 % end
