@@ -251,9 +251,9 @@ static int64_t rows_per_cta(int64_t m, int64_t k, int64_t vec)
 }
 
 /* The grid of a launch (256 threads a CTA): row and tensor a CTA per rows_per_cta rows;
- * block and mx a warp per UNITS x GPW groups (GPW = 32 lanes over the group's 16-byte
- * chunks: 128 or 32 values over 8, or 4 for f32, a chunk), as the template's kernels take
- * them; cols a CTA per 32 * COL_BLOCKS rows x COL_K columns.  A batch is grid y (cols: z). */
+ * block and mx a warp per 32 x UNITS chunks of 16 bytes (8 values, 4 for f32), so
+ * UNITS x 32 x vec / g groups of g values, as the template's kernels take them; cols a CTA
+ * per 32 * COL_BLOCKS rows x COL_K columns.  A batch is grid y (cols: z). */
 static void grid_of(const qjit_quant_desc *d, const qjit_quant_args *a, int64_t grid[3])
 {
     const int64_t batch = a->batch > 1 ? a->batch : 1;

@@ -241,31 +241,34 @@ __device__ __forceinline__ u32 seg_max(u32 m, int seg)
 __device__ __forceinline__ u32 cta_max(u32 m) { return seg_max(m, 256); }
 
 % if SCALE ~= "mx" then
+// x / s correctly rounded from r = 1/s correctly rounded: x·r corrected once by the residual
+// x − q·s, exact in an FMA (Markstein); three dependent FMAs and no branch, where __fdiv_rn
+// costs a reciprocal, its refinement and a check for its slow path per value.  It equals
+// the division while s is far from the subnormals and overflow and the quotient stays
+// small; callers check their ranges.
+__device__ __forceinline__ float div_by(float x, float s, float r)
+{
+    const float q = __fmul_rn(x, r);
+    return __fmaf_rn(__fmaf_rn(-q, s, x), r, q);
+}
+
 // The scale of a group from its amax: NaN for a non-finite group, else (amax·clip)/QMAX,
-// correctly rounded: between 2^-100 and 2^100 as the product by 1/QMAX corrected once by
-// its residual (equal to the division for every float there, checked for 127, 7 and 448),
-// elsewhere (0 among them) by __fdiv_rn.
+// correctly rounded: between 2^-100 and 2^100 by div_by (equal to the division for every
+// float there, checked for 127, 7 and 448), elsewhere (0 among them) by __fdiv_rn.
 __device__ __forceinline__ float scale_of(float amax, int bad, float clip)
 {
     const float a = __fmul_rn(amax, clip);
     if (bad)
         return nan_f();
-    if (a >= 0x1p-100f && a <= 0x1p100f) {
-        constexpr float r = 1.0f / $(QMAX).0f;
-        const float q = __fmul_rn(a, r);
-        return __fmaf_rn(__fmaf_rn(-q, $(QMAX).0f, a), r, q);
-    }
+    if (a >= 0x1p-100f && a <= 0x1p100f)
+        return div_by(a, $(QMAX).0f, 1.0f / $(QMAX).0f);
     return __fdiv_rn(a, $(QMAX).0f);
 }
 
-// A group's scale and how values are divided by it.  x / s correctly rounded is, for
-// quotients a code can tell apart, x·r corrected once by the residual x − q·s (exact in an
-// FMA) with r = 1/s correctly rounded (Markstein): three dependent FMAs and no branch, where
-// __fdiv_rn costs a reciprocal, its refinement and a check for its slow path per value.
-// That holds while s is far from the subnormals and overflow and the quotient stays small
-// (|x|/s <= QMAX / clip); outside those ranges (a scale below 2^-64 or above 2^64, a clip
-// below 2^-32) the values take __fdiv_rn.  Both give x / s to the bit (checked against
-// every float x for twenty scales, significands of all ones among them).
+// A group's scale and how values are divided by it: by div_by for the quotients a code can
+// tell apart while s is within 2^-64..2^64 and clip at least 2^-32 (|x|/s <= QMAX / clip),
+// else by __fdiv_rn.  Both give x / s to the bit (checked against every float x for twenty
+// scales, significands of all ones among them).
 struct divisor {
     float s, r;
     bool fast;
@@ -280,17 +283,6 @@ __device__ __forceinline__ divisor divisor_of(float s, float clip)
     return d;
 }
 
-// v / d.s (FAST: d.fast, so s > 0), correctly rounded.
-template <bool FAST>
-__device__ __forceinline__ float quotient(float v, const divisor &d)
-{
-    if (FAST) {
-        const float q = __fmul_rn(v, d.r);
-        return __fmaf_rn(__fmaf_rn(-q, d.s, v), d.r, q);
-    }
-    return __fdiv_rn(v, d.s);
-}
-
 %   if INT then
 // The code of a quotient: rounded to the nearest integer, saturated.
 __device__ __forceinline__ u32 code_of(float t)
@@ -301,30 +293,19 @@ __device__ __forceinline__ u32 code_of(float t)
 }
 %   end
 
-// The code of v under scale d.s (s NaN or 0: 0; FAST: d.fast, so s > 0).
-template <bool FAST>
-__device__ __forceinline__ u32 encode(float v, const divisor &d)
+// The code of v under scale s by __fdiv_rn (s NaN or 0: 0), out of line: its slow paths
+// stay out of the unrolled loops (and the instruction cache) of the common case, and a
+// value in and a code out keep the callers' arrays in registers.
+__device__ __noinline__ u32 encode_slow(float v, float s)
 {
-    if (!FAST && !(d.s > 0.0f))
+    if (!(s > 0.0f))
         return 0;
-    const float t = quotient<FAST>(v, d);
+    const float t = __fdiv_rn(v, s);
 %   if INT then
     return code_of(t);
 %   else
     return e4m3x2(0.0f, t);
 %   end
-}
-
-// The code of v by __fdiv_rn, out of line: its slow paths stay out of the unrolled loops
-// (and the instruction cache) of the common case, and a value in and a code out keep the
-// callers' arrays in registers.
-__device__ __noinline__ u32 encode_slow(float v, float s)
-{
-    divisor d;
-    d.s = s;
-    d.r = 0.0f;
-    d.fast = false;
-    return encode<false>(v, d);
 }
 
 // The codes of a chunk's values (one branch a chunk on the way of dividing).
@@ -335,7 +316,7 @@ __device__ __forceinline__ void encode_chunk(const uint4 &w, const divisor &d, u
     if (d.fast) {
 #pragma unroll
         for (int j = 0; j < $(VEC); j += 2) {
-            const float t0 = quotient<true>(v[j], d), t1 = quotient<true>(v[j + 1], d);
+            const float t0 = div_by(v[j], d.s, d.r), t1 = div_by(v[j + 1], d.s, d.r);
 %   if INT then
             c[j] = code_of(t0);
             c[j + 1] = code_of(t1);
@@ -388,36 +369,31 @@ __device__ __forceinline__ u32 e8m0_of(float a)
     return (u32)(e < 0 ? 0 : e > 254 ? 254 : e);
 }
 
-// The code of v scaled by 2^(127 - c), converted as qjit_<OUT>_from_f32 does.
-__device__ __forceinline__ u32 encode_mx(float v, u32 c)
+%   if OUT == "e2m1" then
+// The e2m1 code of t as qjit_e2m1_from_f32 makes it: {0, .5, 1, 1.5, 2, 3, 4, 6}, round to
+// nearest, ties to the even code, saturating.  Below 1 the codes are 2|t| rounded (0, 1,
+// 2); from 1 up, |t|'s bits rounded to one mantissa bit, ties to even, are (exponent,
+// mantissa bit) and so the code plus 252 (a NaN or anything from 7 up saturates).  Equal
+// to the comparisons of qjit_e2m1_from_f32 on every float; no branch, a handful of integer
+// operations.
+__device__ __forceinline__ u32 e2m1_code(float t)
 {
-    const float t = v * pow2(127 - (int)c);
-%   if OUT == "e4m3" then
-    unsigned short r;
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(t));
-    return r & 0xffu;
-%   else
-    // e2m1 {0, .5, 1, 1.5, 2, 3, 4, 6}: round to nearest, ties to the even code, saturate.
-    // Below 1 the codes are 2|t| rounded (0, 1, 2); from 1 up, |t|'s bits rounded to one
-    // mantissa bit, ties to even, are (exponent, mantissa bit) and so the code plus 252
-    // (a NaN or anything from 7 up saturates).  Equal to the comparisons of
-    // qjit_e2m1_from_f32 on every float; no branch, a handful of integer operations.
     const u32 u = __float_as_uint(t) & 0x7fffffffu;
     const u32 lo = __float_as_uint(__fmaf_rn(__uint_as_float(u), 2.0f, 8388608.0f)) & 3u; // 2|t| + 2^23, rounded
     const u32 hi = min(((u + 0x1fffffu + ((u >> 22) & 1u)) >> 22) - 252u, 7u);
     return (u < 0x3f800000u ? lo : hi) | ((__float_as_uint(t) >> 28) & 8u);
-%   end
 }
+%   end
 
-// The codes of v0 and v1 scaled by 2^(127 - c): v0's in the low $(OUT == "e4m3" and "byte" or "nibble"), v1's in the next
-// (e4m3: one conversion for both).
+// The codes of v0 and v1 scaled by 2^(127 - c) (exactly), converted as qjit_<OUT>_from_f32
+// does: v0's in the low $(OUT == "e4m3" and "byte" or "nibble"), v1's in the next (e4m3: one conversion for both).
 __device__ __forceinline__ u32 encode_mx2(float v0, float v1, u32 c)
 {
-%   if OUT == "e4m3" then
     const float f = pow2(127 - (int)c);
+%   if OUT == "e4m3" then
     return e4m3x2(v1 * f, v0 * f);
 %   else
-    return encode_mx(v0, c) | encode_mx(v1, c) << 4;
+    return e2m1_code(v0 * f) | e2m1_code(v1 * f) << 4;
 %   end
 }
 % end
