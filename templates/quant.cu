@@ -34,6 +34,7 @@
 % if COLS and SCALE ~= "mx" then unsupported("layout=cols needs scale=mx") end
 % local VEC = IN == "f32" and 4 or 8 -- values a chunk of a row: one 16-byte load
 % local QB = PACKED and VEC // 2 or VEC -- bytes of q a chunk
+% local QW = QB >= 4 and QB // 4 or 1 -- words of a chunk's codes (mx: packed as q holds them)
 % local ESZ = IN == "f32" and 4 or 2
 struct qjit_quant_params {
     const void *x;
@@ -140,16 +141,24 @@ __device__ __forceinline__ void load_chunks(uint4 (&w)[N], const void *x, long l
     }
 }
 
-// The largest magnitude among a chunk's values, as bits.
+// The largest magnitude among a chunk's values, as bits (sm_90: 16-bit values two an
+// instruction, max.u16x2, then the two halves).
 __device__ __forceinline__ u32 chunk_mag(const uint4 &w)
 {
     const u32 u[4] = {w.x, w.y, w.z, w.w};
     u32 m = 0;
+%   if IN == "f32" then
 #pragma unroll
     for (int j = 0; j < 4; j++)
-%   if IN == "f32" then
         m = max(m, u[j] & 0x7fffffffu);
+%   elseif ARCH >= 90 then
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        asm("max.u16x2 %0, %1, %2;" : "=r"(m) : "r"(m), "r"(u[j] & 0x7fff7fffu));
+    m = max(m & 0xffffu, m >> 16);
 %   else
+#pragma unroll
+    for (int j = 0; j < 4; j++)
         m = max(m, max(u[j] & 0x7fffu, (u[j] >> 16) & 0x7fffu));
 %   end
     return m;
@@ -383,6 +392,36 @@ __device__ __forceinline__ u32 e2m1_code(float t)
     const u32 hi = min(((u + 0x1fffffu + ((u >> 22) & 1u)) >> 22) - 252u, 7u);
     return (u < 0x3f800000u ? lo : hi) | ((__float_as_uint(t) >> 28) & 8u);
 }
+
+%     if IN == "bf16" then
+// Two bf16 values' e2m1 codes under f2 = 2^(127 − c) (as two bf16), from their raw pair P
+// (one value a half), each in the low nibble of its half.  In each half: t = |x|·f, exact (a
+// power of two), at most 6; d = 2^max(E, 0), E = floor(log2 t); s = d·64 + t rounded to
+// bf16 rounds t to the step of the codes of its binade (2^(E−1); ½ below 2), ties to the
+// even code, and leaves the steps q in s's mantissa, so that the code is q + 2E =
+// s − d + d/64 − 1022 (no carry crosses a half); the sign is x's.  Three bf16x2 operations
+// and six integer ones for two values, where e2m1_code takes about a dozen for one.  Equal
+// to e2m1_code(x · 2^(127 − c)) for every bf16 x and every c a finite block can have
+// (0-253), checked on the CPU against qjit_e2m1_from_f32 for all of them.
+__device__ __forceinline__ u32 e2m1x2_bf16(u32 P, u32 f2)
+{
+    u32 t, d, s;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(t) : "r"(P & 0x7fff7fffu), "r"(f2), "r"(0x80008000u)); // |x|·f − 0
+    asm("min.bf16x2 %0, %1, %2;" : "=r"(t) : "r"(t), "r"(0x40c040c0u));                            // 6
+    asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(t & 0x7f807f80u), "r"(0x3f803f80u));              // 1
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(s) : "r"(d), "r"(0x42804280u), "r"(t));             // d·64 + t
+    return (s - d + (d >> 6) - 0x03fe03feu) | ((P >> 12) & 0x00080008u);
+}
+
+// Eight bf16 values' e2m1 codes under e8m0 code c (finite: at most 253), packed as q holds
+// them (value i in nibble i), from the pairs Pj = (value j, value j + 4): the four codes
+// words then combine with shifts of 4.
+__device__ __forceinline__ u32 e2m1x8_bf16(u32 p0, u32 p1, u32 p2, u32 p3, u32 c)
+{
+    const u32 f2 = ((254u - c) << 7) * 0x10001u;
+    return e2m1x2_bf16(p0, f2) | e2m1x2_bf16(p1, f2) << 4 | e2m1x2_bf16(p2, f2) << 8 | e2m1x2_bf16(p3, f2) << 12;
+}
+%     end
 %   end
 
 // The codes of v0 and v1 scaled by 2^(127 - c) (exactly), converted as qjit_<OUT>_from_f32
@@ -395,6 +434,53 @@ __device__ __forceinline__ u32 encode_mx2(float v0, float v1, u32 c)
 %   else
     return e2m1_code(v0 * f) | e2m1_code(v1 * f) << 4;
 %   end
+}
+
+// A chunk's codes under e8m0 code c, packed as q holds them ($(QB) bytes in $(QW) word(s)), and
+// ANDed with keep (0 for a nonfinite block).
+__device__ __forceinline__ void mx_chunk(const uint4 &w, u32 c, u32 keep, u32 (&pk)[$(QW)])
+{
+%   if OUT == "e2m1" and IN == "bf16" then
+    pk[0] = e2m1x8_bf16(__byte_perm(w.x, w.z, 0x5410), __byte_perm(w.x, w.z, 0x7632),
+                        __byte_perm(w.y, w.w, 0x5410), __byte_perm(w.y, w.w, 0x7632), c) & keep;
+%   else
+    float v[$(VEC)];
+    unpack(w, v);
+    u32 r[$(VEC // 2)];
+#pragma unroll
+    for (int j = 0; j < $(VEC); j += 2)
+        r[j / 2] = encode_mx2(v[j], v[j + 1], c);
+%     if OUT == "e4m3" then
+#pragma unroll
+    for (int i = 0; i < $(QW); i++)
+        pk[i] = (r[2 * i] | r[2 * i + 1] << 16) & keep;
+%     else
+    u32 x = 0;
+#pragma unroll
+    for (int i = 0; i < $(VEC // 2); i++)
+        x |= r[i] << (8 * i);
+    pk[0] = x & keep;
+%     end
+%   end
+}
+
+// A chunk's packed codes into the row of q at qrow, at value i.
+__device__ __forceinline__ void store_packed(u8 *qrow, long long i, const u32 (&pk)[$(QW)], bool vec)
+{
+    u8 *dst = qrow + i$(PACKED and " / 2" or "");
+    if (vec) {
+%   if QB == 8 then
+        *(uint2 *)dst = make_uint2(pk[0], pk[1]);
+%   elseif QB == 4 then
+        *(u32 *)dst = pk[0];
+%   else
+        *(u16 *)dst = (u16)pk[0];
+%   end
+        return;
+    }
+#pragma unroll
+    for (int b = 0; b < $(QB); b++)
+        dst[b] = (u8)(pk[b / 4] >> (8 * (b % 4)));
 }
 % end
 } // namespace qq
@@ -426,7 +512,13 @@ __device__ __forceinline__ void quant_rows(const qjit_quant_params &p)
 {
     using namespace qq;
     const int lt = (int)threadIdx.x % TPR;
-    const long long r = (long long)blockIdx.x * (256 / TPR) + (int)threadIdx.x / TPR;
+%   if SCALE == "tensor" then
+    // the last rows first: qjit_quant_amax read them last, and some are still in L2
+    const long long cta = gridDim.x - 1 - blockIdx.x;
+%   else
+    const long long cta = blockIdx.x;
+%   end
+    const long long r = cta * (256 / TPR) + (int)threadIdx.x / TPR;
     const bool live = r < p.m; // a row past M loads nothing and stores nothing, but reduces
     const long long end = live ? p.k : 0;
     const long long xrow = (live ? r : 0) * p.ldx + blockIdx.y * p.x_batch;
@@ -525,15 +617,16 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_amax(const qjit_qua
 
 % if SCALE == "block" or (SCALE == "mx" and not COLS) then
 % local G = SCALE == "block" and 128 or 32 -- values a group (K is a multiple of 32 for mx)
-% local CPL = SCALE == "block" and UNITS or 1 -- chunks a lane takes of one group
+% local CPL = UNITS -- chunks a lane takes of one group (16-bit mx: all of it)
 % local UN = UNITS // CPL -- groups a lane takes: a lane has UNITS chunks either way
 % local LPG = G // (VEC * CPL) -- lanes a group
 % local GPW = 32 // LPG -- groups a warp covers with CPL chunks a lane
-// A warp takes $(UN) x $(GPW) consecutive groups in (row, block) order, $(LPG) lanes a group
-// and $(CPL) chunk(s) of it a lane (a block's lane holds a quarter of its group, so that its
-// max takes two shuffles and its scale and reciprocal are made once for 32 values); a
-// lane's $(UNITS) loads are in flight together before the first group is reduced.  No lane
-// leaves before the last shuffle.
+// A warp takes $(UN) x $(GPW) consecutive groups in (row, block) order, $(LPG) lane(s) a group
+// and $(CPL) chunk(s) of it a lane: a block's lane holds a quarter of its group, so that its
+// max takes two shuffles and its scale and reciprocal are made once for 32 values; an MX
+// block of 16-bit values is one lane's, so that its e8m0 code is made once, with no
+// shuffle, and its codes leave in 16-byte stores.  A lane's $(UNITS) loads are in flight
+// together before the first group is reduced.  No lane leaves before the last shuffle.
 extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_quant_params p)
 {
     using namespace qq;
@@ -542,6 +635,11 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_q
     const int lane = threadIdx.x % 32, sub = lane % $(LPG);
     const long long g = ((long long)blockIdx.x * 8 + threadIdx.x / 32) * $(UN * GPW) + lane / $(LPG);
     const bool vec = vec_ok(p);
+%   if SCALE == "mx" and LPG == 1 then
+    // a block's codes in 16-byte stores: q's rows start on 16 bytes
+    const bool wide = (unsigned long long)p.q % 16 == 0 && p.ldq % $(PACKED and 32 or 16) == 0 &&
+                      p.q_batch % $(PACKED and 32 or 16) == 0;
+%   end
     // the first group's row and block: a 32-bit division where the numbers allow (a 64-bit
     // one is a long call in every thread)
     long long r, b;
@@ -603,19 +701,23 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_q
             ((u8 *)p.scale)[sidx] = (u8)e;
         // a nonfinite block's codes are 0: every code is made, then masked (no branch a value)
         const u32 keep = e == 0xffu ? 0u : ~0u;
+        u32 pk[$(CPL)][$(QW)];
 #pragma unroll
-        for (int t = 0; t < $(CPL); t++) {
-            float v[$(VEC)];
-            unpack(w[u][t], v);
-            u32 c[$(VEC)];
+        for (int t = 0; t < $(CPL); t++)
+            mx_chunk(w[u][t], e, keep, pk[t]);
+%     if LPG == 1 then
+        if (wide) { // the lane's chunks are its block's $(CPL * QB) consecutive bytes of q
+            uint4 *dst = (uint4 *)(qrow + bs[u] * $(PACKED and G // 2 or G));
 #pragma unroll
-            for (int j = 0; j < $(VEC); j += 2) {
-                const u32 r = encode_mx2(v[j], v[j + 1], e) & keep;
-                c[j] = r & $(OUT == "e4m3" and "0xffu" or "0xfu");
-                c[j + 1] = r >> $(OUT == "e4m3" and 8 or 4);
-            }
-            store_codes(qrow, bs[u] * $(G) + (sub + $(LPG) * t) * $(VEC), c, p.k, vec);
+            for (int i = 0; i < $(CPL * QW); i += 4)
+                dst[i / 4] = make_uint4(pk[i / $(QW)][i % $(QW)], pk[(i + 1) / $(QW)][(i + 1) % $(QW)],
+                                        pk[(i + 2) / $(QW)][(i + 2) % $(QW)], pk[(i + 3) / $(QW)][(i + 3) % $(QW)]);
+            continue;
         }
+%     end
+#pragma unroll
+        for (int t = 0; t < $(CPL); t++)
+            store_packed(qrow, bs[u] * $(G) + (sub + $(LPG) * t) * $(VEC), pk[t], vec);
 %   end
     }
 }
@@ -680,14 +782,21 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_kernel(const qjit_q
 %   local PER = OUT == "e2m1" and 8 or 4 -- values a word
     const u32 keep = c == 0xffu ? 0u : ~0u; // a nonfinite block's codes are 0
     u32 w[$(WORDS)];
+%   local STR = KT + 16 // ESZ -- a tile row, values
 #pragma unroll
     for (int i = 0; i < $(WORDS); ++i) {
+%   if OUT == "e2m1" and IN == "bf16" then
+        const $(TW) *v8 = colv + i * 8 * $(STR);
+        w[i] = e2m1x8_bf16(v8[0] | (u32)v8[4 * $(STR)] << 16, v8[$(STR)] | (u32)v8[5 * $(STR)] << 16,
+                           v8[2 * $(STR)] | (u32)v8[6 * $(STR)] << 16, v8[3 * $(STR)] | (u32)v8[7 * $(STR)] << 16, c) & keep;
+%   else
         u32 x = 0;
 #pragma unroll
         for (int j = 0; j < $(PER); j += 2)
-            x |= (encode_mx2(raw_value(colv[(i * $(PER) + j) * ($(KT) + $(16 // ESZ))]),
-                             raw_value(colv[(i * $(PER) + j + 1) * ($(KT) + $(16 // ESZ))]), c) & keep) << ($(32 // PER) * j);
+            x |= (encode_mx2(raw_value(colv[(i * $(PER) + j) * $(STR)]),
+                             raw_value(colv[(i * $(PER) + j + 1) * $(STR)]), c) & keep) << ($(32 // PER) * j);
         w[i] = x;
+%   end
     }
     u8 *qrow = (u8 *)p.q + (blockIdx.z * p.q_batch + k * p.ldq + mb)$(OUT == "e2m1" and " / 2" or "");
     if ((reinterpret_cast<unsigned long long>(qrow) & 15) == 0) {
