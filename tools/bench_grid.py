@@ -117,6 +117,10 @@ def main():
                     act = make_act(pair, m, k)
                     out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
                     launch = lambda h, w: qjit_call(q, h, pair, act, w, out, m, n, k)
+                    if m == ms[0]:
+                        # the first graph on new weights runs slow (up to 1.25x on the H100,
+                        # whichever configuration goes first): one untimed pass
+                        time_launches([launch(g, w) for w in ws], o.reps)
                     t_auto = time_launches([launch(g, w) for w in ws], o.reps)
                     best, best_cfg = None, ""
                     if not o.no_named:
