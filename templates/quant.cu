@@ -368,14 +368,15 @@ __device__ __forceinline__ u32 e8m0_of(float a)
 %   if RULE == "floor" then
     int e = fl - $(EMAX);
 %   else
-    // the least e with a <= max_elem · 2^e: a · 2^-(fl - emax) is in [2^emax, 2^(emax+1)),
-    // and 2^(emax+1) > max_elem for both elements, so it is fl - emax or one more
-    int e = fl - $(EMAX);
-    if (scale_pow2(a, -e) > $(QMAX).0f)
-        e++;
+    // the least e with a <= max_elem · 2^e: a · 2^-(fl - emax) = sig · 2^emax, sig in [1, 2) a's
+    // significand, and 2^(emax+1) > max_elem for both elements, so it is fl - emax, or one
+    // more when sig > max_elem / 2^emax ($(QMAX / 2 ^ EMAX)): when sig's fraction bits (a's
+    // own, or a subnormal's shifted up to its leading one) pass $(OUT == "e4m3" and "0x600000" or "0x400000")
+    const u32 frac = (ex ? bits : bits << (23 - (31 - __clz(bits)))) & 0x7fffffu;
+    const int e = fl - $(EMAX) + (frac > $(OUT == "e4m3" and "0x600000u" or "0x400000u"));
 %   end
-    e += 127;
-    return (u32)(e < 0 ? 0 : e > 254 ? 254 : e);
+    const int c = e + 127;
+    return (u32)(c < 0 ? 0 : c > 254 ? 254 : c);
 }
 
 %   if OUT == "e2m1" then
