@@ -18,9 +18,7 @@
 // staging slots (BN·32 bytes each, BN·64 for s8; hopper_pack_slots), 2 KB of alignment slack
 // and mbarriers, and the output staging buffer.
 //
-// Not yet run on a GPU (written in a session without one): `auto` keeps choosing mma_wq
-// until test_gpu_quant has passed this kernel on the H100 and qjit-bench has timed it; it
-// runs when a descriptor names kernel=wgmma_wq.
+// Correct on the H100 (test_gpu_quant, compute-sanitizer); auto runs it past M = 64.
 % -- qjit family: name=wgmma_wq id=9 order=30
 % include("gemm_hopper_plan.cuh")
 % family {
@@ -33,8 +31,10 @@
 %     local ok = {s4 = {col = 1, group = 1}, u4 = {col = 1, group = 1}, s8 = {col = 1, tensor = 1}, e2m1 = {mx = 1}}
 %     return one_of(A, "f16", "bf16") and SA == "none" and ok[B] ~= nil and ok[B][SB] ~= nil
 %   end,
-%   -- Chosen before the H100 ran it (qjit-tune measures it against the rest): the f16/bf16 wgmma tile (128x256x64, two consumer warpgroups,
-%   -- 3 stages; 1.00x cuBLAS at bf16 8192^3), its B operand dequantized by the producer.
+%   -- From qjit-tune on the H100 (bf16 x s4 g128, the eight Llama 3 layers, cache/tune/h100.db):
+%   -- past M = 256, 256x128x64 with 4 stages won every layer (about 10% ahead of 128x256x64,
+%   -- 3 stages); up to 256, 128x128x64 with 5 stages won 11 of 16 (1.5-1.7x 128x256x64 there:
+%   -- the wider tile leaves most SMs idle on these grids).
 %   default = function(m)
 %     -- decode (M <= 64, no tile named): under auto it stays with mma_wq, listed after
 %     -- this family; named, one consumer warpgroup of 64 rows
@@ -42,7 +42,8 @@
 %       if not NAMED then return nil end
 %       return choose(64, 128, 64, 1, 1, 6)
 %     end
-%     local c = choose(128, 256, 64, 2, 1, 3)
+%     -- (a named tile keeps one configuration for every M)
+%     local c = (m ~= 0 and m <= 256 and BM == 0) and choose(128, 128, 64, 2, 1, 5) or choose(256, 128, 64, 2, 1, 4)
 %     if BM ~= 0 and WM == 0 then c.wm, c.wn = BM >= 128 and 2 or 1, 1 end
 %     return c
 %   end,

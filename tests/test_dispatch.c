@@ -148,9 +148,13 @@ static void test_heuristics(qjit_context *ctx)
             qjit_arch arch = a ? QJIT_ARCH_SM90A : QJIT_ARCH_SM80;
             n = variants(ctx, split[i], arch, v, 32);
             const size_t g = gemv_decode(v) ? 2 : 0; /* variants before the decode tile */
-            CHECK(n == g + 2 && v[g].m_min == (g ? 17 : 1) && v[g].m_max == 64 && v[g].desc.bm == 16 &&
-                      v[g + 1].m_min == 65 && v[g + 1].m_max == INT64_MAX && v[g + 1].desc.bm >= 64 &&
-                      (g == 2) == (i != 1),
+            /* wgmma_wq (sm_90a, the weight-only pairs): 128x128 tiles to M = 256, 256x128 above */
+            const size_t h = a && i < 4 ? 2 : 1;
+            CHECK(n == g + 1 + h && v[g].m_min == (g ? 17 : 1) && v[g].m_max == 64 && v[g].desc.bm == 16 &&
+                      v[g + 1].m_min == 65 && v[g + 1].desc.bm >= 64 &&
+                      v[g + h].m_max == INT64_MAX && (g == 2) == (i != 1) &&
+                      (h == 1 || (v[g + 1].m_max == 256 && v[g + 1].desc.bm == 128 &&
+                                  v[g + 2].m_min == 257 && v[g + 2].desc.bm == 256)),
                   "%s on arch %d: %zu variants (%s | %s)", split[i], (int)arch, n, v[0].text,
                   n > 1 ? v[1].text : "");
         }
@@ -265,8 +269,9 @@ static void test_record_and_pick(const char *dir)
                   (long long)v[i].m_min, (long long)v[i].m_max, v[i].gpu);
         }
     }
-    /* the heuristic's four (gemv to M = 8 and to 16, the decode tile to 64, above) and three tuned */
-    CHECK(seen_a16 == 1 && seen_a4096 == 1 && seen_b16 == 1 && n == 7,
+    /* the heuristic's five (gemv to M = 8 and to 16, the decode tile to 64, wgmma_wq's two
+     * tiles above) and three tuned */
+    CHECK(seen_a16 == 1 && seen_a4096 == 1 && seen_b16 == 1 && n == 8,
           "tuned variants: %d %d %d of %zu", seen_a16, seen_a4096, seen_b16, n);
     /* the heuristics still cover every bucket and every other N and K */
     CHECK(!v[0].tuned && !v[1].tuned && !v[2].tuned && !v[3].tuned && v[1].m_max == 16 &&
@@ -346,7 +351,7 @@ static void test_damaged_rows(const char *dir)
         seen_b += !strcmp(v[i].gpu, "TestGPU B");
         seen_1500 += v[i].tuned && v[i].n == 1000;
     }
-    CHECK(seen_b == 0 && seen_1500 == 0 && n == 6, "bad rows used: B %d, n=1000 %d, %zu variants",
+    CHECK(seen_b == 0 && seen_1500 == 0 && n == 7, "bad rows used: B %d, n=1000 %d, %zu variants",
           seen_b, seen_1500, n);
     qjit_context_destroy(ctx);
     db = raw_open(dir);
@@ -457,17 +462,17 @@ static void test_expansions(void)
     CHECK_OK(qjit_gemm_sweep(ctx, &d, QJIT_ARCH_SM90A, "small-m", pts, 64, &np2));
     CHECK(qjit_sandbox_expansions() == e0, "questions expanded %lld times",
           qjit_sandbox_expansions() - e0);
-    CHECK(np >= 4 && np2 >= 2 && n == 4, "sweeps %zu and %zu points, %zu variants", np, np2, n);
-    /* precompile of the auto descriptor: its four variants (gemv to M = 8 and 16, the decode
-     * tile, the large tile), one expansion each */
+    CHECK(np >= 4 && np2 >= 2 && n == 5, "sweeps %zu and %zu points, %zu variants", np, np2, n);
+    /* precompile of the auto descriptor: its five variants (gemv to M = 8 and 16, the decode
+     * tile, wgmma_wq's two tiles), one expansion each */
     qjit_stats s0, s1;
     qjit_context_stats(ctx, &s0);
     int cached = -1;
     CHECK_OK(qjit_gemm_precompile(ctx, &d, QJIT_ARCH_SM90A, &cached));
     qjit_context_stats(ctx, &s1);
-    CHECK(s1.compiles - s0.compiles == 4 && cached == 0, "precompile compiled %llu",
+    CHECK(s1.compiles - s0.compiles == 5 && cached == 0, "precompile compiled %llu",
           (unsigned long long)(s1.compiles - s0.compiles));
-    CHECK(qjit_sandbox_expansions() - e0 == 4, "precompile expanded %lld times",
+    CHECK(qjit_sandbox_expansions() - e0 == 5, "precompile expanded %lld times",
           qjit_sandbox_expansions() - e0);
     /* every variant is now in the cache: a second precompile, as a later get, compiles none */
     CHECK_OK(qjit_gemm_precompile(ctx, &d, QJIT_ARCH_SM90A, &cached));

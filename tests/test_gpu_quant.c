@@ -285,6 +285,8 @@ static const struct {
     {" kernel=wgmma_wq", WEIGHT_ONLY, true},
     {" kernel=wgmma_wq tile=64x128x64 warps=1x1 stages=6", WEIGHT_ONLY, true},
     {" kernel=wgmma_wq tile=128x128x64 warps=2x1 stages=5", WEIGHT_ONLY, true},
+    /* the heuristic's tile past M = 256 */
+    {" kernel=wgmma_wq tile=256x128x64 warps=2x1 stages=4", WEIGHT_ONLY, true},
     /* packed producers with 3 and 4 staging slots (loads two and three K tiles ahead) */
     {" kernel=wgmma_i8 tile=128x128x128 warps=2x1 stages=5", "a=s8 b=s4", true},
     {" kernel=wgmma_mx tile=64x128x128 warps=1x1 stages=5", "a=e2m1", true},
