@@ -33,6 +33,13 @@
 %   return c
 % end
 % --
+% -- warpgroups(c): a Hopper family's configuration c, whose warps are consumer warpgroups:
+% -- a named tile without named warps gets two along M from 128 rows, else one.
+% function warpgroups(c)
+%   if BM ~= 0 and WM == 0 then c.wm, c.wn = BM >= 128 and 2 or 1, 1 end
+%   return c
+% end
+% --
 % -- spaces(t): space() for a table of named configuration lists, e.g.
 % --   space = spaces{default = {config(...), ...}, ["small-m"] = {...}}
 % function spaces(t)

@@ -42,8 +42,7 @@
 %     if m ~= 0 and m <= 64 and BM == 0 then return choose(64, 128, 64, 1, 1, 6) end
 %     if m ~= 0 and m <= 1024 and BM == 0 then return choose(128, 128, 64, 1, 1, 6) end
 %     local c = choose(128, 256, 64, 2, 1, 3)
-%     if BM ~= 0 and WM == 0 then c.wm, c.wn = BM >= 128 and 2 or 1, 1 end
-%     return c
+%     return warpgroups(c)
 %   end,
 %   space = spaces{
 %     default = {config(128, 256, 64, 2, 1, 4), config(128, 256, 64, 2, 1, 3), config(256, 128, 64, 2, 1, 4),

@@ -30,8 +30,7 @@
 %   -- with two consumer warpgroups, 5 stages (958-1043 TFLOP/s at 8192^3 on H100).
 %   default = function(m)
 %     local c = choose(128, 128, 128, 2, 1, 5)
-%     if BM ~= 0 and WM == 0 then c.wm, c.wn = BM >= 128 and 2 or 1, 1 end
-%     return c
+%     return warpgroups(c)
 %   end,
 %   space = spaces{
 %     default = {config(128, 128, 128, 2, 1, 5), config(128, 128, 128, 2, 1, 4), config(128, 128, 128, 2, 1, 6),

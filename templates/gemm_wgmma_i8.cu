@@ -57,8 +57,7 @@
 %     local c = SB == "group" and choose(128, 128, 128, 2, 1, 4) or
 %               (B == "s8" and m ~= 0 and m <= 256 and BM == 0) and choose(128, 128, 128, 2, 1, 5) or
 %               choose(128, 256, 128, 2, 1, 3)
-%     if BM ~= 0 and WM == 0 then c.wm, c.wn = BM >= 128 and 2 or 1, 1 end
-%     return c
+%     return warpgroups(c)
 %   end,
 %   space = spaces{
 %     default = {config(128, 256, 128, 2, 1, 4), config(128, 256, 128, 2, 1, 3), config(128, 128, 128, 2, 1, 5),

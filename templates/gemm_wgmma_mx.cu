@@ -44,8 +44,7 @@
 %       return choose(64, 128, 128, 1, 1, 6)
 %     end
 %     local c = choose(128, 128, 128, 2, 1, A == "e2m1" and 4 or 5)
-%     if BM ~= 0 and WM == 0 then c.wm, c.wn = BM >= 128 and 2 or 1, 1 end
-%     return c
+%     return warpgroups(c)
 %   end,
 %   space = spaces{
 %     -- 128x96: consumer tiles of 64x96 keep two parts and a total for MXFP4 too (its

@@ -50,8 +50,7 @@
 %       return choose(64, 128, half() and 64 or 128, 1, 1, 6)
 %     end
 %     local c = half() and choose(128, 256, 64, 2, 1, 4) or A == "s8" and choose(128, 256, 128, 2, 1, 4) or choose(128, 128, 128, 2, 1, 5)
-%     if BM ~= 0 and WM == 0 then c.wm, c.wn = BM >= 128 and 2 or 1, 1 end
-%     return c
+%     return warpgroups(c)
 %   end,
 %   space = function(name)
 %     if half() then
