@@ -46,7 +46,9 @@
 %   end,
 %   space = spaces{
 %     default = {config(128, 256, 64, 2, 1, 4), config(128, 256, 64, 2, 1, 3), config(256, 128, 64, 2, 1, 4),
-%                config(128, 128, 64, 2, 1, 5), config(128, 128, 64, 1, 1, 6), config(64, 256, 64, 1, 1, 4)},
+%                config(128, 128, 64, 2, 1, 5), config(128, 128, 64, 1, 1, 6), config(64, 256, 64, 1, 1, 4),
+%                -- narrow tiles for M = 128-256 on 4096-wide layers (32 tiles of 128x128 for 132 SMs)
+%                config(128, 64, 64, 2, 1, 8), config(64, 128, 64, 1, 1, 8)},
 %     -- and the decode tile with K split across a cluster (narrow layers: 4096 wide is 32
 %     -- tiles of 64x128 for 132 SMs; the launch splits only where tiles leave SMs idle)
 %     ["small-m"] = {config(64, 256, 64, 1, 1, 4), config(64, 128, 64, 1, 1, 6), config(128, 128, 64, 2, 1, 5),

@@ -61,7 +61,9 @@
 %   end,
 %   space = spaces{
 %     default = {config(128, 256, 128, 2, 1, 4), config(128, 256, 128, 2, 1, 3), config(128, 128, 128, 2, 1, 5),
-%                config(128, 128, 128, 2, 1, 4), config(256, 128, 128, 2, 1, 4), config(64, 256, 128, 1, 1, 5)},
+%                config(128, 128, 128, 2, 1, 4), config(256, 128, 128, 2, 1, 4), config(64, 256, 128, 1, 1, 5),
+%                -- narrow tiles for M = 128-256 on 4096-wide layers (32 tiles of 128x128 for 132 SMs)
+%                config(128, 64, 128, 2, 1, 6), config(64, 128, 128, 1, 1, 6)},
 %     ["small-m"] = {config(64, 256, 128, 1, 1, 5), config(64, 128, 128, 1, 1, 6), config(64, 64, 128, 1, 1, 8)},
 %   },
 %   plan = function()

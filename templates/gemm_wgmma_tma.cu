@@ -56,14 +56,16 @@
 %     if half() then
 %       if name == "small-m" then return {config(64, 128, 64, 1, 1, 8), config(64, 256, 64, 1, 1, 6), config(128, 128, 64, 2, 1, 6)} end
 %       if name ~= "default" then return nil end
+%       -- 128x64: M = 128 on a 4096-wide layer is 32 tiles of 128x128 for 132 SMs
 %       return {config(128, 256, 64, 2, 1, 4), config(128, 256, 64, 2, 1, 3), config(128, 128, 64, 2, 1, 6),
-%               config(256, 128, 64, 2, 1, 4), config(128, 256, 64, 2, 2, 4)}
+%               config(256, 128, 64, 2, 1, 4), config(128, 256, 64, 2, 2, 4), config(128, 64, 64, 2, 1, 8)}
 %     end
 %     if name == "small-m" then return {config(64, 128, 128, 1, 1, 6), config(64, 64, 128, 1, 1, 8), config(128, 128, 128, 2, 1, 5)} end
 %     if name ~= "default" then return nil end
 %     if A == "s8" then
 %       return {config(128, 256, 128, 2, 1, 4), config(128, 256, 128, 2, 1, 3), config(128, 128, 128, 2, 1, 5),
-%               config(256, 128, 128, 2, 1, 4), config(64, 256, 128, 1, 1, 5)}
+%               config(256, 128, 128, 2, 1, 4), config(64, 256, 128, 1, 1, 5), config(128, 64, 128, 2, 1, 6),
+%               config(64, 128, 128, 1, 1, 6)}
 %     end
 %     return {config(128, 128, 128, 2, 1, 5), config(128, 128, 128, 2, 1, 4), config(128, 128, 128, 2, 1, 6),
 %             config(64, 128, 128, 1, 1, 6), config(128, 64, 128, 2, 1, 6)}
