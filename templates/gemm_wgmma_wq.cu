@@ -42,9 +42,11 @@
 %       if not NAMED then return nil end
 %       return choose(64, 128, 64, 1, 1, 6)
 %     end
-%     -- (a named tile keeps one configuration for every M)
-%     local c = (m ~= 0 and m <= 256 and BM == 0) and choose(128, 128, 64, 2, 1, 5) or choose(256, 128, 64, 2, 1, 4)
-%     return warpgroups(c)
+%     -- a named tile or named warps keep the configuration around them that they had
+%     -- before the tuning (128x256x64, 3 stages: 4 stages of a named 128x256 tile do not
+%     -- fit with s8 weights)
+%     if BM ~= 0 or WM ~= 0 then return warpgroups(choose(128, 256, 64, 2, 1, 3)) end
+%     return (m ~= 0 and m <= 256) and choose(128, 128, 64, 2, 1, 5) or choose(256, 128, 64, 2, 1, 4)
 %   end,
 %   space = spaces{
 %     default = {config(128, 256, 64, 2, 1, 3), config(128, 256, 64, 2, 1, 4), config(128, 128, 64, 2, 1, 5),

@@ -190,6 +190,20 @@ static void test_heuristics(qjit_context *ctx)
     /* a named tile holds for every bucket: the auto fields around it do not move */
     n = variants(ctx, "gemm a=bf16 b=s4 sb=col out=bf16 tile=128x128x64", QJIT_ARCH_SM90A, v, 32);
     CHECK(n == 1 && v[0].desc.bm == 128 && v[0].desc.wm == 2, "named tile: %zu %s", n, v[0].text);
+    /* wgmma_wq: named tiles and warps keep 3 stages at every M (4 stages of 128x256x64 do
+     * not fit with s8 weights), while the unnamed tiles follow the tuning */
+    static const char *const wq_named[] = {
+        "gemm a=bf16 b=s8 sb=col out=bf16 kernel=wgmma_wq tile=128x256x64",
+        "gemm a=bf16 b=s8 sb=tensor out=f32 kernel=wgmma_wq tile=128x256x64",
+        "gemm a=bf16 b=s8 sb=col out=f32 kernel=wgmma_wq warps=1x2",
+    };
+    for (size_t i = 0; i < sizeof wq_named / sizeof wq_named[0]; i++) {
+        n = variants(ctx, wq_named[i], QJIT_ARCH_SM90A, v, 32);
+        bool ok = n >= 1;
+        for (size_t j = 0; j < n && j < 32; j++)
+            ok = ok && (v[j].m_max <= 64 || (v[j].desc.stages == 3 && v[j].desc.bn == 256));
+        CHECK(ok, "%s: %zu variants, %s", wq_named[i], n, n ? v[n - 1].text : "");
+    }
 }
 
 static qjit_tune_measurement measure(const char *gpu, int64_t m, const qjit_gemm_desc *c,
