@@ -621,6 +621,7 @@ extern "C" __global__ void __launch_bounds__(256) qjit_quant_amax(const qjit_qua
 % local CPL = UNITS -- chunks a lane takes of one group (16-bit mx: all of it)
 % local UN = UNITS // CPL -- groups a lane takes: a lane has UNITS chunks either way
 % local LPG = G // (VEC * CPL) -- lanes a group
+% if LPG < 1 or G % (VEC * CPL) ~= 0 then unsupported(string.format("UNITS=%d: a lane's chunks must split a group of %d values evenly", UNITS, G)) end
 % local GPW = 32 // LPG -- groups a warp covers with CPL chunks a lane
 // A warp takes $(UN) x $(GPW) consecutive groups in (row, block) order, $(LPG) lane(s) a group
 // and $(CPL) chunk(s) of it a lane: a block's lane holds a quarter of its group, so that its
