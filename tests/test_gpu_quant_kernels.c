@@ -5,7 +5,8 @@
  * random data holding exact zeros, a zero row, a row with an infinity and one with a
  * NaN, with clip ratios; batches of matrices in one launch, and the column-wise MX layout
  * of MoE expert weights against the reference of their transposes; outputs poisoned and checked fully written and nothing past K;
- * graph replays with new inputs bit-identical to eager launches at several M; bad
+ * every finite bf16 value under every e8m0 code (MX, row- and column-wise); graph replays
+ * with new inputs bit-identical to eager launches at several M; bad
  * arguments refused with nothing written; a W8A8 linear layer (qjit_linear_launch) equal
  * to its two launches and right against the GEMM reference.  Skips with no GPU.
  */
@@ -397,6 +398,108 @@ static void test_bad(qjit_context *ctx)
     buf_free(&S);
 }
 
+/* ------------------------------------------------------------ every bf16 value, MX */
+/* bf16 → MX, every finite bf16 value under every e8m0 code a block can get, bit for bit
+ * against ref_quant.  A block's first value sets its amax, A = 1.5·2^e for every binade
+ * of bf16 (subnormals included), and its other 31 run through every bf16 x with
+ * |x| <= A, both signs; the blocks fill rows of K = 8192 (about 8.6 M values).  The
+ * row-wise kernel reads them as they are, in 16-byte stores (q unpadded); the
+ * column-wise one reads the transpose, whose blocks along M are the same blocks.  Random
+ * data reaches neither the subnormal products of the kernels' bf16 arithmetic nor every
+ * tie at every code step; this does. */
+static void test_mx_every_bf16(qjit_context *ctx)
+{
+    const int64_t k = 8192;
+    /* the amax of each binade: 1.5·2^(E−127) for E = 1..254, then the subnormals 96 >> j
+     * (1.5·2^-127 .. 1.5·2^-132) */
+    uint16_t amax[262];
+    int na = 0;
+    for (int e = 1; e <= 254; e++)
+        amax[na++] = (uint16_t)(e << 7 | 0x40);
+    for (int j = 0; j < 6; j++)
+        amax[na++] = (uint16_t)(96 >> j);
+    int64_t nblocks = 0;
+    for (int a = 0; a < na; a++)
+        nblocks += (2 * ((int64_t)amax[a] + 1) + 30) / 31;
+    const int64_t m = (nblocks * 32 + k - 1) / k;
+    uint16_t *xh = calloc((size_t)(m * k), sizeof *xh);
+    float *vals = calloc((size_t)(m * k), sizeof *vals);
+    int64_t at = 0;
+    for (int a = 0; a < na; a++) {
+        const int64_t nx = 2 * ((int64_t)amax[a] + 1); /* |x| <= A, both signs */
+        for (int64_t i = 0; i < nx; i++) {
+            if (i % 31 == 0) {
+                xh[at++] = amax[a]; /* the block's amax first */
+            }
+            xh[at++] = (uint16_t)((i / 2) | (i % 2 ? 0x8000u : 0u));
+        }
+        at = (at + 31) / 32 * 32; /* the last block's rest: zeros */
+    }
+    for (int64_t i = 0; i < m * k; i++)
+        vals[i] = qjit_bf16_to_f32(xh[i]);
+    static const char *const texts[] = {
+        "quant in=bf16 out=e2m1 scale=mx rule=rceil", "quant in=bf16 out=e2m1 scale=mx rule=floor",
+        "quant in=bf16 out=e4m3 scale=mx rule=rceil", "quant in=bf16 out=e4m3 scale=mx rule=floor",
+    };
+    int32_t *rq = malloc((size_t)(m * k) * sizeof *rq);
+    float *rs = malloc((size_t)(m * (k / 32)) * sizeof *rs);
+    uint16_t *xt = malloc((size_t)(m * k) * sizeof *xt);
+    for (int64_t r = 0; r < m; r++)
+        for (int64_t c = 0; c < k; c++)
+            xt[c * m + r] = xh[r * k + c];
+    for (size_t t = 0; t < sizeof texts / sizeof texts[0]; t++)
+        for (int cols = 0; cols < 2; cols++) {
+            qjit_quant_desc d;
+            qjit_quant *qh;
+            char text[128];
+            snprintf(text, sizeof text, "%s%s", texts[t], cols ? " layout=cols" : "");
+            CHECK_OK(qjit_quant_desc_parse(text, &d));
+            if (qjit_context_get_quant(ctx, &d, NULL, &qh) != QJIT_OK) {
+                CHECK(0, "%s: %s", text, qjit_last_error());
+                continue;
+            }
+            qjit_quant_desc rows = d;
+            rows.cols = 0;
+            CHECK(ref_quant(&rows, vals, m, k, k, 0.0f, rq, rs) == 0, "reference: %s", ref_error());
+            const bool packed = bits_of(d.out) == 4;
+            buf X, Q, S;
+            buf_make(&X, (size_t)(m * k) * 2);
+            memcpy(X.h, cols ? xt : xh, X.n);
+            buf_up(&X);
+            buf_make(&Q, (size_t)(packed ? m * k / 2 : m * k));
+            buf_make(&S, (size_t)(m * (k / 32)));
+            CK(cudaMemset(Q.d, 0xa5, Q.n));
+            CK(cudaMemset(S.d, 0xa5, S.n));
+            /* row-wise: x [m][k]; column-wise: x [k][m] (M = k rows, K = m columns), q
+             * [m][k] either way */
+            qjit_quant_args qa = {X.d, Q.d, S.d, NULL, cols ? k : m, cols ? m : k, cols ? m : k, k, 0.0f};
+            CHECK_OK(qjit_quant_launch(qh, &qa, NULL));
+            CK(cudaDeviceSynchronize());
+            CK(cudaMemcpy(Q.h, Q.d, Q.n, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(S.h, S.d, S.n, cudaMemcpyDeviceToHost));
+            long bad = 0;
+            for (int64_t r = 0; r < m; r++)
+                for (int64_t i = 0; i < k; i++) {
+                    const int32_t got = code_at(&d, Q.h, k, r, i), want = rq[r * k + i];
+                    if (got != want && bad++ < 3)
+                        fprintf(stderr, "  %s: q[%lld][%lld] = %d, want %d (x bits %04x)\n", text,
+                                (long long)r, (long long)i, got, want, xh[r * k + i]);
+                }
+            for (int64_t i = 0; i < m * (k / 32); i++)
+                bad += (float)((uint8_t *)S.h)[i] != rs[i];
+            CHECK(bad == 0, "%s, every bf16 value (%lld x %lld): %ld codes or scales differ", text,
+                  (long long)m, (long long)k, bad);
+            buf_free(&X);
+            buf_free(&Q);
+            buf_free(&S);
+        }
+    free(xh);
+    free(xt);
+    free(vals);
+    free(rq);
+    free(rs);
+}
+
 /* ------------------------------------------------------------ a decode step */
 /* The seed scenario: a decode step (quantize the activations, then the GEMM that reads
  * them) captured once as a CUDA graph and replayed with new activations gives the bytes
@@ -625,6 +728,7 @@ int main(void)
     CHECK_OK(qjit_context_create(&o, &ctx));
     test_modes(ctx);
     test_batches(ctx);
+    test_mx_every_bf16(ctx);
     test_graphs(ctx);
     test_decode_step(ctx);
     test_bad(ctx);
