@@ -19,32 +19,31 @@ grep -v '^#' "$root/cache/tune/descriptors.txt" | grep -v '^$' | grep -E -- "${Q
 while read -r d; do
   printf '%s arch=sm_90a\n%s arch=sm_90a sweep=default\n%s arch=sm_90a sweep=small-m\n' "$d" "$d" "$d"
 done > "$manifest"
+# the shipped records first, so that the descriptors' lines compile their tuned winners too
+mkdir -p "$cache"
+for t in "$root"/cache/tune/*.db; do
+  [ -e "$t" ] && "$root/build/tools/qjit-cache" --db "$cache/qjit.db" merge "$t"
+done
 if [ "${QJIT_PREP_LEAN:-0}" = 1 ]; then
   # QJIT_PREP_LEAN=1: only what tuning and bench_grid need for those descriptors (the
   # records, their auto kernels with the tuned winners, their sweeps) and the quantizers
   # of tools/bench_quantize.py: 17-30 MB for three descriptors, where the full cache of two
   # passes 50 MB and with the tracked tree leaves no room in a call's 64 MB
-  mkdir -p "$cache"
-  for t in "$root"/cache/tune/*.db; do
-    [ -e "$t" ] && "$root/build/tools/qjit-cache" --db "$cache/qjit.db" merge "$t"
-  done
   for o in "out=s8 scale=row" "out=s4 scale=row" "out=e4m3 scale=row" "out=s8 scale=tensor" \
            "out=e4m3 scale=tensor" "out=e4m3 scale=block" "out=e4m3 scale=mx rule=floor" \
            "out=e4m3 scale=mx rule=rceil" "out=e2m1 scale=mx rule=rceil" \
            "out=e4m3 scale=mx rule=rceil layout=cols"; do
     echo "quant in=bf16 $o arch=sm_90a"
   done >> "$manifest"
-  "$root/build/tools/qjit-precompile" --quiet --cache-dir "$cache" "$manifest"
+fi
+"$root/build/tools/qjit-precompile" --quiet --cache-dir "$cache" "$manifest"
+if [ "${QJIT_PREP_LEAN:-0}" = 1 ]; then
   rm -f "$manifest"
   "$root/build/tools/qjit-cache" --db "$cache/qjit.db" vacuum > /dev/null
   du -sh "$cache"
   echo "carry: build/libqjit.so build/libqjit.so.0 build/libqjit.so.0.1.0 build/deps build/tools $(basename "$cache")"
   exit 0
 fi
-"$root/build/tools/qjit-precompile" --quiet --cache-dir "$cache" "$manifest"
-for t in "$root"/cache/tune/*.db; do
-  [ -e "$t" ] && "$root/build/tools/qjit-cache" --db "$cache/qjit.db" merge "$t"
-done
 # the auto handles' kernels, tuned winners included (precompile reads the merged records)
 {
   grep 'arch=sm_90a' "$root/cache/manifests/default.txt"

@@ -348,14 +348,6 @@ __device__ __forceinline__ float pow2(int e)
     return e >= -126 ? __uint_as_float((u32)(e + 127) << 23) : __uint_as_float(1u << (e + 149));
 }
 
-// a · 2^e, exact while the result is a normal number (the steps keep it so).
-__device__ __forceinline__ float scale_pow2(float a, int e)
-{
-    while (e > 100) { a *= pow2(100); e -= 100; }
-    while (e < -100) { a *= pow2(-100); e += 100; }
-    return a * pow2(e);
-}
-
 // The e8m0 code of a block's amax (finite, >= 0) by RULE, as qjit_e8m0_from_amax.
 __device__ __forceinline__ u32 e8m0_of(float a)
 {
