@@ -54,8 +54,16 @@
 %     -- s8 x s8 (qjit-tune on the H100, Llama 3 8B layers): 128x128x128 with 5 stages up to
 %     -- M = 256 (1.1-1.9x the 128x256 tile there), 128x256x128 with 3 stages above (1.07-1.10x
 %     -- the same tile with 4)
+%     -- s4 x s8 without groups (qjit-tune on the eight Llama 3 layers): the 128x256 tile gives
+%     -- a 4096-wide layer 16 CTAs at M = 128 and lost 2.7-3.0x there; 128x64x128 with 6 stages
+%     -- won 5 of the 8 layers at M = 128, 128x128x128 the wider ones at M = 256, and
+%     -- 256x128x128 with 4 stages 15 of the 16 problems at M = 1024-4096 (1.1-1.25x)
+%     local s4col = B == "s4" and SB ~= "group" and BM == 0
 %     local c = SB == "group" and choose(128, 128, 128, 2, 1, 4) or
 %               (B == "s8" and m ~= 0 and m <= 256 and BM == 0) and choose(128, 128, 128, 2, 1, 5) or
+%               (s4col and m ~= 0 and m <= 128) and choose(128, 64, 128, 2, 1, 6) or
+%               (s4col and m ~= 0 and m <= 256) and choose(128, 128, 128, 2, 1, 5) or
+%               (s4col and m ~= 0) and choose(256, 128, 128, 2, 1, 4) or
 %               choose(128, 256, 128, 2, 1, 3)
 %     return warpgroups(c)
 %   end,

@@ -148,13 +148,17 @@ static void test_heuristics(qjit_context *ctx)
             qjit_arch arch = a ? QJIT_ARCH_SM90A : QJIT_ARCH_SM80;
             n = variants(ctx, split[i], arch, v, 32);
             const size_t g = gemv_decode(v) ? 2 : 0; /* variants before the decode tile */
-            /* wgmma_wq (sm_90a, the weight-only pairs): 128x128 tiles to M = 256, 256x128 above */
-            const size_t h = a && i < 4 ? 2 : 1;
+            /* wgmma_wq (sm_90a, the weight-only pairs): 128x128 tiles to M = 256, 256x128 above;
+             * wgmma_i8 for s4 col weights: 128x64 to M = 128, 128x128 to 256, 256x128 above */
+            const size_t h = a && i < 4 ? 2 : a && i == 4 ? 3 : 1;
             CHECK(n == g + 1 + h && v[g].m_min == (g ? 17 : 1) && v[g].m_max == 64 && v[g].desc.bm == 16 &&
                       v[g + 1].m_min == 65 && v[g + 1].desc.bm >= 64 &&
                       v[g + h].m_max == INT64_MAX && (g == 2) == (i != 1) &&
-                      (h == 1 || (v[g + 1].m_max == 256 && v[g + 1].desc.bm == 128 &&
-                                  v[g + 2].m_min == 257 && v[g + 2].desc.bm == 256)),
+                      (h == 1 || (h == 2 && v[g + 1].m_max == 256 && v[g + 1].desc.bm == 128 &&
+                                  v[g + 2].m_min == 257 && v[g + 2].desc.bm == 256) ||
+                       (h == 3 && v[g + 1].m_max == 128 && v[g + 1].desc.bn == 64 &&
+                        v[g + 2].m_min == 129 && v[g + 2].m_max == 256 && v[g + 2].desc.bn == 128 &&
+                        v[g + 3].m_min == 257 && v[g + 3].desc.bm == 256)),
                   "%s on arch %d: %zu variants (%s | %s)", split[i], (int)arch, n, v[0].text,
                   n > 1 ? v[1].text : "");
         }
