@@ -55,6 +55,9 @@
 %     if B == "s8" then return one_of(SA, "tensor", "row") and one_of(SB, "tensor", "col") end
 %     return B == "s4" and SA == "row" and (SB == "col" or (SB == "group" and GROUP % 128 == 0))
 %   end
+%   -- MXFP4 (e2m1 × e2m1, mx × mx): both sides dequantized into bf16 with their block
+%   -- scales (a thread's chunk is one 32-k block of each); by name until measured on the H100
+%   if A == "e2m1" then return B == "e2m1" and SA == "mx" and SB == "mx" and NAMED end
 %   -- MXFP8: by name only (kernel=gemv); correct on the H100 but slower than the tile
 %   -- families there (docs/NOTES.md, "What is left in decode")
 %   if A == "e4m3" and B == "e4m3" and SA == "mx" and SB == "mx" then return ARCH >= 89 and NAMED end
@@ -115,7 +118,7 @@
 %   end,
 %   plan = function()
 %     if not gemv_serves() then
-%       unsupported(string.format("kernel gemv takes a=f16|bf16 sa=none with b of a's type (no scales), b=s4|u4 sb=col|group:128|group:256, b=s8 sb=col|tensor or b=e2m1 sb=mx; a=s8 sa=tensor|row b=s8 sb=tensor|col, or sa=row b=s4 sb=col|group:128|group:256; a=e4m3|e5m2 sa=tensor|row|block b=e4m3 sb=tensor|col|block, or a=e4m3 b=e4m3 sa=mx sb=mx (by name), on sm_89 and up (got a=%s b=%s sa=%s sb=%s arch=%d)", A, B, SA, SB, ARCH))
+%       unsupported(string.format("kernel gemv takes a=f16|bf16 sa=none with b of a's type (no scales), b=s4|u4 sb=col|group:128|group:256, b=s8 sb=col|tensor or b=e2m1 sb=mx; a=s8 sa=tensor|row b=s8 sb=tensor|col, or sa=row b=s4 sb=col|group:128|group:256; a=e4m3|e5m2 sa=tensor|row|block b=e4m3 sb=tensor|col|block, or a=e4m3 b=e4m3 sa=mx sb=mx (by name), on sm_89 and up; a=e2m1 b=e2m1 sa=mx sb=mx (by name) (got a=%s b=%s sa=%s sb=%s arch=%d)", A, B, SA, SB, ARCH))
 %     end
 %     if ZEROS and not (B == "u4" and SB == "group") then unsupported("kernel gemv: zero points need b=u4 sb=group") end
 %     if not one_of(OUT, "f16", "bf16", "f32") then unsupported("kernel gemv: out must be f16, bf16 or f32") end
@@ -129,10 +132,14 @@
 %     if STAGES < 1 or STAGES > 8 then unsupported("kernel gemv: stages (steps in flight per warp) must be 1..8, not " .. STAGES) end
 %     if SPLIT_K ~= 1 then unsupported("kernel gemv splits K across the warps of a CTA, not across CTAs (split=" .. SPLIT_K .. ")") end
 %     local NT, RB = BM // 8, BN // (16 * WM) -- a warp's token tiles and row blocks
-%     local AB = one_of(A, "f16", "bf16") and 2 or 1 -- bytes of a token value
+%     -- e2m1 tokens (MXFP4) become bf16 mma operands: T is the 16-bit operands' type
+%     local AE2 = A == "e2m1"
+%     local T = AE2 and "bf16" or A
+%     local AB = (one_of(A, "f16", "bf16") or AE2) and 2 or 1 -- bytes of a token value in the mma
 %     local R = KC * AB // 4                          -- registers of a chunk as mma operands
+%     local RA = AE2 and 1 or R // 4                  -- 16-byte loads of a token chunk
 %     -- registers: the ring (B chunks, token chunks, scales), accumulators, fragments
-%     local REGS = STAGES * (8 * RB + NT * R // 4 * 4 + (SB == "group" and 2 * RB or 0)) + RB * NT * 4 * (SB == "group" and 2 or 1) + 40
+%     local REGS = STAGES * (8 * RB + NT * RA * 4 + (SB == "group" and 2 * RB or 0)) + RB * NT * 4 * (SB == "group" and 2 or 1) + 40
 %     -- four row blocks of 4-bit weights: their operands alone spill (255 registers and 84
 %     -- bytes of spills at tile 8x64x128, 2 stages)
 %     if RB == 4 and one_of(B, "s4", "u4", "e2m1") then unsupported("kernel gemv: 64 rows a warp take 8- and 16-bit weights (4-bit ones spill registers)") end
@@ -141,16 +148,16 @@
 %     -- 16-byte chunks: K a multiple of a chunk (a chunk is all in or all out); rows of A and
 %     -- B 16-byte aligned (lda % 8; ldb % 32 for 4-bit, % 16 for s8, % 8 for 16-bit)
 %     return {threads = THREADS, smem = math.max(16, (WN - 1) * BN * BM * 4), k_multiple = KC,
-%             ld_multiple = KC, align = 16, KC = KC, NT = NT, RB = RB, AB = AB, R = R,
+%             ld_multiple = KC, align = 16, KC = KC, NT = NT, RB = RB, AB = AB, R = R, RA = RA, T = T, AE2 = AE2,
 %             Q4 = one_of(B, "s4", "u4"), E2M1 = B == "e2m1", INT = A == "s8",
 %             -- each step folded into f32 times its scales: groups (one a step), 128-k blocks
 %             GROUPF = SB == "group", BLOCK = SA == "block" or SB == "block",
 %             FOLD = SB == "group" or SA == "block" or SB == "block",
 %             -- MXFP8: a thread's step is two 8-byte pieces, k 8c and 32 + 8c, so that each of
 %             -- its two mmas holds one 32-k block, folded in times both blocks' 2^(e−127)
-%             MX8 = SA == "mx",
+%             MX8 = SA == "mx" and not AE2,
 %             -- the mma: m16n8k16 in A's type for 16-bit tokens, m16n8k32 for 8-bit ones
-%             MMA = AB == 2 and string.format("m16n8k16.row.col.f32.%s.%s.f32", A, A) or
+%             MMA = AB == 2 and string.format("m16n8k16.row.col.f32.%s.%s.f32", T, T) or
 %               (A == "s8" and "m16n8k32.row.col.s32.s8.s8.s32" or string.format("m16n8k32.row.col.f32.%s.%s.f32", B, A))}
 %   end,
 % }
@@ -164,6 +171,8 @@ using qc::u32;
 
 constexpr int KC = $(KC), STEP = 4 * KC;  // k per 16-byte chunk of B, per step
 constexpr int R = $(R), AB = $(AB);       // a chunk as mma registers; bytes of a token value
+constexpr int RA = $(RA);                  // 16-byte loads of a token chunk
+constexpr int ANUM = $(AE2 and 1 or AB), ADEN = $(AE2 and 2 or 1); // bytes of a token value as stored
 constexpr int NT = $(NT), RB = $(RB);     // token tiles of 8, row blocks of 16
 constexpr int W = $(WN), D = $(STAGES);   // warps along K, steps in flight per warp
 constexpr int WR = $(WM);                  // warps across the rows, 16·RB rows each
@@ -261,17 +270,53 @@ __device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 sel)
 // One chunk of a weight row as R mma registers; register i stands for k positions order(i)
 // of the chunk, which the token side takes the same way (tok_regs).
 % if E2M1 then
-// An e8m0 scale as a pair of A's type: 2^(e−127) (e = 0 is 2^-127, 0xFF NaN), rounded to A's
-// type (f16 holds 2^-24 to 2^15 of it).
+% local BF = T == "bf16"
+// An e8m0 scale as a pair of T (the 16-bit operands' type): 2^(e−127) (e = 0 is 2^-127, 0xFF
+// NaN), rounded to T (f16 holds 2^-24 to 2^15 of it).
 __device__ __forceinline__ u32 mx_scale(u16 e)
 {
     u32 r;
-    asm("cvt.rn.$(A)x2.f32 %0, %1, %1;\n" : "=r"(r) : "f"(e8m0(e)));
+    asm("cvt.rn.$(T)x2.f32 %0, %1, %1;\n" : "=r"(r) : "f"(e8m0(e)));
     return r;
 }
 
-% end
-__device__ __forceinline__ void weight_regs(const uint4 &w, u32 (&p)[R]$(E2M1 and ", u32 sc" or ""))
+// e2m1 (sign, two exponent bits, one mantissa bit) times a block's 2^(e−127), 32 values (a
+// 16-byte chunk) as R pairs of T, pairs (k, k+4) of a word as in the 4-bit integers.  The
+// bits placed at the top of T's exponent and mantissa are the value times 2^-126 (bf16) or
+// 2^-14 (f16), subnormals included.  Where 2^(e−127) times that back, 2^(e−1) (bf16, e <= 128)
+// or 2^(e−113) (f16, 103 <= e <= 128), is a number of T, one fma applies both, rounding the
+// same product once; otherwise one fma takes the value back exactly and one more the scale
+// (exact where T holds the product).  The warp takes one way (a vote), so nothing diverges.
+__device__ __forceinline__ void e2m1_regs(const uint4 &w, u32 (&p)[R], u16 e)
+{
+    const u32 v[4] = {w.x, w.y, w.z, w.w};
+    auto bits = [&](int i, int j) {
+        const u32 x = v[i] >> (4 * j);
+        return ((x << 12) & 0x80008000u) | ((x << $(BF and 6 or 9)) & $(BF and "0x01c001c0u" or "0x0e000e00u"));
+    };
+    if (__all_sync(0xffffffffu, e <= 128u$(BF and "" or " && e >= 103u"))) {
+        u32 f = ((u32)e $(BF and "+ 126u) << 7" or "- 98u) << 10");
+        f |= f << 16;
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                asm("fma.rn.$(T)x2 %0, %1, %2, %3;\n" : "=r"(p[4 * i + j]) : "r"(bits(i, j)), "r"(f), "r"(0x80008000u)); // + (−0): a product
+    } else {
+        const u32 sc = mx_scale(e);
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                u32 t;
+                asm("fma.rn.$(T)x2 %0, %1, %2, %3;\n" : "=r"(t) : "r"(bits(i, j)), "r"($(BF and "0x7e807e80u" or "0x74007400u")), "r"(0x80008000u)); // 2^126, 2^14
+                asm("fma.rn.$(T)x2 %0, %1, %2, %3;\n" : "=r"(p[4 * i + j]) : "r"(t), "r"(sc), "r"(0x80008000u));
+            }
+    }
+}
+
+% else
+__device__ __forceinline__ void weight_regs(const uint4 &w, u32 (&p)[R])
 {
     const u32 v[4] = {w.x, w.y, w.z, w.w};
 % if B == A or (AB == 1 and B ~= "s4") then
@@ -287,20 +332,6 @@ __device__ __forceinline__ void weight_regs(const uint4 &w, u32 (&p)[R]$(E2M1 an
         p[2 * i] = (v[i] << 4) & 0xf0f0f0f0u;
         p[2 * i + 1] = v[i] & 0xf0f0f0f0u;
     }
-% elseif E2M1 then
-    // e2m1 (sign, two exponent bits, one mantissa bit), pairs (k, k+4) of a word as in the
-    // 4-bit integers: the bits placed at the top of A's exponent and mantissa are the value
-    // times 2^-126 (bf16) or 2^-14 (f16), subnormals included; one fma takes that back
-    // exactly, and one more the block's scale (exact where A's type holds the product)
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const u32 x = v[i] >> (4 * j);
-            u32 t = ((x << 12) & 0x80008000u) | ((x << $(A == "bf16" and 6 or 9)) & $(A == "bf16" and "0x01c001c0u" or "0x0e000e00u"));
-            asm("fma.rn.$(A)x2 %0, %1, %2, %3;\n" : "=r"(t) : "r"(t), "r"($(A == "bf16" and "0x7e807e80u" or "0x74007400u")), "r"(0x80008000u)); // 2^126, 2^14
-            asm("fma.rn.$(A)x2 %0, %1, %2, %3;\n" : "=r"(p[4 * i + j]) : "r"(t), "r"(sc), "r"(0x80008000u)); // + (−0): a product
-        }
 % elseif Q4 then
     // 8 nibbles a word, k 8i..8i+7: (nibble | magic) is magic + n exactly in A's type
     // (bf16 128, f16 1024, whose last mantissa bits n fills), and one fma takes the magic
@@ -334,7 +365,9 @@ __device__ __forceinline__ void weight_regs(const uint4 &w, u32 (&p)[R]$(E2M1 an
     }
 % end
 }
+% end
 
+% if not AE2 then
 // A token's chunk (a, as loaded: KC values in order) as R registers in weight_regs' order.
 __device__ __forceinline__ void tok_regs(const uint4 (&a)[R / 4], u32 (&t)[R])
 {
@@ -358,6 +391,7 @@ __device__ __forceinline__ void tok_regs(const uint4 (&a)[R / 4], u32 (&t)[R])
 % end
     }
 }
+% end
 
 } // namespace
 
@@ -391,7 +425,7 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
     for (int t = 0; t < NT; ++t) {
         const int m = m0 + g + 8 * t;
         aok[t] = m < M;
-        arow[t] = static_cast<const char *>(p.a) + ((long long)(m < M ? m : 0) * p.lda + c * $(MX8 and 8 or "KC")) * AB;
+        arow[t] = static_cast<const char *>(p.a) + ((long long)(m < M ? m : 0) * p.lda + c * $(MX8 and 8 or "KC")) * ANUM / ADEN;
     }
 % if GROUPF then
     const int groups = K / $(GROUP);                 // scale entries a row
@@ -459,10 +493,20 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
             erow[r][h] = static_cast<const unsigned char *>(p.scale_b) +
                          (long long)(bok[r][h] ? n0 + 16 * r + g + 8 * h : 0) * (K / 32) + c;
 % end
+% if AE2 then
+    // and the tokens' (rows m0 + g + 8t, as arow)
+    const unsigned char *etok[NT];
+#pragma unroll
+    for (int t = 0; t < NT; ++t)
+        etok[t] = static_cast<const unsigned char *>(p.scale_a) + (long long)(aok[t] ? m0 + g + 8 * t : 0) * (K / 32) + c;
+% end
 
     // the ring: D steps of B chunks, token chunks (and group scales) in registers
     uint4 wb[D][RB][2];
-    uint4 ab[D][NT][R / 4];
+    uint4 ab[D][NT][RA];
+% if AE2 then
+    u16 ea[D][NT];
+% end
 % if GROUPF then
     gs_t sb[D][RB][2];
 %   if ZEROS then
@@ -533,8 +577,13 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 #pragma unroll
         for (int t = 0; t < NT; ++t)
 #pragma unroll
-            for (int i = 0; i < R / 4; ++i)
-                ab[d][t][i] = ld16(arow[t] + (long long)s * STEP * AB + 16 * i, in && aok[t]);
+            for (int i = 0; i < RA; ++i)
+                ab[d][t][i] = ld16(arow[t] + (long long)s * STEP * ANUM / ADEN + 16 * i, in && aok[t]);
+% if AE2 then
+#pragma unroll
+        for (int t = 0; t < NT; ++t)
+            ea[d][t] = ld_u8(etok[t] + 4 * s, in && aok[t]);
+% end
 % end
 % if SA == "block" then
 #pragma unroll
@@ -569,7 +618,11 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
             u32 tp[NT][R];
 #pragma unroll
             for (int t = 0; t < NT; ++t)
+% if AE2 then
+                e2m1_regs(ab[d][t][0], tp[t], ea[d][t]);
+% else
                 tok_regs(ab[d][t], tp[t]);
+% end
 % if ZEROS then
             // the step's sums of A, per token: an mma of ones against the token pairs
             acc_t asum[NT][4];
@@ -585,8 +638,8 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
             for (int r = 0; r < RB; ++r) {
                 u32 w0[R], w1[R];
 % if E2M1 then
-                weight_regs(wb[d][r][0], w0, mx_scale(eb[d][r][0]));
-                weight_regs(wb[d][r][1], w1, mx_scale(eb[d][r][1]));
+                e2m1_regs(wb[d][r][0], w0, eb[d][r][0]);
+                e2m1_regs(wb[d][r][1], w1, eb[d][r][1]);
 % else
                 weight_regs(wb[d][r][0], w0);
                 weight_regs(wb[d][r][1], w1);

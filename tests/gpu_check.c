@@ -78,12 +78,17 @@ static void fill_elems(qjit_dtype t, void *p, size_t count)
     }
 }
 
-/* Scales of a mode, positive, sized to keep outputs near 1. */
+/* Scales of a mode, positive, sized to keep outputs near 1.  e8m0 codes alternate between
+ * fills: 124..129 (2^-3..2^2) and 120..128 (2^-7..2); the e2m1 decoders fold the scale into
+ * one multiply while every code of a warp's blocks is at most 128, and take two otherwise,
+ * so the first range mostly reaches the second way and the other range only the first. */
 static void fill_scales(qjit_dtype t, void *p, size_t count, float lo, float hi)
 {
+    static unsigned fills;
+    const bool low = t == QJIT_DTYPE_E8M0 && (fills++ & 1);
     for (size_t i = 0; i < count; i++) {
         if (t == QJIT_DTYPE_E8M0)
-            ((uint8_t *)p)[i] = (uint8_t)(124 + next_u64() % 6);
+            ((uint8_t *)p)[i] = (uint8_t)(low ? 120 + next_u64() % 9 : 124 + next_u64() % 6);
         else if (t == QJIT_DTYPE_F16)
             ((uint16_t *)p)[i] = qjit_f16_from_f32(uni(lo, hi));
         else if (t == QJIT_DTYPE_BF16)
