@@ -56,8 +56,8 @@
 %     return B == "s4" and SA == "row" and (SB == "col" or (SB == "group" and GROUP % 128 == 0))
 %   end
 %   -- MXFP4 (e2m1 × e2m1, mx × mx): both sides dequantized into bf16 with their block
-%   -- scales (a thread's chunk is one 32-k block of each); by name until measured on the H100
-%   if A == "e2m1" then return B == "e2m1" and SA == "mx" and SB == "mx" and NAMED end
+%   -- scales (a thread's chunk is one 32-k block of each)
+%   if A == "e2m1" then return B == "e2m1" and SA == "mx" and SB == "mx" and ARCH >= 89 end
 %   -- MXFP8: by name only (kernel=gemv); correct on the H100 but slower than the tile
 %   -- families there (docs/NOTES.md, "What is left in decode")
 %   if A == "e4m3" and B == "e4m3" and SA == "mx" and SB == "mx" then return ARCH >= 89 and NAMED end
@@ -75,7 +75,11 @@
 %   -- decode tile.  At M = 9-16, 4-bit weights take 32 rows a CTA: qjit-tune's best on every
 %   -- 8B and 70B layer it reached, up to 1.86x the 16-row tile (8192x8192 at M = 16).
 %   default = function(m)
-%     if (m == 0 or m > 16) and (not NAMED or m > 32) then return nil end
+%     -- MXFP4 to M = 32 under auto: its tile families have no decode tile, and gemv's 16-token
+%     -- tile, two of them a column, won the M = 32 bucket on 6 of the 8 Llama 3 layers
+%     -- (qjit-tune on the H100: 2.2-8.0x wgmma_mx 64x128x128, which ran there before)
+%     local top = A == "e2m1" and 32 or 16
+%     if (m == 0 or m > top) and (not NAMED or m > 32) then return nil end
 %     -- a tile of 64 tokens (M = 33-64) by name only (kernel=gemv, the sweep, tuned records)
 %     -- until it has been measured against the tile families that auto runs there
 %     if BM == 64 and not NAMED then return nil end
@@ -118,7 +122,7 @@
 %   end,
 %   plan = function()
 %     if not gemv_serves() then
-%       unsupported(string.format("kernel gemv takes a=f16|bf16 sa=none with b of a's type (no scales), b=s4|u4 sb=col|group:128|group:256, b=s8 sb=col|tensor or b=e2m1 sb=mx; a=s8 sa=tensor|row b=s8 sb=tensor|col, or sa=row b=s4 sb=col|group:128|group:256; a=e4m3|e5m2 sa=tensor|row|block b=e4m3 sb=tensor|col|block, or a=e4m3 b=e4m3 sa=mx sb=mx (by name), on sm_89 and up; a=e2m1 b=e2m1 sa=mx sb=mx (by name) (got a=%s b=%s sa=%s sb=%s arch=%d)", A, B, SA, SB, ARCH))
+%       unsupported(string.format("kernel gemv takes a=f16|bf16 sa=none with b of a's type (no scales), b=s4|u4 sb=col|group:128|group:256, b=s8 sb=col|tensor or b=e2m1 sb=mx; a=s8 sa=tensor|row b=s8 sb=tensor|col, or sa=row b=s4 sb=col|group:128|group:256; a=e4m3|e5m2 sa=tensor|row|block b=e4m3 sb=tensor|col|block, or a=e4m3 b=e4m3 sa=mx sb=mx (by name), on sm_89 and up; a=e2m1 b=e2m1 sa=mx sb=mx (sm_89 and up) (got a=%s b=%s sa=%s sb=%s arch=%d)", A, B, SA, SB, ARCH))
 %     end
 %     if ZEROS and not (B == "u4" and SB == "group") then unsupported("kernel gemv: zero points need b=u4 sb=group") end
 %     if not one_of(OUT, "f16", "bf16", "f32") then unsupported("kernel gemv: out must be f16, bf16 or f32") end
@@ -281,38 +285,25 @@ __device__ __forceinline__ u32 mx_scale(u16 e)
 }
 
 // e2m1 (sign, two exponent bits, one mantissa bit) times a block's 2^(e−127), 32 values (a
-// 16-byte chunk) as R pairs of T, pairs (k, k+4) of a word as in the 4-bit integers.  The
-// bits placed at the top of T's exponent and mantissa are the value times 2^-126 (bf16) or
-// 2^-14 (f16), subnormals included.  Where 2^(e−127) times that back, 2^(e−1) (bf16, e <= 128)
-// or 2^(e−113) (f16, 103 <= e <= 128), is a number of T, one fma applies both, rounding the
-// same product once; otherwise one fma takes the value back exactly and one more the scale
-// (exact where T holds the product).  The warp takes one way (a vote), so nothing diverges.
+// 16-byte chunk) as R pairs of T, pairs (k, k+4) of a word as in the 4-bit integers: the bits
+// placed at the top of T's exponent and mantissa are the value times 2^-126 (bf16) or 2^-14
+// (f16), subnormals included; one fma takes that back exactly, and one more the block's scale
+// (exact where T holds the product).  (One fma by 2^(e−1) where that is a number of T, chosen
+// per warp by a vote, ran slower on the H100: the kernel took more registers, and a CTA less
+// of the SM.)
 __device__ __forceinline__ void e2m1_regs(const uint4 &w, u32 (&p)[R], u16 e)
 {
     const u32 v[4] = {w.x, w.y, w.z, w.w};
-    auto bits = [&](int i, int j) {
-        const u32 x = v[i] >> (4 * j);
-        return ((x << 12) & 0x80008000u) | ((x << $(BF and 6 or 9)) & $(BF and "0x01c001c0u" or "0x0e000e00u"));
-    };
-    if (__all_sync(0xffffffffu, e <= 128u$(BF and "" or " && e >= 103u"))) {
-        u32 f = ((u32)e $(BF and "+ 126u) << 7" or "- 98u) << 10");
-        f |= f << 16;
+    const u32 sc = mx_scale(e);
 #pragma unroll
-        for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < 4; ++i)
 #pragma unroll
-            for (int j = 0; j < 4; ++j)
-                asm("fma.rn.$(T)x2 %0, %1, %2, %3;\n" : "=r"(p[4 * i + j]) : "r"(bits(i, j)), "r"(f), "r"(0x80008000u)); // + (−0): a product
-    } else {
-        const u32 sc = mx_scale(e);
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                u32 t;
-                asm("fma.rn.$(T)x2 %0, %1, %2, %3;\n" : "=r"(t) : "r"(bits(i, j)), "r"($(BF and "0x7e807e80u" or "0x74007400u")), "r"(0x80008000u)); // 2^126, 2^14
-                asm("fma.rn.$(T)x2 %0, %1, %2, %3;\n" : "=r"(p[4 * i + j]) : "r"(t), "r"(sc), "r"(0x80008000u));
-            }
-    }
+        for (int j = 0; j < 4; ++j) {
+            const u32 x = v[i] >> (4 * j);
+            u32 t = ((x << 12) & 0x80008000u) | ((x << $(BF and 6 or 9)) & $(BF and "0x01c001c0u" or "0x0e000e00u"));
+            asm("fma.rn.$(T)x2 %0, %1, %2, %3;\n" : "=r"(t) : "r"(t), "r"($(BF and "0x7e807e80u" or "0x74007400u")), "r"(0x80008000u)); // 2^126, 2^14
+            asm("fma.rn.$(T)x2 %0, %1, %2, %3;\n" : "=r"(p[4 * i + j]) : "r"(t), "r"(sc), "r"(0x80008000u)); // + (−0): a product
+        }
 }
 
 % else

@@ -79,9 +79,7 @@ static void fill_elems(qjit_dtype t, void *p, size_t count)
 }
 
 /* Scales of a mode, positive, sized to keep outputs near 1.  e8m0 codes alternate between
- * fills: 124..129 (2^-3..2^2) and 120..128 (2^-7..2); the e2m1 decoders fold the scale into
- * one multiply while every code of a warp's blocks is at most 128, and take two otherwise,
- * so the first range mostly reaches the second way and the other range only the first. */
+ * fills: 124..129 (2^-3..2^2) and 120..128 (2^-7..2). */
 static void fill_scales(qjit_dtype t, void *p, size_t count, float lo, float hi)
 {
     static unsigned fills;
