@@ -24,7 +24,14 @@
 %   serves = function() return one_of(A, "e4m3", "e5m2", "e2m1") and one_of(B, "e4m3", "e2m1") end,
 %   -- 430 TFLOP/s at 128x128x128 w2x4 s3 on H100 (e4m3 row/col, 8192^3), where 128x128x64
 %   -- w2x2 spills.
-%   default = function(m) return choose(128, 128, 128, 2, 4, 3) end,
+%   default = function(m)
+%     -- MXFP4 on sm_90 (qjit-tune on the H100, the eight Llama 3 layers): 64x64x64 won most
+%     -- problems to M = 1024, 128x128x64 most above (where the other won, by 1-4%)
+%     if A == "e2m1" and ARCH >= 90 and BM == 0 then
+%       return (m ~= 0 and m <= 1024) and choose(64, 64, 64, 2, 2, 3) or choose(128, 128, 64, 2, 2, 3)
+%     end
+%     return choose(128, 128, 128, 2, 4, 3)
+%   end,
 %   space = quant_mma_space, -- gemm_stage_plan.cuh
 %   plan = function()
 %     local FP4 = A == "e2m1"

@@ -37,6 +37,10 @@
 %   -- Chosen before the H100 ran it (qjit-tune measures it against the rest): wgmma_f8's tile (part and total accumulators, consumer tiles
 %   -- of 64x128) with 5 stages; MXFP4 (both operands through the expanding producer) 4.
 %   default = function(m)
+%     -- MXFP4 unnamed: mma_f8 (listed after this family) ran every problem of the prefill
+%     -- tuning faster, 1.17-4.0x (qjit-tune on the H100, the eight Llama 3 layers at M = 128-4096:
+%     -- e2m1 expanded to e4m3 in this producer costs more than the tensor cores save)
+%     if A == "e2m1" and BM == 0 and not NAMED then return nil end
 %     -- decode (M <= 64, no tile named): one consumer warpgroup of 64 rows, 6 stages; named
 %     -- by hand on the H100 it ran MXFP8 1x28672x8192 in 190 us, mma_f8's 128x128x128 tile
 %     -- (auto's choice before) in 375 us
