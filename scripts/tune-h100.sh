@@ -14,6 +14,10 @@ out="${OUT:-/tmp/qjit-out}"
 nk="${QJIT_TUNE_NK:-4096x4096,6144x4096,14336x4096,4096x14336,10240x8192,8192x8192,57344x8192,8192x28672}" # Llama 3 8B and 70B
 limit="${QJIT_TUNE_LIMIT:-60}"
 mkdir -p "$out"
+# the cache as scripts/tune-prep.sh packed it (tunecache.tar.xz), where the directory did not travel
+if [ ! -d "$cache" ] && [ -f "$cache.tar.xz" ]; then
+  tar -C "$(dirname "$cache")" -xJf "$cache.tar.xz"
+fi
 export LD_LIBRARY_PATH="$build:$build/deps:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 m="${QJIT_TUNE_M:-1,4,8,16,32,64,128,256,1024,4096}" # one M per bucket (src/select.c)
 # QJIT_TUNE_MATCH (an extended regular expression) keeps the descriptors it matches, to
