@@ -15,7 +15,10 @@ import ctypes
 import statistics
 import sys
 
-import torch
+try:
+    import torch
+except ImportError:  # drawing a plot from a CSV (bench_step.py --plot) needs no torch
+    torch = None
 
 SHAPES = [(1, 28672, 8192), (16, 28672, 8192), (64, 28672, 8192), (1024, 28672, 8192), (4096, 28672, 8192),
           (8192, 8192, 8192)]
@@ -92,6 +95,8 @@ def main():
     ap.add_argument("--w4a16-config", default="",
                     help="descriptor fields added to the W4A16 row, e.g. 'tile=16x64x128 warps=1x4'")
     o = ap.parse_args()
+    if torch is None:
+        sys.exit("bench_quant.py: needs torch with CUDA (pip install torch)")
     shapes = [tuple(int(x) for x in s.split("x")) for s in o.shapes.split(",")] if o.shapes else SHAPES
     torch.manual_seed(0)
     torch.zeros(1, device="cuda")  # makes the primary context current for qjit

@@ -21,7 +21,10 @@ import os
 import statistics
 import sys
 
-import torch
+try:
+    import torch
+except ImportError:  # drawing a plot from a CSV (bench_step.py --plot) needs no torch
+    torch = None
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_quant import Args, Qjit, ptr  # noqa: E402  (ctypes over the public C API)
@@ -213,6 +216,9 @@ def main():
     o = ap.parse_args()
     if o.plot:
         return plot_csv(o.plot, o.png or os.path.splitext(o.plot)[0] + ".png")
+    if torch is None:
+        sys.exit("bench_step.py: the benchmark needs torch with CUDA (pip install torch); "
+                 "--plot CSV draws a plot without it")
     torch.manual_seed(0)
     torch.zeros(1, device="cuda")  # the primary context, current for qjit too
     q = Qjit(o.lib)
@@ -299,7 +305,7 @@ def plot(rows, path, bw, gpu):
     import matplotlib.pyplot as plt
     models = sorted({r["model"] for r in rows}, key=lambda s: int(s.rstrip("b")))
     fig, axes = plt.subplots(1, len(models), figsize=(6.5 * len(models), 4.8), squeeze=False)
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = [plt.get_cmap("tab20")(i) for i in range(20)]  # 13 pairs: no colour twice
     pairs = list(dict.fromkeys(r["pair"] for r in rows))
     for ax, model in zip(axes[0], models):
         for i, pair in enumerate(pairs):
@@ -307,7 +313,8 @@ def plot(rows, path, bw, gpu):
             if not rs:
                 continue
             c = colors[i % len(colors)]
-            ax.plot([r["m"] for r in rs], [r["qjit_us"] for r in rs], "-o", color=c, label=f"qjit {pair}")
+            ax.plot([r["m"] for r in rs], [r["qjit_us"] for r in rs], "-" + "osD^v"[i % 5], color=c,
+                    label=f"qjit {pair}")
             if any(r["peer_us"] for r in rs):
                 ax.plot([r["m"] for r in rs if r["peer_us"]], [r["peer_us"] for r in rs if r["peer_us"]],
                         "--x", color=c, label=f"{rs[0]['peer']} ({pair})")
