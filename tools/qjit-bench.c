@@ -14,6 +14,7 @@
 #include <ftw.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,6 +165,7 @@ typedef struct bench_opts {
     int get_batches;
     int jit_kernels; /* --jit-kernels N: N generated descriptors instead of jit_descs */
     int launch_count, launch_batch, launch_rounds;
+    int64_t launch_m; /* --launch-m: M of the launch section's problem (N = K = 128) */
     int device;
     uint64_t seed;
 } bench_opts;
@@ -213,6 +215,8 @@ static void usage(FILE *f)
         "  --launch-count N    launches per mode per round (default 20000)\n"
         "  --launch-batch N    launches between synchronizations (default 500)\n"
         "  --launch-rounds N   alternating rounds (default 5)\n"
+        "  --launch-m M        M of the launch problem (default 128; N = K = 128): M <= 16\n"
+        "                      times the decode variant of an auto handle\n"
         "  --device N          CUDA device (default 0)\n"
         "  --seed N            input PRNG seed\n",
         f);
@@ -244,6 +248,7 @@ static void parse_args(int argc, char **argv, bench_opts *o)
     o->launch_count = 20000;
     o->launch_batch = 500;
     o->launch_rounds = 5;
+    o->launch_m = 128;
     o->seed = 0x5eed;
 
     for (int i = 1; i < argc; i++) {
@@ -330,6 +335,9 @@ static void parse_args(int argc, char **argv, bench_opts *o)
         } else if (!strcmp(a, "--launch-rounds")) {
             NEED_VALUE();
             o->launch_rounds = (int)parse_long(v, a, 1);
+        } else if (!strcmp(a, "--launch-m")) {
+            NEED_VALUE();
+            o->launch_m = parse_long(v, a, 1);
         } else if (!strcmp(a, "--device")) {
             NEED_VALUE();
             o->device = (int)parse_long(v, a, 0);
@@ -1274,14 +1282,14 @@ static void run_launch(bench_env *env)
 {
     const bench_opts *o = env->o;
     launch_summary *ls = &launchsum;
-    const int64_t S = 128;
+    const int64_t S = 128, LM = o->launch_m;
     const char *text = o->desc_text ? o->desc_text : "gemm a=bf16 b=bf16 out=bf16";
     qjit_gemm_desc d;
     qjit_gemm *g;
     qjit_status s;
 
     memset(ls, 0, sizeof *ls);
-    printf("\n== Launch overhead (host time per enqueue, %lldx%lldx%lld, %s)\n", (long long)S,
+    printf("\n== Launch overhead (host time per enqueue, %lldx%lldx%lld, %s)\n", (long long)LM,
            (long long)S, (long long)S, text);
     if ((s = qjit_gemm_desc_parse(text, &d)) != QJIT_OK ||
         (s = qjit_context_get_gemm(env->ctx, &d, NULL, &g)) != QJIT_OK) {
@@ -1289,33 +1297,62 @@ static void run_launch(bench_env *env)
         return;
     }
     qjit_dtype in = d.a, out = d.out == QJIT_DTYPE_NONE ? d.a : d.out;
-    if ((in != QJIT_DTYPE_F16 && in != QJIT_DTYPE_BF16) || d.a != d.b || d.sa || d.sb ||
-        d.bias) {
-        printf("  skipped: the launch section needs a plain f16/bf16 descriptor\n");
-        return;
-    }
+    /* A plain f16/bf16 descriptor gets a host spot check too; a quantized one (any pair,
+     * scales, bias) is checked by the raw launch's bytes against qjit_gemm_launch's, on
+     * operands of small values and scales near 1 (e8m0 codes 127), and its cuBLAS column is
+     * the bf16 GEMM of the same shape. */
+    const bool plain = (in == QJIT_DTYPE_F16 || in == QJIT_DTYPE_BF16) && d.a == d.b && !d.sa &&
+                       !d.sb && !d.bias;
+    const qjit_dtype pin = plain ? in : QJIT_DTYPE_BF16, pout = plain ? out : QJIT_DTYPE_BF16;
+    void *extra[4] = {NULL, NULL, NULL, NULL}; /* scale_a, scale_b, zeros_b, bias */
 
     gemm_problem p;
     memset(&p, 0, sizeof p);
-    p.s = (shape){S, S, S};
-    p.in = in;
-    p.out = out;
+    p.s = (shape){LM, S, S};
+    p.in = pin;
+    p.out = pout;
     p.nsets = 1;
-    p.a_bytes = (size_t)(S * S) * dtype_size(in);
-    p.b_bytes = p.a_bytes;
-    p.d_bytes = (size_t)(S * S) * dtype_size(out);
+    p.a_bytes = (size_t)(LM * S) * 2; /* room for any A type (at most 16 bits) */
+    p.b_bytes = (size_t)(S * S) * 2;
+    p.d_bytes = (size_t)(LM * S) * (dtype_size(out) > dtype_size(pout) ? dtype_size(out) : dtype_size(pout));
     p.ha = xmalloc(p.a_bytes);
     p.hb = xmalloc(p.b_bytes);
-    fill_host(p.ha, p.a_bytes / 2, in, o->seed + 7);
-    fill_host(p.hb, p.b_bytes / 2, in, o->seed + 8);
+    if (plain) {
+        fill_host(p.ha, p.a_bytes / 2, in, o->seed + 7);
+        fill_host(p.hb, p.b_bytes / 2, in, o->seed + 8);
+    } else {
+        /* 16-bit A as values in [-1, 1); 8- and 4-bit codes of small magnitude (bits 0x37 of
+         * each byte: no e4m3 NaN, s8 within 0..55) */
+        uint64_t st = o->seed + 7;
+        if (in == QJIT_DTYPE_F16 || in == QJIT_DTYPE_BF16)
+            fill_host(p.ha, p.a_bytes / 2, in, o->seed + 7);
+        else
+            for (size_t i = 0; i < p.a_bytes; i++)
+                ((unsigned char *)p.ha)[i] = (unsigned char)(rng_next(&st) & 0x37u);
+        for (size_t i = 0; i < p.b_bytes; i++)
+            ((unsigned char *)p.hb)[i] = (unsigned char)(rng_next(&st) & 0x37u);
+        /* scales, zeros and bias: bytes 0x3c (f32 0.0115, f16 1.06, bf16 0.0115), e8m0 127 */
+        const size_t n = (size_t)(S * S) * 4;
+        for (int i = 0; i < 4; i++) {
+            const bool mx = (i == 0 && d.sa == QJIT_SCALE_MX) || (i == 1 && d.sb == QJIT_SCALE_MX);
+            CUDA_CHECK(cudaMalloc(&extra[i], n));
+            CUDA_CHECK(cudaMemset(extra[i], mx ? 0x7f : 0x3c, n));
+        }
+    }
     CUDA_CHECK(cudaMalloc(&p.a[0], p.a_bytes));
     CUDA_CHECK(cudaMalloc(&p.b[0], p.b_bytes));
     CUDA_CHECK(cudaMalloc(&p.d[0], p.d_bytes));
     CUDA_CHECK(cudaMemcpy(p.a[0], p.ha, p.a_bytes, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(p.b[0], p.hb, p.b_bytes, cudaMemcpyHostToDevice));
 
-    qjit_gemm_args args = {.a = p.a[0], .b = p.b[0], .d = p.d[0], .m = S, .n = S, .k = S,
+    qjit_gemm_args args = {.a = p.a[0], .b = p.b[0], .d = p.d[0], .m = LM, .n = S, .k = S,
                            .lda = S, .ldb = S, .ldd = S};
+    if (!plain) {
+        args.scale_a = d.sa ? extra[0] : NULL;
+        args.scale_b = d.sb ? extra[1] : NULL;
+        args.zeros_b = d.zeros ? extra[2] : NULL;
+        args.bias = d.bias ? extra[3] : NULL;
+    }
     qjit_launch_config cfg;
     if ((s = qjit_gemm_launch_config(g, &args, &cfg)) != QJIT_OK) {
         printf("  skipped: qjit_gemm_launch_config: %s: %s\n", qjit_status_string(s),
@@ -1325,6 +1362,11 @@ static void run_launch(bench_env *env)
     if (!cfg.function || cfg.params_size == 0 || cfg.params_size > sizeof cfg.params)
         die("qjit_gemm_launch_config gave function %p, params_size %zu", cfg.function,
             cfg.params_size);
+    if (cfg.cluster_z > 1) {
+        printf("  skipped: this variant runs in clusters of %u CTAs, which a raw cuLaunchKernel "
+               "does not ask for (try another --launch-m)\n", cfg.cluster_z);
+        goto done;
+    }
 
     launch_kernel_fn launch_kernel = NULL;
     enum cudaDriverEntryPointQueryResult q;
@@ -1355,9 +1397,14 @@ static void run_launch(bench_env *env)
         CUDA_CHECK(cudaStreamSynchronize(env->stream));
         CUDA_CHECK(cudaMemcpy(h2, p.d[0], p.d_bytes, cudaMemcpyDeviceToHost));
         ls->identical = memcmp(h1, h2, p.d_bytes) == 0;
-        double e = spot_error(&p, h2, o->seed + 3);
-        printf("  raw launch output %s qjit_gemm_launch's; spot error vs host %.2e%s\n",
-               ls->identical ? "==" : "!=", e, e <= ERR_LIMIT ? "" : "  <-- WRONG");
+        if (plain) {
+            double e = spot_error(&p, h2, o->seed + 3);
+            printf("  raw launch output %s qjit_gemm_launch's; spot error vs host %.2e%s\n",
+                   ls->identical ? "==" : "!=", e, e <= ERR_LIMIT ? "" : "  <-- WRONG");
+        } else {
+            printf("  raw launch output %s qjit_gemm_launch's (a quantized pair: no host check)%s\n",
+                   ls->identical ? "==" : "!=", ls->identical ? "" : "  <-- WRONG");
+        }
         free(h1);
         free(h2);
     }
@@ -1396,10 +1443,10 @@ static void run_launch(bench_env *env)
                 } else {
                     /* the peer's host cost for the same GEMM */
                     for (int i = 0; i < o->launch_batch; i++)
-                        bad |= cublasGemmEx(env->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)S, (int)S,
-                                            (int)S, &alpha, p.b[0], dtype_cuda(in), (int)S,
-                                            p.a[0], dtype_cuda(in), (int)S, &beta, p.d[0],
-                                            dtype_cuda(out), (int)S, CUBLAS_COMPUTE_32F,
+                        bad |= cublasGemmEx(env->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)S, (int)LM,
+                                            (int)S, &alpha, p.b[0], dtype_cuda(pin), (int)S,
+                                            p.a[0], dtype_cuda(pin), (int)S, &beta, p.d[0],
+                                            dtype_cuda(pout), (int)S, CUBLAS_COMPUTE_32F,
                                             CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS;
                 }
                 double t1 = now_ns();
@@ -1437,6 +1484,9 @@ static void run_launch(bench_env *env)
         free(m[i]);
     free(diff);
 done:
+    for (int i = 0; i < 4; i++)
+        if (extra[i])
+            CUDA_CHECK(cudaFree(extra[i]));
     problem_free(&p);
 }
 
