@@ -239,11 +239,27 @@ static qjit_gemm_args args_of(const operands *o, const qjit_gemm_desc *d,
 }
 
 /* ------------------------------------------------------------ checking */
-static double out_value(qjit_dtype t, const uint8_t *p, int64_t i)
+/* f16 → f32 for every code: the check reads each output value twice, hundreds of millions
+ * of them for a prefill problem, where a library call a value took seconds a candidate
+ * (docs/NOTES.md, "The tuner's check"). */
+static float f16_table[65536];
+static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
+static void f16_table_make(void)
+{
+    for (uint32_t h = 0; h < 65536; h++)
+        f16_table[h] = qjit_f16_to_f32((uint16_t)h);
+}
+
+static inline double out_value(qjit_dtype t, const uint8_t *p, int64_t i)
 {
     switch (t) {
-    case QJIT_DTYPE_F16: return qjit_f16_to_f32(((const uint16_t *)p)[i]);
-    case QJIT_DTYPE_BF16: return qjit_bf16_to_f32(((const uint16_t *)p)[i]);
+    case QJIT_DTYPE_F16: return f16_table[((const uint16_t *)p)[i]];
+    case QJIT_DTYPE_BF16: {
+        const uint32_t u = (uint32_t)((const uint16_t *)p)[i] << 16;
+        float f;
+        memcpy(&f, &u, sizeof f);
+        return f;
+    }
     default: return ((const float *)p)[i];
     }
 }
@@ -262,20 +278,106 @@ static double tolerance(const qjit_gemm_desc *d)
     return 2 * (out + work);
 }
 
-/* The normalized error of got against ref; < 0 when got has a NaN where ref has none
- * (an output left poisoned). */
-static double nerr(qjit_dtype t, const uint8_t *got, const uint8_t *ref, int64_t count)
+/* The normalized error of got against ref, summed in chunks of NERR_CHUNK values on up to
+ * NERR_THREADS threads; each chunk's sums are kept apart and added in chunk order, so the
+ * result does not depend on how many threads ran.  < 0 when got has a NaN where ref has
+ * none (an output left poisoned). */
+#define NERR_CHUNK ((int64_t)1 << 21)
+#define NERR_THREADS 16
+typedef struct nerr_job {
+    qjit_dtype t;
+    const uint8_t *got, *ref;
+    int64_t count, chunks, next;
+    double *num, *den; /* per chunk */
+    bool *nan;         /* per chunk */
+    pthread_mutex_t mu;
+} nerr_job;
+
+/* Sums of values [lo, hi) into slot c. */
+static void nerr_range(nerr_job *j, int64_t lo, int64_t hi, int64_t c)
 {
     double num = 0, den = 0;
-    for (int64_t i = 0; i < count; i++) {
-        double g = out_value(t, got, i), r = out_value(t, ref, i);
+    bool nan = false;
+    for (int64_t i = lo; i < hi; i++) {
+        const double g = out_value(j->t, j->got, i), r = out_value(j->t, j->ref, i);
         if (isnan(r))
             continue;
-        if (isnan(g))
-            return -1;
+        if (isnan(g)) {
+            nan = true;
+            break;
+        }
         num += (g - r) * (g - r);
         den += r * r;
     }
+    j->num[c] = num;
+    j->den[c] = den;
+    j->nan[c] = nan;
+}
+
+static void *nerr_worker(void *p)
+{
+    nerr_job *j = p;
+    for (;;) {
+        pthread_mutex_lock(&j->mu);
+        const int64_t c = j->next++;
+        pthread_mutex_unlock(&j->mu);
+        if (c >= j->chunks)
+            return NULL;
+        const int64_t lo = c * NERR_CHUNK;
+        nerr_range(j, lo, lo + NERR_CHUNK < j->count ? lo + NERR_CHUNK : j->count, c);
+    }
+}
+
+static double nerr(qjit_dtype t, const uint8_t *got, const uint8_t *ref, int64_t count)
+{
+    pthread_once(&f16_once, f16_table_make);
+    nerr_job j = {.t = t, .got = got, .ref = ref, .count = count,
+                  .chunks = (count + NERR_CHUNK - 1) / NERR_CHUNK};
+    double num1, den1;
+    bool nan1;
+    if (j.chunks > 1) {
+        j.num = malloc((size_t)j.chunks * sizeof *j.num);
+        j.den = malloc((size_t)j.chunks * sizeof *j.den);
+        j.nan = malloc((size_t)j.chunks * sizeof *j.nan);
+    }
+    if (!j.num || !j.den || !j.nan) { /* one chunk (or no memory for more): here, at once */
+        free(j.num);
+        free(j.den);
+        free(j.nan);
+        j.num = &num1, j.den = &den1, j.nan = &nan1;
+        nerr_range(&j, 0, count, 0);
+        if (nan1)
+            return -1;
+        return den1 > 0 ? sqrt(num1 / den1) : sqrt(num1);
+    }
+    pthread_mutex_init(&j.mu, NULL);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int want = cores > 1 ? (int)cores : 1;
+    if (want > NERR_THREADS)
+        want = NERR_THREADS;
+    if ((int64_t)want > j.chunks)
+        want = (int)j.chunks;
+    pthread_t tid[NERR_THREADS];
+    int started = 0;
+    for (int i = 1; i < want; i++) /* this thread is one of them */
+        if (pthread_create(&tid[started], NULL, nerr_worker, &j) == 0)
+            started++;
+    nerr_worker(&j);
+    for (int i = 0; i < started; i++)
+        pthread_join(tid[i], NULL);
+    pthread_mutex_destroy(&j.mu);
+    double num = 0, den = 0;
+    bool nan = false;
+    for (int64_t c = 0; c < j.chunks; c++) {
+        num += j.num[c];
+        den += j.den[c];
+        nan |= j.nan[c];
+    }
+    free(j.num);
+    free(j.den);
+    free(j.nan);
+    if (nan)
+        return -1;
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
