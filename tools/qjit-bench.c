@@ -165,7 +165,7 @@ typedef struct bench_opts {
     int get_batches;
     int jit_kernels; /* --jit-kernels N: N generated descriptors instead of jit_descs */
     int launch_count, launch_batch, launch_rounds;
-    int64_t launch_m; /* --launch-m: M of the launch section's problem (N = K = 128) */
+    int64_t launch_m, launch_n, launch_k; /* --launch-m, --launch-nk: the launch problem */
     int device;
     uint64_t seed;
 } bench_opts;
@@ -215,8 +215,10 @@ static void usage(FILE *f)
         "  --launch-count N    launches per mode per round (default 20000)\n"
         "  --launch-batch N    launches between synchronizations (default 500)\n"
         "  --launch-rounds N   alternating rounds (default 5)\n"
-        "  --launch-m M        M of the launch problem (default 128; N = K = 128): M <= 16\n"
-        "                      times the decode variant of an auto handle\n"
+        "  --launch-m M        M of the launch problem (default 128): M <= 16 times an auto\n"
+        "                      handle's decode variant\n"
+        "  --launch-nk NxK     N and K of the launch problem (default 128x128); a layer's\n"
+        "                      shape (4096x4096) times the variant its tuned record names\n"
         "  --device N          CUDA device (default 0)\n"
         "  --seed N            input PRNG seed\n",
         f);
@@ -248,7 +250,7 @@ static void parse_args(int argc, char **argv, bench_opts *o)
     o->launch_count = 20000;
     o->launch_batch = 500;
     o->launch_rounds = 5;
-    o->launch_m = 128;
+    o->launch_m = o->launch_n = o->launch_k = 128;
     o->seed = 0x5eed;
 
     for (int i = 1; i < argc; i++) {
@@ -338,6 +340,16 @@ static void parse_args(int argc, char **argv, bench_opts *o)
         } else if (!strcmp(a, "--launch-m")) {
             NEED_VALUE();
             o->launch_m = parse_long(v, a, 1);
+            if (o->launch_m > 65536)
+                die("--launch-m: at most 65536");
+        } else if (!strcmp(a, "--launch-nk")) {
+            NEED_VALUE();
+            long long nn = 0, kk = 0;
+            if (sscanf(v, "%lldx%lld", &nn, &kk) != 2 || nn < 1 || kk < 1 || nn > 65536 ||
+                kk > 65536)
+                die("--launch-nk: NxK, each 1..65536 (got '%s')", v);
+            o->launch_n = nn;
+            o->launch_k = kk;
         } else if (!strcmp(a, "--device")) {
             NEED_VALUE();
             o->device = (int)parse_long(v, a, 0);
@@ -430,6 +442,8 @@ static launch_summary launchsum;
 typedef CUresult(CUDAAPI *launch_kernel_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned,
                                             unsigned, unsigned, unsigned, CUstream, void **,
                                             void **);
+typedef CUresult(CUDAAPI *launch_kernel_ex_fn)(const CUlaunchConfig *, CUfunction, void **,
+                                               void **);
 
 typedef struct bench_env {
     const bench_opts *o;
@@ -1282,7 +1296,7 @@ static void run_launch(bench_env *env)
 {
     const bench_opts *o = env->o;
     launch_summary *ls = &launchsum;
-    const int64_t S = 128, LM = o->launch_m;
+    const int64_t LM = o->launch_m, LN = o->launch_n, LK = o->launch_k;
     const char *text = o->desc_text ? o->desc_text : "gemm a=bf16 b=bf16 out=bf16";
     qjit_gemm_desc d;
     qjit_gemm *g;
@@ -1290,7 +1304,7 @@ static void run_launch(bench_env *env)
 
     memset(ls, 0, sizeof *ls);
     printf("\n== Launch overhead (host time per enqueue, %lldx%lldx%lld, %s)\n", (long long)LM,
-           (long long)S, (long long)S, text);
+           (long long)LN, (long long)LK, text);
     if ((s = qjit_gemm_desc_parse(text, &d)) != QJIT_OK ||
         (s = qjit_context_get_gemm(env->ctx, &d, NULL, &g)) != QJIT_OK) {
         printf("  skipped: %s: %s\n", qjit_status_string(s), qjit_last_error());
@@ -1299,22 +1313,24 @@ static void run_launch(bench_env *env)
     qjit_dtype in = d.a, out = d.out == QJIT_DTYPE_NONE ? d.a : d.out;
     /* A plain f16/bf16 descriptor gets a host spot check too; a quantized one (any pair,
      * scales, bias) is checked by the raw launch's bytes against qjit_gemm_launch's, on
-     * operands of small values and scales near 1 (e8m0 codes 127), and its cuBLAS column is
-     * the bf16 GEMM of the same shape. */
+     * operands of small codes and moderate scales (bytes 0x3c: f32 and bf16 0.0115, f16 1.06;
+     * e8m0 127, that is 1), and its cuBLAS column is the bf16 GEMM of the same shape.  The
+     * peer's output is the descriptor's where cuBLAS has that pair of types, else f32. */
     const bool plain = (in == QJIT_DTYPE_F16 || in == QJIT_DTYPE_BF16) && d.a == d.b && !d.sa &&
                        !d.sb && !d.bias;
-    const qjit_dtype pin = plain ? in : QJIT_DTYPE_BF16, pout = plain ? out : QJIT_DTYPE_BF16;
+    const qjit_dtype pin = plain ? in : QJIT_DTYPE_BF16;
+    const qjit_dtype pout = (out == pin || out == QJIT_DTYPE_F32) ? out : QJIT_DTYPE_F32;
     void *extra[4] = {NULL, NULL, NULL, NULL}; /* scale_a, scale_b, zeros_b, bias */
 
     gemm_problem p;
     memset(&p, 0, sizeof p);
-    p.s = (shape){LM, S, S};
+    p.s = (shape){LM, LN, LK};
     p.in = pin;
-    p.out = pout;
+    p.out = out; /* what qjit writes (the spot check reads it so) */
     p.nsets = 1;
-    p.a_bytes = (size_t)(LM * S) * 2; /* room for any A type (at most 16 bits) */
-    p.b_bytes = (size_t)(S * S) * 2;
-    p.d_bytes = (size_t)(LM * S) * (dtype_size(out) > dtype_size(pout) ? dtype_size(out) : dtype_size(pout));
+    p.a_bytes = (size_t)(LM * LK) * 2; /* room for any A type (at most 16 bits) */
+    p.b_bytes = (size_t)(LN * LK) * 2;
+    p.d_bytes = (size_t)(LM * LN) * (dtype_size(out) > dtype_size(pout) ? dtype_size(out) : dtype_size(pout));
     p.ha = xmalloc(p.a_bytes);
     p.hb = xmalloc(p.b_bytes);
     if (plain) {
@@ -1331,8 +1347,10 @@ static void run_launch(bench_env *env)
                 ((unsigned char *)p.ha)[i] = (unsigned char)(rng_next(&st) & 0x37u);
         for (size_t i = 0; i < p.b_bytes; i++)
             ((unsigned char *)p.hb)[i] = (unsigned char)(rng_next(&st) & 0x37u);
-        /* scales, zeros and bias: bytes 0x3c (f32 0.0115, f16 1.06, bf16 0.0115), e8m0 127 */
-        const size_t n = (size_t)(S * S) * 4;
+        /* scales, zeros and bias: bytes 0x3c, e8m0 127; room for the largest mode of each
+         * side (row, block, group, mx: at most one 4-byte value an element of a row) */
+        const int64_t rows = LM > LN ? LM : LN;
+        const size_t n = (size_t)(rows * LK) * 4;
         for (int i = 0; i < 4; i++) {
             const bool mx = (i == 0 && d.sa == QJIT_SCALE_MX) || (i == 1 && d.sb == QJIT_SCALE_MX);
             CUDA_CHECK(cudaMalloc(&extra[i], n));
@@ -1345,8 +1363,13 @@ static void run_launch(bench_env *env)
     CUDA_CHECK(cudaMemcpy(p.a[0], p.ha, p.a_bytes, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(p.b[0], p.hb, p.b_bytes, cudaMemcpyHostToDevice));
 
-    qjit_gemm_args args = {.a = p.a[0], .b = p.b[0], .d = p.d[0], .m = LM, .n = S, .k = S,
-                           .lda = S, .ldb = S, .ldd = S};
+    qjit_gemm_args args = {.a = p.a[0], .b = p.b[0], .d = p.d[0], .m = LM, .n = LN, .k = LK,
+                           .lda = LK, .ldb = LK, .ldd = LN};
+    {
+        qjit_gemm_variant v;
+        if (qjit_gemm_choose(g, LM, LN, LK, &v) == QJIT_OK)
+            printf("  runs %s (%s)\n", v.text, v.tuned ? "tuned" : "heuristic");
+    }
     if (!plain) {
         args.scale_a = d.sa ? extra[0] : NULL;
         args.scale_b = d.sb ? extra[1] : NULL;
@@ -1362,25 +1385,39 @@ static void run_launch(bench_env *env)
     if (!cfg.function || cfg.params_size == 0 || cfg.params_size > sizeof cfg.params)
         die("qjit_gemm_launch_config gave function %p, params_size %zu", cfg.function,
             cfg.params_size);
-    if (cfg.cluster_z > 1) {
-        printf("  skipped: this variant runs in clusters of %u CTAs, which a raw cuLaunchKernel "
-               "does not ask for (try another --launch-m)\n", cfg.cluster_z);
-        goto done;
-    }
 
     launch_kernel_fn launch_kernel = NULL;
+    launch_kernel_ex_fn launch_kernel_ex = NULL;
     enum cudaDriverEntryPointQueryResult q;
     CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuLaunchKernel", (void **)&launch_kernel, 12000,
                                                 cudaEnableDefault, &q));
     if (q != cudaDriverEntryPointSuccess || !launch_kernel)
         die("cuLaunchKernel not found in the driver (query result %d)", (int)q);
+    /* a variant in clusters (K split across a cluster) is launched raw as it must be: with
+     * cuLaunchKernelEx and the cluster dimension */
+    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuLaunchKernelEx", (void **)&launch_kernel_ex,
+                                                12000, cudaEnableDefault, &q));
+    if (q != cudaDriverEntryPointSuccess || !launch_kernel_ex)
+        die("cuLaunchKernelEx not found in the driver (query result %d)", (int)q);
 
     void *kparams[1] = {cfg.params};
     CUfunction fn = (CUfunction)cfg.function;
     CUstream cs = (CUstream)env->stream;
+    CUlaunchAttribute cluster_attr;
+    memset(&cluster_attr, 0, sizeof cluster_attr);
+    cluster_attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    cluster_attr.value.clusterDim.x = 1;
+    cluster_attr.value.clusterDim.y = 1;
+    cluster_attr.value.clusterDim.z = cfg.cluster_z;
+    CUlaunchConfig lc = {.gridDimX = cfg.grid[0], .gridDimY = cfg.grid[1], .gridDimZ = cfg.grid[2],
+                         .blockDimX = cfg.block[0], .blockDimY = cfg.block[1],
+                         .blockDimZ = cfg.block[2], .sharedMemBytes = cfg.shared_bytes,
+                         .hStream = cs, .attrs = &cluster_attr, .numAttrs = 1};
 #define RAW_LAUNCH()                                                                       \
-    launch_kernel(fn, cfg.grid[0], cfg.grid[1], cfg.grid[2], cfg.block[0], cfg.block[1],  \
-                  cfg.block[2], cfg.shared_bytes, cs, kparams, NULL)
+    (cfg.cluster_z > 1 ? launch_kernel_ex(&lc, fn, kparams, NULL)                          \
+                       : launch_kernel(fn, cfg.grid[0], cfg.grid[1], cfg.grid[2],          \
+                                       cfg.block[0], cfg.block[1], cfg.block[2],            \
+                                       cfg.shared_bytes, cs, kparams, NULL))
 
     /* The raw launch must compute what qjit's does, or the comparison means nothing. */
     {
@@ -1421,7 +1458,10 @@ static void run_launch(bench_env *env)
     for (int i = 0; i < o->launch_batch; i++) {
         if (qjit_gemm_launch(g, &args, env->stream) != QJIT_OK || RAW_LAUNCH() != CUDA_SUCCESS)
             die("warm-up launch failed: %s", qjit_last_error());
-        launch_cublas(env, &p, 0);
+        CUBLAS_CHECK(cublasGemmEx(env->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)LN, (int)LM, (int)LK,
+                                  &alpha, p.b[0], dtype_cuda(pin), (int)LK, p.a[0],
+                                  dtype_cuda(pin), (int)LK, &beta, p.d[0], dtype_cuda(pout),
+                                  (int)LN, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     }
     CUDA_CHECK(cudaStreamSynchronize(env->stream));
 
@@ -1443,10 +1483,10 @@ static void run_launch(bench_env *env)
                 } else {
                     /* the peer's host cost for the same GEMM */
                     for (int i = 0; i < o->launch_batch; i++)
-                        bad |= cublasGemmEx(env->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)S, (int)LM,
-                                            (int)S, &alpha, p.b[0], dtype_cuda(pin), (int)S,
-                                            p.a[0], dtype_cuda(pin), (int)S, &beta, p.d[0],
-                                            dtype_cuda(pout), (int)S, CUBLAS_COMPUTE_32F,
+                        bad |= cublasGemmEx(env->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)LN, (int)LM,
+                                            (int)LK, &alpha, p.b[0], dtype_cuda(pin), (int)LK,
+                                            p.a[0], dtype_cuda(pin), (int)LK, &beta, p.d[0],
+                                            dtype_cuda(pout), (int)LN, CUBLAS_COMPUTE_32F,
                                             CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS;
                 }
                 double t1 = now_ns();
@@ -1475,11 +1515,11 @@ static void run_launch(bench_env *env)
            nm, o->launch_batch, cfg.grid[0], cfg.grid[1], cfg.grid[2], cfg.block[0],
            cfg.block[1], cfg.block[2], cfg.shared_bytes, cfg.params_size);
     shape sh = p.s;
-    csv_row("launch", NULL, dtype_name(in), &sh, text, "qjit_launch_ns", ls->qjit_ns, "ns");
-    csv_row("launch", NULL, dtype_name(in), &sh, text, "raw_culaunchkernel_ns", ls->raw_ns, "ns");
-    csv_row("launch", NULL, dtype_name(in), &sh, text, "qjit_minus_raw_ns", ls->diff_ns, "ns");
-    csv_row("launch", NULL, dtype_name(in), &sh, text, "cublas_launch_ns", ls->cublas_ns, "ns");
-    csv_row("launch", NULL, dtype_name(in), &sh, text, "raw_output_identical", ls->identical, "");
+    csv_row("launch", NULL, plain ? dtype_name(in) : "quant", &sh, text, "qjit_launch_ns", ls->qjit_ns, "ns");
+    csv_row("launch", NULL, plain ? dtype_name(in) : "quant", &sh, text, "raw_culaunchkernel_ns", ls->raw_ns, "ns");
+    csv_row("launch", NULL, plain ? dtype_name(in) : "quant", &sh, text, "qjit_minus_raw_ns", ls->diff_ns, "ns");
+    csv_row("launch", NULL, plain ? dtype_name(in) : "quant", &sh, text, "cublas_launch_ns", ls->cublas_ns, "ns");
+    csv_row("launch", NULL, plain ? dtype_name(in) : "quant", &sh, text, "raw_output_identical", ls->identical, "");
     for (int i = 0; i < 3; i++)
         free(m[i]);
     free(diff);
