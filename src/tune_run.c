@@ -76,6 +76,70 @@ static float uni(uint64_t *s, float lo, float hi)
     return lo + (hi - lo) * (float)((next(s) >> 40) & 0xffffff) / 16777216.0f;
 }
 
+/* Operand values [lo, hi) of t from the generator state s (see fill). */
+static void fill_range(uint64_t s, qjit_dtype t, uint8_t *p, int64_t lo, int64_t hi)
+{
+    /* random sign, mantissa and an exponent in a small range, written as bits (a few ns a
+     * value; through floats it was about 22): magnitudes in [1/16, 1) for f16/bf16, [1/8, 2)
+     * for e4m3, [1/4, 4) for e5m2, never NaN or zero */
+    for (int64_t i = lo; i < hi; i++) {
+        const uint64_t r = next(&s);
+        switch (t) {
+        case QJIT_DTYPE_F16:
+            ((uint16_t *)p)[i] = (uint16_t)((r & 0x83ff) | ((11 + ((r >> 10) & 3)) << 10));
+            break;
+        case QJIT_DTYPE_BF16:
+            ((uint16_t *)p)[i] = (uint16_t)((r & 0x807f) | ((123 + ((r >> 7) & 3)) << 7));
+            break;
+        case QJIT_DTYPE_F32: ((float *)p)[i] = uni(&s, -1, 1); break;
+        case QJIT_DTYPE_E4M3: p[i] = (uint8_t)((r & 0x87) | ((4 + ((r >> 3) & 3)) << 3)); break;
+        case QJIT_DTYPE_E5M2: p[i] = (uint8_t)((r & 0x83) | ((13 + ((r >> 2) & 3)) << 2)); break;
+        case QJIT_DTYPE_S8: p[i] = (uint8_t)(r >> 56); break;
+        default: /* 4-bit: two a byte (lo and hi even) */
+            if (i % 2 == 0)
+                p[i / 2] = (uint8_t)(r >> 56);
+            break;
+        }
+    }
+}
+
+/* Operands fill in chunks of FILL_CHUNK values, each from its own state (the chunk's index
+ * mixed into the caller's), on up to FILL_THREADS threads: the values do not depend on how
+ * many ran.  A prefill problem's weights are hundreds of millions of values (2.6 s for
+ * 57344×8192 bf16 on one core). */
+#define FILL_CHUNK ((int64_t)1 << 20)
+#define FILL_THREADS 16
+typedef struct fill_job {
+    uint64_t base;
+    qjit_dtype t;
+    uint8_t *p;
+    int64_t count, chunks, next;
+    pthread_mutex_t mu;
+} fill_job;
+
+static uint64_t chunk_state(uint64_t base, int64_t c)
+{
+    uint64_t z = base + 0x9e3779b97f4a7c15ull * (uint64_t)(c + 1); /* splitmix64 */
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return z ? z : 1; /* xorshift's state is never 0 */
+}
+
+static void *fill_worker(void *arg)
+{
+    fill_job *j = arg;
+    for (;;) {
+        pthread_mutex_lock(&j->mu);
+        const int64_t c = j->next++;
+        pthread_mutex_unlock(&j->mu);
+        if (c >= j->chunks)
+            return NULL;
+        const int64_t lo = c * FILL_CHUNK, hi = lo + FILL_CHUNK < j->count ? lo + FILL_CHUNK : j->count;
+        fill_range(chunk_state(j->base, c), j->t, j->p, lo, hi);
+    }
+}
+
 /* count random elements of t (never all zero); scales in [lo, hi] when scale is set. */
 static void fill(uint64_t *s, qjit_dtype t, uint8_t *p, int64_t count, bool scale, float lo,
                  float hi)
@@ -92,28 +156,24 @@ static void fill(uint64_t *s, qjit_dtype t, uint8_t *p, int64_t count, bool scal
         }
         return;
     }
-    /* operands (up to hundreds of MB): random sign, mantissa and an exponent in a small
-     * range, written as bits (a few ns a value; through floats it was about 22): magnitudes
-     * in [1/16, 1) for f16/bf16, [1/8, 2) for e4m3, [1/4, 4) for e5m2, never NaN or zero */
-    for (int64_t i = 0; i < count; i++) {
-        const uint64_t r = next(s);
-        switch (t) {
-        case QJIT_DTYPE_F16:
-            ((uint16_t *)p)[i] = (uint16_t)((r & 0x83ff) | ((11 + ((r >> 10) & 3)) << 10));
-            break;
-        case QJIT_DTYPE_BF16:
-            ((uint16_t *)p)[i] = (uint16_t)((r & 0x807f) | ((123 + ((r >> 7) & 3)) << 7));
-            break;
-        case QJIT_DTYPE_F32: ((float *)p)[i] = uni(s, -1, 1); break;
-        case QJIT_DTYPE_E4M3: p[i] = (uint8_t)((r & 0x87) | ((4 + ((r >> 3) & 3)) << 3)); break;
-        case QJIT_DTYPE_E5M2: p[i] = (uint8_t)((r & 0x83) | ((13 + ((r >> 2) & 3)) << 2)); break;
-        case QJIT_DTYPE_S8: p[i] = (uint8_t)(r >> 56); break;
-        default: /* 4-bit: two a byte */
-            if (i % 2 == 0)
-                p[i / 2] = (uint8_t)(r >> 56);
-            break;
-        }
-    }
+    fill_job j = {.base = next(s), .t = t, .p = p, .count = count,
+                  .chunks = (count + FILL_CHUNK - 1) / FILL_CHUNK};
+    pthread_mutex_init(&j.mu, NULL);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int want = cores > 1 ? (int)cores : 1;
+    if (want > FILL_THREADS)
+        want = FILL_THREADS;
+    if ((int64_t)want > j.chunks)
+        want = (int)(j.chunks > 0 ? j.chunks : 1);
+    pthread_t tid[FILL_THREADS];
+    int started = 0;
+    for (int i = 1; i < want; i++)
+        if (pthread_create(&tid[started], NULL, fill_worker, &j) == 0)
+            started++;
+    fill_worker(&j);
+    for (int i = 0; i < started; i++)
+        pthread_join(tid[i], NULL);
+    pthread_mutex_destroy(&j.mu);
 }
 
 /* One problem's operands in `copies` copies (A, B, scales), a bias, and two outputs. */
