@@ -103,18 +103,61 @@ static void fill_range(uint64_t s, qjit_dtype t, uint8_t *p, int64_t lo, int64_t
     }
 }
 
-/* Operands fill in chunks of FILL_CHUNK values, each from its own state (the chunk's index
- * mixed into the caller's), on up to FILL_THREADS threads: the values do not depend on how
- * many ran.  A prefill problem's weights are hundreds of millions of values (2.6 s for
- * 57344×8192 bf16 on one core). */
+/* fn(arg, c, lo, hi) over the chunks [c·chunk, min((c+1)·chunk, count)) of count values, on
+ * up to CHUNK_THREADS threads (this one among them), each chunk once.  What a chunk computes
+ * must depend on c alone, so that the result does not depend on how many threads ran.  The
+ * tuner's operand fill and output check: hundreds of millions of values a prefill problem. */
+#define CHUNK_THREADS 16
+typedef void chunk_fn(void *arg, int64_t c, int64_t lo, int64_t hi);
+typedef struct chunk_job {
+    chunk_fn *fn;
+    void *arg;
+    int64_t count, chunk, chunks, next;
+    pthread_mutex_t mu;
+} chunk_job;
+
+static void *chunk_worker(void *p)
+{
+    chunk_job *j = p;
+    for (;;) {
+        pthread_mutex_lock(&j->mu);
+        const int64_t c = j->next++;
+        pthread_mutex_unlock(&j->mu);
+        if (c >= j->chunks)
+            return NULL;
+        const int64_t lo = c * j->chunk;
+        j->fn(j->arg, c, lo, lo + j->chunk < j->count ? lo + j->chunk : j->count);
+    }
+}
+
+static void chunked(int64_t count, int64_t chunk, chunk_fn *fn, void *arg)
+{
+    chunk_job j = {.fn = fn, .arg = arg, .count = count, .chunk = chunk,
+                   .chunks = (count + chunk - 1) / chunk};
+    pthread_mutex_init(&j.mu, NULL);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int64_t want = cores > 1 ? cores : 1;
+    want = want < CHUNK_THREADS ? want : CHUNK_THREADS;
+    want = want < j.chunks ? want : j.chunks;
+    pthread_t tid[CHUNK_THREADS];
+    int started = 0;
+    for (int64_t i = 1; i < want; i++)
+        if (pthread_create(&tid[started], NULL, chunk_worker, &j) == 0)
+            started++;
+    chunk_worker(&j);
+    for (int i = 0; i < started; i++)
+        pthread_join(tid[i], NULL);
+    pthread_mutex_destroy(&j.mu);
+}
+
+/* Operands fill in chunks of 1 M values, each from its own generator state (the chunk's
+ * index mixed into the caller's), so the values do not depend on the thread count (2.6 s
+ * for 57344×8192 bf16 weights on one core). */
 #define FILL_CHUNK ((int64_t)1 << 20)
-#define FILL_THREADS 16
 typedef struct fill_job {
     uint64_t base;
     qjit_dtype t;
     uint8_t *p;
-    int64_t count, chunks, next;
-    pthread_mutex_t mu;
 } fill_job;
 
 static uint64_t chunk_state(uint64_t base, int64_t c)
@@ -126,18 +169,10 @@ static uint64_t chunk_state(uint64_t base, int64_t c)
     return z ? z : 1; /* xorshift's state is never 0 */
 }
 
-static void *fill_worker(void *arg)
+static void fill_chunk(void *arg, int64_t c, int64_t lo, int64_t hi)
 {
-    fill_job *j = arg;
-    for (;;) {
-        pthread_mutex_lock(&j->mu);
-        const int64_t c = j->next++;
-        pthread_mutex_unlock(&j->mu);
-        if (c >= j->chunks)
-            return NULL;
-        const int64_t lo = c * FILL_CHUNK, hi = lo + FILL_CHUNK < j->count ? lo + FILL_CHUNK : j->count;
-        fill_range(chunk_state(j->base, c), j->t, j->p, lo, hi);
-    }
+    const fill_job *j = arg;
+    fill_range(chunk_state(j->base, c), j->t, j->p, lo, hi);
 }
 
 /* count random elements of t (never all zero); scales in [lo, hi] when scale is set. */
@@ -156,24 +191,8 @@ static void fill(uint64_t *s, qjit_dtype t, uint8_t *p, int64_t count, bool scal
         }
         return;
     }
-    fill_job j = {.base = next(s), .t = t, .p = p, .count = count,
-                  .chunks = (count + FILL_CHUNK - 1) / FILL_CHUNK};
-    pthread_mutex_init(&j.mu, NULL);
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int want = cores > 1 ? (int)cores : 1;
-    if (want > FILL_THREADS)
-        want = FILL_THREADS;
-    if ((int64_t)want > j.chunks)
-        want = (int)(j.chunks > 0 ? j.chunks : 1);
-    pthread_t tid[FILL_THREADS];
-    int started = 0;
-    for (int i = 1; i < want; i++)
-        if (pthread_create(&tid[started], NULL, fill_worker, &j) == 0)
-            started++;
-    fill_worker(&j);
-    for (int i = 0; i < started; i++)
-        pthread_join(tid[i], NULL);
-    pthread_mutex_destroy(&j.mu);
+    fill_job j = {.base = next(s), .t = t, .p = p};
+    chunked(count, FILL_CHUNK, fill_chunk, &j);
 }
 
 /* One problem's operands in `copies` copies (A, B, scales), a bias, and two outputs. */
@@ -338,24 +357,20 @@ static double tolerance(const qjit_gemm_desc *d)
     return 2 * (out + work);
 }
 
-/* The normalized error of got against ref, summed in chunks of NERR_CHUNK values on up to
- * NERR_THREADS threads; each chunk's sums are kept apart and added in chunk order, so the
- * result does not depend on how many threads ran.  < 0 when got has a NaN where ref has
- * none (an output left poisoned). */
+/* The normalized error of got against ref, summed in chunks of NERR_CHUNK values (chunked);
+ * each chunk's sums are kept apart and added in chunk order.  < 0 when got has a NaN where
+ * ref has none (an output left poisoned). */
 #define NERR_CHUNK ((int64_t)1 << 21)
-#define NERR_THREADS 16
 typedef struct nerr_job {
     qjit_dtype t;
     const uint8_t *got, *ref;
-    int64_t count, chunks, next;
     double *num, *den; /* per chunk */
     bool *nan;         /* per chunk */
-    pthread_mutex_t mu;
 } nerr_job;
 
-/* Sums of values [lo, hi) into slot c. */
-static void nerr_range(nerr_job *j, int64_t lo, int64_t hi, int64_t c)
+static void nerr_chunk(void *arg, int64_t c, int64_t lo, int64_t hi)
 {
+    nerr_job *j = arg;
     double num = 0, den = 0;
     bool nan = false;
     for (int64_t i = lo; i < hi; i++) {
@@ -374,68 +389,39 @@ static void nerr_range(nerr_job *j, int64_t lo, int64_t hi, int64_t c)
     j->nan[c] = nan;
 }
 
-static void *nerr_worker(void *p)
-{
-    nerr_job *j = p;
-    for (;;) {
-        pthread_mutex_lock(&j->mu);
-        const int64_t c = j->next++;
-        pthread_mutex_unlock(&j->mu);
-        if (c >= j->chunks)
-            return NULL;
-        const int64_t lo = c * NERR_CHUNK;
-        nerr_range(j, lo, lo + NERR_CHUNK < j->count ? lo + NERR_CHUNK : j->count, c);
-    }
-}
-
 static double nerr(qjit_dtype t, const uint8_t *got, const uint8_t *ref, int64_t count)
 {
     pthread_once(&f16_once, f16_table_make);
-    nerr_job j = {.t = t, .got = got, .ref = ref, .count = count,
-                  .chunks = (count + NERR_CHUNK - 1) / NERR_CHUNK};
+    int64_t chunk = NERR_CHUNK, chunks = (count + chunk - 1) / chunk;
     double num1, den1;
     bool nan1;
-    if (j.chunks > 1) {
-        j.num = malloc((size_t)j.chunks * sizeof *j.num);
-        j.den = malloc((size_t)j.chunks * sizeof *j.den);
-        j.nan = malloc((size_t)j.chunks * sizeof *j.nan);
+    nerr_job j = {.t = t, .got = got, .ref = ref, .num = &num1, .den = &den1, .nan = &nan1};
+    if (chunks > 1) {
+        j.num = malloc((size_t)chunks * sizeof *j.num);
+        j.den = malloc((size_t)chunks * sizeof *j.den);
+        j.nan = malloc((size_t)chunks * sizeof *j.nan);
+        if (!j.num || !j.den || !j.nan) { /* no memory for the partial sums: one chunk */
+            free(j.num);
+            free(j.den);
+            free(j.nan);
+            j.num = &num1, j.den = &den1, j.nan = &nan1;
+        }
     }
-    if (!j.num || !j.den || !j.nan) { /* one chunk (or no memory for more): here, at once */
-        free(j.num);
-        free(j.den);
-        free(j.nan);
-        j.num = &num1, j.den = &den1, j.nan = &nan1;
-        nerr_range(&j, 0, count, 0);
-        if (nan1)
-            return -1;
-        return den1 > 0 ? sqrt(num1 / den1) : sqrt(num1);
-    }
-    pthread_mutex_init(&j.mu, NULL);
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int want = cores > 1 ? (int)cores : 1;
-    if (want > NERR_THREADS)
-        want = NERR_THREADS;
-    if ((int64_t)want > j.chunks)
-        want = (int)j.chunks;
-    pthread_t tid[NERR_THREADS];
-    int started = 0;
-    for (int i = 1; i < want; i++) /* this thread is one of them */
-        if (pthread_create(&tid[started], NULL, nerr_worker, &j) == 0)
-            started++;
-    nerr_worker(&j);
-    for (int i = 0; i < started; i++)
-        pthread_join(tid[i], NULL);
-    pthread_mutex_destroy(&j.mu);
+    if (j.num == &num1)
+        chunk = count > 0 ? count : 1, chunks = 1;
+    chunked(count, chunk, nerr_chunk, &j);
     double num = 0, den = 0;
     bool nan = false;
-    for (int64_t c = 0; c < j.chunks; c++) {
+    for (int64_t c = 0; c < chunks && count > 0; c++) {
         num += j.num[c];
         den += j.den[c];
         nan |= j.nan[c];
     }
-    free(j.num);
-    free(j.den);
-    free(j.nan);
+    if (j.num != &num1) {
+        free(j.num);
+        free(j.den);
+        free(j.nan);
+    }
     if (nan)
         return -1;
     return den > 0 ? sqrt(num / den) : sqrt(num);
