@@ -118,6 +118,11 @@
 %       if not one_of(B, "s4", "u4") and not (B == "s8" and A ~= "s8") then c[#c + 1] = config(64, 64, bk, 4, 2, 2) end
 %     end
 %     if not one_of(B, "s4", "u4", "e2m1") then c[#c + 1] = config(8, 64, bk, 1, 4, 2) end
+%     -- the weights through shared memory, 12-16 steps a warp in flight (64-96 KB a CTA)
+%     if not (SA == "mx" and A ~= "e2m1") then
+%       c[#c + 1], c[#c + 2], c[#c + 3] = config(8, 16, bk, 1, 4, 16), config(16, 16, bk, 1, 4, 16), config(16, 32, bk, 1, 4, 12)
+%       c[#c + 1] = config(16, 64, bk, 2, 2, 12)
+%     end
 %     return c
 %   end,
 %   plan = function()
@@ -133,7 +138,13 @@
 %     if not one_of(BN, 16, 32, 64, 128) then unsupported("kernel gemv: BN (weight rows a tile) must be 16, 32, 64 or 128, not " .. BN) end
 %     if not one_of(WM, 1, 2, 4) or not one_of(WN, 1, 2, 4, 8) or WM * WN > 8 then unsupported(string.format("kernel gemv: warps=WMxWN, WM = 1, 2 or 4 warps across the tile's rows, WN = 1, 2, 4 or 8 along K, at most 8 in all (warps=%dx%d)", WM, WN)) end
 %     if BN % (16 * WM) ~= 0 or BN // WM > 64 then unsupported(string.format("kernel gemv: warps=%dx%d: the %d warps across the rows take 16, 32 or 64 rows each, and BN=%d rows do not split so", WM, WN, WM, BN)) end
-%     if STAGES < 1 or STAGES > 8 then unsupported("kernel gemv: stages (steps in flight per warp) must be 1..8, not " .. STAGES) end
+%     if STAGES < 1 or STAGES > 32 then unsupported("kernel gemv: stages (steps in flight per warp) must be 1..8 (in registers) or 9..32 (the weights in shared memory), not " .. STAGES) end
+%     -- stages 9..32: the weights' chunks go through a shared-memory ring of STAGES steps a
+%     -- warp (cp.async, each lane its own chunks), the tokens and scales through a register
+%     -- ring of two steps: bytes in flight without registers
+%     local SR = STAGES > 8
+%     if SR and SA == "mx" and A ~= "e2m1" then unsupported("kernel gemv: MXFP8's 8-byte weight pieces stay in registers (stages 1..8, not " .. STAGES .. ")") end
+%     local DR = SR and 2 or STAGES
 %     if SPLIT_K ~= 1 then unsupported("kernel gemv splits K across the warps of a CTA, not across CTAs (split=" .. SPLIT_K .. ")") end
 %     local NT, RB = BM // 8, BN // (16 * WM) -- a warp's token tiles and row blocks
 %     -- e2m1 tokens (MXFP4) become bf16 mma operands: T is the 16-bit operands' type
@@ -143,15 +154,20 @@
 %     local R = KC * AB // 4                          -- registers of a chunk as mma operands
 %     local RA = AE2 and 1 or R // 4                  -- 16-byte loads of a token chunk
 %     -- registers: the ring (B chunks, token chunks, scales), accumulators, fragments
-%     local REGS = STAGES * (8 * RB + NT * RA * 4 + (SB == "group" and 2 * RB or 0)) + RB * NT * 4 * (SB == "group" and 2 or 1) + 40
+%     local REGS = DR * ((SR and 0 or 8 * RB) + NT * RA * 4 + (SB == "group" and 2 * RB or 0)) + (SR and 8 * RB or 0) + RB * NT * 4 * (SB == "group" and 2 or 1) + 40
 %     -- four row blocks of 4-bit weights: their operands alone spill (255 registers and 84
 %     -- bytes of spills at tile 8x64x128, 2 stages)
 %     if RB == 4 and one_of(B, "s4", "u4", "e2m1") then unsupported("kernel gemv: 64 rows a warp take 8- and 16-bit weights (4-bit ones spill registers)") end
 %     if REGS > 255 then unsupported(string.format("kernel gemv: tile %dx%dx%d with %d stages needs about %d registers a thread", BM, BN, BK, STAGES, REGS)) end
 %     local THREADS = 32 * WM * WN -- at most 256: 255 registers a thread still fit the SM
+%     -- shared memory: the sum of the W warps along K, then the weights' ring (16 bytes a lane
+%     -- for each of a warp's 2·RB rows, STAGES steps)
+%     local RED_BYTES = (WN - 1) * BN * BM * 4
+%     local RING_BYTES = SR and WM * WN * STAGES * RB * 2 * 512 or 0
+%     if RED_BYTES + RING_BYTES > 232448 then unsupported(string.format("kernel gemv: %d warps with %d steps of %d rows each in shared memory need %d bytes, more than 227 KB", WM * WN, STAGES, 16 * RB, RED_BYTES + RING_BYTES)) end
 %     -- 16-byte chunks: K a multiple of a chunk (a chunk is all in or all out); rows of A and
 %     -- B 16-byte aligned (lda % 8; ldb % 32 for 4-bit, % 16 for s8, % 8 for 16-bit)
-%     return {threads = THREADS, smem = math.max(16, (WN - 1) * BN * BM * 4), k_multiple = KC,
+%     return {threads = THREADS, smem = math.max(16, RED_BYTES + RING_BYTES), k_multiple = KC, SR = SR, DR = DR, RED_BYTES = RED_BYTES,
 %             ld_multiple = KC, align = 16, KC = KC, NT = NT, RB = RB, AB = AB, R = R, RA = RA, T = T, AE2 = AE2,
 %             Q4 = one_of(B, "s4", "u4"), E2M1 = B == "e2m1", INT = A == "s8",
 %             -- each step folded into f32 times its scales: groups (one a step), 128-k blocks
@@ -178,7 +194,11 @@ constexpr int R = $(R), AB = $(AB);       // a chunk as mma registers; bytes of 
 constexpr int RA = $(RA);                  // 16-byte loads of a token chunk
 constexpr int ANUM = $(AE2 and 1 or AB), ADEN = $(AE2 and 2 or 1); // bytes of a token value as stored
 constexpr int NT = $(NT), RB = $(RB);     // token tiles of 8, row blocks of 16
-constexpr int W = $(WN), D = $(STAGES);   // warps along K, steps in flight per warp
+constexpr int W = $(WN), D = $(DR);        // warps along K, steps in the register ring
+% if SR then
+constexpr int DB = $(STAGES);              // steps of weights in flight a warp (shared memory)
+constexpr int SLOT = RB * 2 * 512;         // a warp's slot: 2·RB rows × 32 lanes × 16 bytes
+% end
 constexpr int WR = $(WM);                  // warps across the rows, 16·RB rows each
 constexpr int RBYTES_NUM = $(one_of(B, "f16", "bf16") and 2 or 1), RBYTES_DEN = $((Q4 or E2M1) and 2 or 1); // bytes a value
 % if INT then
@@ -198,6 +218,15 @@ __device__ __forceinline__ uint4 $(f[1])(const void *ptr, bool p)
                  "mov.b32 %0, 0; mov.b32 %1, 0; mov.b32 %2, 0; mov.b32 %3, 0;\n"
                  "@q ld.global.nc$(f[2]).v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
                  : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(ptr), "r"((int)p));
+    return r;
+}
+% end
+% if SR then
+// A lane's 16 bytes of the weights' ring (ordered after the cp.async wait by asm volatile)
+__device__ __forceinline__ uint4 lds16(u32 a)
+{
+    uint4 r;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "r"(a));
     return r;
 }
 % end
@@ -492,8 +521,15 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
         etok[t] = static_cast<const unsigned char *>(p.scale_a) + (long long)(aok[t] ? m0 + g + 8 * t : 0) * (K / 32) + c;
 % end
 
+% if SR then
+    // the weights' ring in shared memory: this lane's chunks of a step at slot·SLOT +
+    // (2r + h)·512 + 16·lane of its warp's DB slots, which no other lane reads
+    const u32 ring = qc::smem_addr(red) + $(RED_BYTES) + warp * (DB * SLOT) + lane * 16;
+    // the register ring: D steps of token chunks (and scales)
+% else
     // the ring: D steps of B chunks, token chunks (and group scales) in registers
     uint4 wb[D][RB][2];
+% end
     uint4 ab[D][NT][RA];
 % if AE2 then
     u16 ea[D][NT];
@@ -534,7 +570,9 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
         for (int r = 0; r < RB; ++r)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
+% if not SR then
                 wb[d][r][h] = ld16_stream(brow[r][h] + (long long)s * 64, in && bok[r][h]);
+% end
 % if GROUPF then
                 const int grp = s * STEP / $(GROUP);
                 sb[d][r][h] = $(LDG)(srow[r][h] + grp, s < nsteps && bok[r][h]);
@@ -551,6 +589,19 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
         fb[d] = ld_f32(fbrow + s * STEP / 128, s < nsteps);
 % end
     };
+% if SR then
+    // step s's weight chunks into ring slot j, one cp.async group a step (zeros past K and N)
+    auto load_w = [&](int j, int s) {
+        const bool in = s * STEP + c * KC < K;
+#pragma unroll
+        for (int r = 0; r < RB; ++r)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                qc::cp_async16(ring + j * SLOT + (2 * r + h) * 512, brow[r][h] + (long long)s * 64,
+                               in && bok[r][h] ? 16 : 0);
+        qc::cp_async_commit();
+    };
+% end
     auto load_a = [&](int d, int s) {
 % if MX8 then
         const bool in0 = s * STEP + 8 * c < K, in1 = s * STEP + 32 + 8 * c < K;
@@ -595,6 +646,11 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
     // the first D steps of weights are on their way before the wait for it, so under an
     // early start (QJIT_PDL=1) they load under that kernel's tail.  The next kernel is let
     // start after the main loop (below).
+% if SR then
+#pragma unroll
+    for (int j = 0; j < DB; ++j)
+        load_w(j, wk + j * W);
+% end
 #pragma unroll
     for (int d = 0; d < D; ++d)
         load_b(d, wk + d * W);
@@ -602,10 +658,24 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 #pragma unroll
     for (int d = 0; d < D; ++d)
         load_a(d, wk + d * W);
-    // A straight-line body: slot d is used in place, then reloaded D·W steps ahead.
+    // A straight-line body: slot d is used in place, then reloaded D·W steps ahead (the
+    // weights' ring slot j, DB·W steps ahead).
+% if SR then
+    int j = 0; // this warp's step count: ring slot j of the step s0 + d·W
+% end
     for (int s0 = wk; s0 < nsteps; s0 += D * W) {
 #pragma unroll
         for (int d = 0; d < D; ++d) {
+% if SR then
+            // the step's weights have landed once at most DB − 1 later groups are pending
+            qc::cp_async_wait<DB - 1>();
+            uint4 wcur[RB][2];
+#pragma unroll
+            for (int r = 0; r < RB; ++r)
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+                    wcur[r][h] = lds16(ring + j * SLOT + (2 * r + h) * 512);
+% end
             u32 tp[NT][R];
 #pragma unroll
             for (int t = 0; t < NT; ++t)
@@ -629,11 +699,13 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
             for (int r = 0; r < RB; ++r) {
                 u32 w0[R], w1[R];
 % if E2M1 then
-                e2m1_regs(wb[d][r][0], w0, eb[d][r][0]);
-                e2m1_regs(wb[d][r][1], w1, eb[d][r][1]);
+% local WB = SR and "wcur" or "wb[d]"
+                e2m1_regs($(WB)[r][0], w0, eb[d][r][0]);
+                e2m1_regs($(WB)[r][1], w1, eb[d][r][1]);
 % else
-                weight_regs(wb[d][r][0], w0);
-                weight_regs(wb[d][r][1], w1);
+% local WB = SR and "wcur" or "wb[d]"
+                weight_regs($(WB)[r][0], w0);
+                weight_regs($(WB)[r][1], w1);
 % end
 % if MX8 then
                 // each mma is one 32-k block: fold it in times the token's and the row's scales
@@ -697,8 +769,16 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
             }
             load_b(d, s0 + d * W + D * W);
             load_a(d, s0 + d * W + D * W);
+% if SR then
+            // the slot's values are in registers and used: refill it DB steps ahead
+            load_w(j, s0 + d * W + DB * W);
+            j = j + 1 == DB ? 0 : j + 1;
+% end
         }
     }
+% if SR then
+    qc::cp_async_wait<0>(); // the zero fills past K, before the shared memory is reused
+% end
     // Every load of this thread is issued and used: under an early start (QJIT_PDL=1) the
     // next kernel may be scheduled now, so that its launch and first weight loads overlap
     // this kernel's sum and stores, not its stream of weights (the next grid's CTAs start

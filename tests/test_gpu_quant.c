@@ -321,6 +321,13 @@ static const struct {
     {" kernel=gemv tile=16x32x128 warps=1x4 stages=2", "a=e2m1", true},
     {" kernel=gemv tile=16x64x128 warps=2x2 stages=2", "a=e2m1", true},
     {" kernel=gemv tile=8x16x128 warps=1x1 stages=3", "a=e2m1", true},
+    /* the weights through a shared-memory ring (stages 9..32), 4-, 8- and 16-bit weights; one
+     * warp along K with a ring of 9 steps wraps it at the long-K shape */
+    {" kernel=gemv tile=16x32x128 warps=1x4 stages=12", "16 b=s4|16 b=u4|16 b=e2m1|a=s8 b=s4|a=e2m1", true},
+    {" kernel=gemv tile=8x16x128 warps=1x1 stages=9", "16 b=s4 sb=group:128|16 b=u4 sb=group:128|16 b=e2m1|a=s8 b=s4 sa=row sb=group:128|a=e2m1", true},
+    {" kernel=gemv tile=16x64x128 warps=2x2 stages=12", "16 b=u4 sb=group:128|16 b=e2m1|a=e2m1", true},
+    {" kernel=gemv tile=8x16x64 warps=1x4 stages=16", "16 b=s8 sb=col|a=s8 b=s8|" GEMV_F8, true},
+    {" kernel=gemv tile=16x16x64 warps=1x1 stages=9", "16 b=s8 sb=col|a=s8 b=s8 sa=row|b=e4m3 sa=block", true},
 };
 #define NCONFIGS (int)(sizeof configs / sizeof configs[0])
 
@@ -583,6 +590,8 @@ int main(int argc, char **argv)
     static const char *const replays[] = {
         "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 kernel=gemv",
         "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 kernel=gemv tile=16x64x128 warps=2x4 stages=2",
+        "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 kernel=gemv tile=16x32x128 warps=1x4 stages=12",
+        "gemm a=bf16 b=bf16 out=bf16 kernel=gemv tile=8x16x32 warps=1x4 stages=16",
         "gemm a=e4m3 b=e4m3 sa=block sb=block out=bf16 kernel=gemv tile=8x128x64 warps=4x2 stages=2",
         "gemm a=f16 b=u4 sb=group:128 gs=f16 zeros=1 out=f16 bias=1 kernel=gemv tile=16x32x128 warps=1x8 stages=2",
         "gemm a=bf16 b=s8 sb=col out=bf16 kernel=gemv",
@@ -645,6 +654,9 @@ int main(int argc, char **argv)
                 {1, 257, unit * 3},  {5, 1000, unit * 7},  {64, 136, unit * 5},
                 {333, 520, unit * 9}, {1000, 264, unit * 12}, {4097, 136, unit * 5},
                 {17, 200, unit}};
+            /* gemv: also a long K (40 steps of K at 128 k a step), so that a warp's weight
+             * ring of 9 steps wraps */
+            const int64_t long_k[3] = {3, 136, (unit > 128 ? unit : 128) * 40 + unit};
             const bool hopper = info.desc.kernel == QJIT_KERNEL_WGMMA_I8 ||
                                 info.desc.kernel == QJIT_KERNEL_WGMMA_F8 ||
                                 info.desc.kernel == QJIT_KERNEL_WGMMA_MX ||
@@ -653,23 +665,25 @@ int main(int argc, char **argv)
             int nshapes = hopper ? 7 : 4;
             if (max_shapes > 0 && nshapes > max_shapes) /* QJIT_TEST_SHAPES: the first n */
                 nshapes = max_shapes;
+            const char *kname = qjit_kernel_name(info.desc.kernel);
+            const bool gemv = kname && strcmp(kname, "gemv") == 0;
             double worst = 0;
             long worst_bits = 0;
             bool exact = bit_exact_pair(&info.desc);
-            for (int sh = 0; sh < nshapes; sh++) {
+            for (int sh = 0; sh < nshapes + (gemv && max_shapes == 0); sh++) {
+                const int64_t *shp = sh < nshapes ? shapes[sh] : long_k;
                 double e = 0;
                 long mism = 0;
-                bool ok = run_one(g, &info.desc, &info, shapes[sh][0], shapes[sh][1],
-                                  shapes[sh][2], &e, &mism);
-                CHECK(ok, "%s m=%lld: hard failure", info.text, (long long)shapes[sh][0]);
+                bool ok = run_one(g, &info.desc, &info, shp[0], shp[1], shp[2], &e, &mism);
+                CHECK(ok, "%s m=%lld: hard failure", info.text, (long long)shp[0]);
                 if (exact)
                     CHECK(mism == 0, "%s m=%lld n=%lld k=%lld: %ld outputs differ from the "
-                          "exact f32 epilogue (nerr %.3g)", info.text, (long long)shapes[sh][0],
-                          (long long)shapes[sh][1], (long long)shapes[sh][2], mism, e);
+                          "exact f32 epilogue (nerr %.3g)", info.text, (long long)shp[0],
+                          (long long)shp[1], (long long)shp[2], mism, e);
                 else
                     CHECK(e <= bound_for(&info.desc), "%s m=%lld n=%lld k=%lld: error %.3g > %.1e",
-                          info.text, (long long)shapes[sh][0], (long long)shapes[sh][1],
-                          (long long)shapes[sh][2], e, bound_for(&info.desc));
+                          info.text, (long long)shp[0], (long long)shp[1],
+                          (long long)shp[2], e, bound_for(&info.desc));
                 if (!(e <= worst))
                     worst = e;
                 if (mism > worst_bits)
