@@ -4,8 +4,10 @@
 # the descriptors in cache/tune/descriptors.txt over the Llama 3 layer shapes (its small-m
 # sweep at M <= 64, the default sweep above), each descriptor under a time limit so that one
 # slow descriptor cannot take the lease.  The tables go to $OUT/tune.txt; after each
-# descriptor the records so far are exported to $OUT/tuned.db (tuning rows become
-# cache/tune/h100.db, see docs/BENCH.md).
+# descriptor the records so far are exported to $OUT/tuned.db.xz (packed: every
+# descriptor's rows pass the size a device call returns).  Unpacked and merged into
+# cache/tune/h100.db with `qjit-cache merge` (the newer measurement of a candidate wins),
+# they ship with the repository (docs/BENCH.md).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build"
@@ -40,4 +42,5 @@ dst.commit()
 dst.execute("VACUUM")
 dst.close()
 PY
+  xz -9f "$out/tuned.db" || echo "tune-h100: could not pack the records"
 done

@@ -18,18 +18,22 @@
 #define ENTRY_COLUMNS QJIT_ADM_ENTRY_COLUMNS
 
 /* The tuning rows of `from` (an attached schema) that verify and match f (arch, and match
- * against the problem; none when f selects by key) into main, keeping rows already there.
+ * against the problem; none when f selects by key) into main.  Where main already has a row
+ * of the same candidate (gpu, arch, problem, bucket, n, k, config), the newer measurement
+ * stays: a re-tuning shipped later replaces the old one, an older file does not undo it.
  * Inside the caller's write transaction. */
 static int copy_tuning(sqlite3 *db, const char *from, const qjit_cache_filter *f, qjit_dberr *e)
 {
     if (!qjit_db_has_tuning(db, from) || (f && f->key_prefix && *f->key_prefix))
         return SQLITE_OK;
-    char sql[640];
+    char sql[900];
     snprintf(sql, sizeof sql,
              "INSERT INTO main.tuning(" QJIT_DB_TUNING_COLUMNS ") SELECT " QJIT_DB_TUNING_COLUMNS
              " FROM %s.tuning WHERE (?1 IS NULL OR instr(arch, ?1) > 0) AND "
              "(?2 IS NULL OR instr(problem, ?2) > 0) AND " QJIT_DB_TUNING_OK
-             " ORDER BY rowid ON CONFLICT DO NOTHING",
+             " ORDER BY rowid ON CONFLICT(gpu, arch, problem, bucket, n, k, config) DO UPDATE "
+             "SET m = excluded.m, us = excluded.us, ok = excluded.ok, created = excluded.created, "
+             "row_hash = excluded.row_hash WHERE excluded.created > main.tuning.created",
              from);
     sqlite3_stmt *q = NULL;
     int rc = qjit_db_prepare(db, sql, &q);

@@ -123,6 +123,16 @@
 %       c[#c + 1], c[#c + 2], c[#c + 3] = config(8, 16, bk, 1, 4, 16), config(16, 16, bk, 1, 4, 16), config(16, 32, bk, 1, 4, 12)
 %       c[#c + 1] = config(16, 64, bk, 2, 2, 12)
 %     end
+%     -- eight warps along K at M = 9-32: a 4096-wide layer has 128 CTAs of 32 rows (256 of
+%     -- 16), one an SM, so the warps a CTA are the warps a scheduler (ncu at M = 16 on
+%     -- 4096x14336: one warp a scheduler, issuing once every 3.45 cycles, DRAM at 33%); 4-bit
+%     -- weights also with the ring in shared memory (zero points and e2m1 spill without it)
+%     if one_of(B, "s4", "u4", "e2m1") then
+%       if not (ZEROS or B == "e2m1") then c[#c + 1] = config(16, 32, bk, 1, 8, 2) end
+%       c[#c + 1] = config(16, 32, bk, 1, 8, 10)
+%     elseif not (SA == "mx" and A ~= "e2m1") then
+%       c[#c + 1] = config(16, 16, bk, 1, 8, s2)
+%     end
 %     return c
 %   end,
 %   plan = function()

@@ -318,6 +318,88 @@ static int64_t raw_count(sqlite3 *db, const char *sql)
     return n;
 }
 
+/* A tuning row with a hash that matches its fields, measured at `created` (ms). */
+static void insert_tuning(sqlite3 *db, const qjit_tuning_row *r, int64_t created)
+{
+    uint8_t h[16];
+    qjit_db_tuning_hash(r, h);
+    sqlite3_stmt *st = NULL;
+    CHECK(sqlite3_prepare_v2(db,
+                             "INSERT INTO tuning(gpu, arch, problem, bucket, n, k, config, m, us, "
+                             "ok, created, row_hash) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+                             "?10, ?12, ?11)",
+                             -1, &st, NULL) == SQLITE_OK,
+          "prepare");
+    sqlite3_bind_text(st, 1, r->gpu, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, r->arch, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, r->problem, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 4, r->bucket);
+    sqlite3_bind_int64(st, 5, r->n);
+    sqlite3_bind_int64(st, 6, r->k);
+    sqlite3_bind_text(st, 7, r->config, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 8, r->m);
+    sqlite3_bind_double(st, 9, r->us);
+    sqlite3_bind_int(st, 10, r->ok);
+    sqlite3_bind_blob(st, 11, h, 16, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 12, created);
+    CHECK(sqlite3_step(st) == SQLITE_DONE, "insert: %s", sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+}
+
+/* Merging tuning files: the newer measurement of a candidate stays, whichever file it
+ * comes from (a re-tuning shipped later replaces an old record; an older file merged
+ * afterwards does not bring the old one back). */
+static void test_merge_newer(void)
+{
+    qjit_gemm_desc d = parse(W4A16);
+    char problem[256];
+    qjit_select_problem_text(&d, problem, sizeof problem);
+    qjit_tuning_row r = {"TestGPU M", "sm_90a", problem, 3, 4096, 4096,
+                         "gemm a=bf16 b=s4 sa=none sb=group:128 gs=bf16 zeros=0 out=bf16 bias=0 "
+                         "arch=sm_90a kernel=gemv tile=16x32x128 warps=1x4 stages=2 split=1",
+                         16, 0, 1};
+    const double us[3] = {20.0, 10.0, 30.0};      /* the base, a newer file, an older file */
+    const int64_t created[3] = {2000, 3000, 1000};
+    const char *dirs[3] = {tl_tmpdir("merge-base"), tl_tmpdir("merge-newer"), tl_tmpdir("merge-older")};
+    for (int i = 0; i < 3; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/qjit.db", dirs[i]);
+        qjit_cache_db *h = NULL;
+        CHECK_OK(qjit_cache_db_open(path, 1, &h)); /* creates the schema */
+        qjit_cache_db_close(h);
+        sqlite3 *db = raw_open(dirs[i]);
+        r.us = us[i];
+        insert_tuning(db, &r, created[i]);
+        sqlite3_close(db);
+    }
+    char base[1024], newer[1024], older[1024];
+    snprintf(base, sizeof base, "%s/qjit.db", dirs[0]);
+    snprintf(newer, sizeof newer, "%s/qjit.db", dirs[1]);
+    snprintf(older, sizeof older, "%s/qjit.db", dirs[2]);
+    const char *sql = "SELECT count(*) FROM tuning WHERE gpu = 'TestGPU M' AND us = %g";
+    char q[160];
+    qjit_cache_db *h = NULL;
+    CHECK_OK(qjit_cache_db_open(base, 1, &h));
+    CHECK_OK(qjit_cache_db_merge(h, newer, NULL, NULL));
+    qjit_cache_db_close(h);
+    sqlite3 *db = raw_open(dirs[0]);
+    snprintf(q, sizeof q, sql, us[1]);
+    CHECK(raw_count(db, q) == 1 && raw_count(db, "SELECT count(*) FROM tuning") == 1,
+          "the newer record did not replace the old one");
+    sqlite3_close(db);
+    CHECK_OK(qjit_cache_db_open(base, 1, &h));
+    CHECK_OK(qjit_cache_db_merge(h, older, NULL, NULL));
+    qjit_cache_verify_report rep;
+    CHECK_OK(qjit_cache_db_verify(h, 0, NULL, NULL, &rep));
+    CHECK(rep.tuning_checked == 1 && rep.tuning_bad == 0, "after the merges: %llu checked, %llu bad",
+          (unsigned long long)rep.tuning_checked, (unsigned long long)rep.tuning_bad);
+    qjit_cache_db_close(h);
+    db = raw_open(dirs[0]);
+    snprintf(q, sizeof q, sql, us[1]);
+    CHECK(raw_count(db, q) == 1, "an older file brought the old record back");
+    sqlite3_close(db);
+}
+
 /* A row whose fields no longer match its hash, and a row that verifies but names a
  * configuration this build cannot run: each is skipped with a warning, and the next
  * candidate or the heuristic stands in. */
@@ -335,28 +417,7 @@ static void test_damaged_rows(const char *dir)
     r.problem = problem;
     r.config = "gemm a=bf16 b=s4 sa=none sb=group:128 gs=bf16 zeros=0 out=bf16 bias=0 "
                "arch=sm_90a kernel=mma_wq tile=64x64x64 warps=2x2 stages=9 split=1";
-    uint8_t h[16];
-    qjit_db_tuning_hash(&r, h);
-    sqlite3_stmt *st = NULL;
-    CHECK(sqlite3_prepare_v2(db,
-                             "INSERT INTO tuning(gpu, arch, problem, bucket, n, k, config, m, us, "
-                             "ok, created, row_hash) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
-                             "?10, 0, ?11)",
-                             -1, &st, NULL) == SQLITE_OK,
-          "prepare");
-    sqlite3_bind_text(st, 1, r.gpu, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, r.arch, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, r.problem, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 4, r.bucket);
-    sqlite3_bind_int64(st, 5, r.n);
-    sqlite3_bind_int64(st, 6, r.k);
-    sqlite3_bind_text(st, 7, r.config, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 8, r.m);
-    sqlite3_bind_double(st, 9, r.us);
-    sqlite3_bind_int(st, 10, r.ok);
-    sqlite3_bind_blob(st, 11, h, 16, SQLITE_STATIC);
-    CHECK(sqlite3_step(st) == SQLITE_DONE, "insert: %s", sqlite3_errmsg(db));
-    sqlite3_finalize(st);
+    insert_tuning(db, &r, 0);
     sqlite3_close(db);
 
     qjit_context *ctx = open_ctx(dir, NULL);
@@ -649,6 +710,7 @@ int main(void)
     test_record_and_pick(dir);
     test_damaged_rows(dir);
     test_ship(dir);
+    test_merge_newer();
     test_migration();
     test_expansions();
     return tl_finish("test_dispatch");
