@@ -21,7 +21,7 @@ W8A8; each row also gives auto's TFLOP/s and its share of the dense peak its MMA
 
     LD_LIBRARY_PATH=build PYTHONPATH=python QJIT_LIBRARY=build/libqjit.so \\
         python3 tools/bench_grid.py [--pairs bf16,w8a8] [--m 1,16,128,4096]
-        [--models 8b,70b] [--cache-dir DIR] [--csv grid.csv]
+        [--models 8b,70b] [--nk 14336x4096] [--cache-dir DIR] [--csv grid.csv]
 """
 import argparse
 import os
@@ -90,6 +90,9 @@ def main():
     ap.add_argument("--cache-dir", default="", help="the cache whose tuned records auto uses")
     ap.add_argument("--no-named", action="store_true", help="time auto and the peer only")
     ap.add_argument("--csv", default="")
+    ap.add_argument("--nk", default="",
+                    help="NxK,... layers to time instead of each model's four (e.g. the dispatch "
+                         "issue's unfused 14336x4096), each under every model named")
     ap.add_argument("--prefill", action="store_true",
                     help="the prefill peers and TFLOP/s (M defaults to 128,256,1024,4096)")
     o = ap.parse_args()
@@ -107,8 +110,9 @@ def main():
           f"{'auto/best':>9} {'peer us':>9} {'peer/auto':>9} {'TFLOP/s':>8} {'%peak':>6}  best named")
     rows = []
     ms = [int(x) for x in o.m.split(",")]
+    extra = [tuple(int(v) for v in s.split("x")) for s in o.nk.split(",") if s]
     for model in o.models.split(","):
-        for n, k in MODELS[model]:
+        for n, k in extra or MODELS[model]:
             for pair in o.pairs.split(","):
                 desc, peer, wb, sb, _ = PAIRS[pair]
                 g = q.get(desc)
