@@ -10,7 +10,7 @@
  * the replays.
  */
 #define _GNU_SOURCE
-#include "driver.h"
+#include "tune_data.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -20,7 +20,6 @@
 #include <unistd.h>
 
 #define MAX_CANDIDATES 72
-#define MAX_COPIES 32
 #define MIN_LAUNCHES 8 /* launches per graph, at least */
 /* Timing's budget, so that prefill problems (a replay of 8 launches of milliseconds each)
  * do not take the tuning's time: a graph whose first warm-up replay took over
@@ -47,394 +46,6 @@ void qjit_tune_options_init(qjit_tune_options *o)
 {
     if (o)
         memset(o, 0, sizeof *o);
-}
-
-/* ------------------------------------------------------------ operands */
-static int bits_of(qjit_dtype t) { return qjit_desc_dtype_bits(t); }
-
-static size_t bytes_of(qjit_dtype t, int64_t rows, int64_t cols)
-{
-    return (size_t)((rows * cols * bits_of(t) + 7) / 8);
-}
-
-/* Elements of the scale tensor of side A (is_a) or B, and their type. */
-static int64_t scale_count(const qjit_gemm_desc *d, bool is_a, int64_t m, int64_t n, int64_t k,
-                           qjit_dtype *t)
-{
-    qjit_scale_mode mode = is_a ? d->sa : d->sb;
-    int64_t rows = is_a ? m : n;
-    *t = QJIT_DTYPE_F32;
-    switch (mode) {
-    case QJIT_SCALE_TENSOR: return 1;
-    case QJIT_SCALE_ROW: case QJIT_SCALE_COL: return rows;
-    case QJIT_SCALE_GROUP: *t = d->group_scale; return rows * (k / d->group);
-    case QJIT_SCALE_BLOCK: return (is_a ? rows : (rows + 127) / 128) * ((k + 127) / 128);
-    case QJIT_SCALE_MX: *t = QJIT_DTYPE_E8M0; return rows * ((k + 31) / 32);
-    default: return 0;
-    }
-}
-
-static uint64_t next(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-static float uni(uint64_t *s, float lo, float hi)
-{
-    return lo + (hi - lo) * (float)((next(s) >> 40) & 0xffffff) / 16777216.0f;
-}
-
-/* Operand values [lo, hi) of t from the generator state s (see fill). */
-static void fill_range(uint64_t s, qjit_dtype t, uint8_t *p, int64_t lo, int64_t hi)
-{
-    /* random sign, mantissa and an exponent in a small range, written as bits (a few ns a
-     * value; through floats it was about 22): magnitudes in [1/16, 1) for f16/bf16, [1/8, 2)
-     * for e4m3, [1/4, 4) for e5m2, never NaN or zero */
-    for (int64_t i = lo; i < hi; i++) {
-        const uint64_t r = next(&s);
-        switch (t) {
-        case QJIT_DTYPE_F16:
-            ((uint16_t *)p)[i] = (uint16_t)((r & 0x83ff) | ((11 + ((r >> 10) & 3)) << 10));
-            break;
-        case QJIT_DTYPE_BF16:
-            ((uint16_t *)p)[i] = (uint16_t)((r & 0x807f) | ((123 + ((r >> 7) & 3)) << 7));
-            break;
-        case QJIT_DTYPE_F32: ((float *)p)[i] = uni(&s, -1, 1); break;
-        case QJIT_DTYPE_E4M3: p[i] = (uint8_t)((r & 0x87) | ((4 + ((r >> 3) & 3)) << 3)); break;
-        case QJIT_DTYPE_E5M2: p[i] = (uint8_t)((r & 0x83) | ((13 + ((r >> 2) & 3)) << 2)); break;
-        case QJIT_DTYPE_S8: p[i] = (uint8_t)(r >> 56); break;
-        default: /* 4-bit: two a byte (lo and hi even) */
-            if (i % 2 == 0)
-                p[i / 2] = (uint8_t)(r >> 56);
-            break;
-        }
-    }
-}
-
-/* fn(arg, c, lo, hi) over the chunks [c·chunk, min((c+1)·chunk, count)) of count values, on
- * up to CHUNK_THREADS threads (this one among them), each chunk once.  What a chunk computes
- * must depend on c alone, so that the result does not depend on how many threads ran.  The
- * tuner's operand fill and output check: hundreds of millions of values a prefill problem. */
-#define CHUNK_THREADS 16
-typedef void chunk_fn(void *arg, int64_t c, int64_t lo, int64_t hi);
-typedef struct chunk_job {
-    chunk_fn *fn;
-    void *arg;
-    int64_t count, chunk, chunks, next;
-    pthread_mutex_t mu;
-} chunk_job;
-
-static void *chunk_worker(void *p)
-{
-    chunk_job *j = p;
-    for (;;) {
-        pthread_mutex_lock(&j->mu);
-        const int64_t c = j->next++;
-        pthread_mutex_unlock(&j->mu);
-        if (c >= j->chunks)
-            return NULL;
-        const int64_t lo = c * j->chunk;
-        j->fn(j->arg, c, lo, lo + j->chunk < j->count ? lo + j->chunk : j->count);
-    }
-}
-
-static void chunked(int64_t count, int64_t chunk, chunk_fn *fn, void *arg)
-{
-    chunk_job j = {.fn = fn, .arg = arg, .count = count, .chunk = chunk,
-                   .chunks = (count + chunk - 1) / chunk};
-    pthread_mutex_init(&j.mu, NULL);
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int64_t want = cores > 1 ? cores : 1;
-    want = want < CHUNK_THREADS ? want : CHUNK_THREADS;
-    want = want < j.chunks ? want : j.chunks;
-    pthread_t tid[CHUNK_THREADS];
-    int started = 0;
-    for (int64_t i = 1; i < want; i++)
-        if (pthread_create(&tid[started], NULL, chunk_worker, &j) == 0)
-            started++;
-    chunk_worker(&j);
-    for (int i = 0; i < started; i++)
-        pthread_join(tid[i], NULL);
-    pthread_mutex_destroy(&j.mu);
-}
-
-/* Operands fill in chunks of 1 M values, each from its own generator state (the chunk's
- * index mixed into the caller's), so the values do not depend on the thread count (2.6 s
- * for 57344×8192 bf16 weights on one core). */
-#define FILL_CHUNK ((int64_t)1 << 20)
-typedef struct fill_job {
-    uint64_t base;
-    qjit_dtype t;
-    uint8_t *p;
-} fill_job;
-
-static uint64_t chunk_state(uint64_t base, int64_t c)
-{
-    uint64_t z = base + 0x9e3779b97f4a7c15ull * (uint64_t)(c + 1); /* splitmix64 */
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return z ? z : 1; /* xorshift's state is never 0 */
-}
-
-static void fill_chunk(void *arg, int64_t c, int64_t lo, int64_t hi)
-{
-    const fill_job *j = arg;
-    fill_range(chunk_state(j->base, c), j->t, j->p, lo, hi);
-}
-
-/* count random elements of t (never all zero); scales in [lo, hi] when scale is set. */
-static void fill(uint64_t *s, qjit_dtype t, uint8_t *p, int64_t count, bool scale, float lo,
-                 float hi)
-{
-    if (scale) { /* scales: few, uniform in [lo, hi] */
-        for (int64_t i = 0; i < count; i++) {
-            float x = uni(s, lo, hi);
-            switch (t) {
-            case QJIT_DTYPE_F16: ((uint16_t *)p)[i] = qjit_f16_from_f32(x); break;
-            case QJIT_DTYPE_BF16: ((uint16_t *)p)[i] = qjit_bf16_from_f32(x); break;
-            case QJIT_DTYPE_E8M0: p[i] = (uint8_t)(125 + next(s) % 5); break; /* 2^-2 .. 2^2 */
-            default: ((float *)p)[i] = x; break;
-            }
-        }
-        return;
-    }
-    fill_job j = {.base = next(s), .t = t, .p = p};
-    chunked(count, FILL_CHUNK, fill_chunk, &j);
-}
-
-/* One problem's operands in `copies` copies (A, B, scales), a bias, and two outputs. */
-typedef struct operands {
-    const qjit_cu_api *cu;
-    int copies;
-    size_t a_bytes, b_bytes, sa_bytes, sb_bytes, d_bytes, bias_bytes;
-    CUdeviceptr a[MAX_COPIES], b[MAX_COPIES], sa[MAX_COPIES], sb[MAX_COPIES], zb[MAX_COPIES];
-    CUdeviceptr bias, out;
-} operands;
-
-static void operands_free(operands *o)
-{
-    CUdeviceptr *all[] = {o->a, o->b, o->sa, o->sb, o->zb};
-    for (int i = 0; i < 5; i++)
-        for (int c = 0; c < MAX_COPIES; c++)
-            if (all[i][c])
-                o->cu->MemFree(all[i][c]);
-    if (o->bias)
-        o->cu->MemFree(o->bias);
-    if (o->out)
-        o->cu->MemFree(o->out);
-    memset(o, 0, sizeof *o);
-}
-
-static qjit_status upload(const qjit_cu_api *cu, CUdeviceptr *dst, const void *src, size_t n)
-{
-    CUresult r = cu->MemAlloc(dst, n ? n : 16);
-    if (r == CUDA_SUCCESS && n && src) /* src NULL: an output, written by the kernels */
-        r = cu->MemcpyHtoD(*dst, src, n);
-    return r == CUDA_SUCCESS ? QJIT_OK : qjit_drv_fail(cu, r, "tuning operands");
-}
-
-/* copies[0..count) of n bytes, each holding host's bytes: one upload, then device copies
- * (the copies exist for their addresses, so that launches over them read from DRAM). */
-static qjit_status replicate(const qjit_cu_api *cu, CUdeviceptr *copies, int count,
-                             const void *host, size_t n)
-{
-    qjit_status st = upload(cu, &copies[0], host, n);
-    for (int c = 1; c < count && st == QJIT_OK; c++) {
-        CUresult r = cu->MemAlloc(&copies[c], n ? n : 16);
-        if (r == CUDA_SUCCESS && n)
-            r = cu->MemcpyDtoD(copies[c], copies[0], n);
-        if (r != CUDA_SUCCESS)
-            st = qjit_drv_fail(cu, r, "tuning operands");
-    }
-    return st;
-}
-
-static qjit_status operands_make(const qjit_cu_api *cu, const qjit_gemm_desc *d,
-                                 const qjit_tune_problem *p, uint64_t rotate, operands *o)
-{
-    memset(o, 0, sizeof *o);
-    o->cu = cu;
-    const int64_t m = p->m, n = p->n, k = p->k;
-    qjit_dtype sat, sbt;
-    int64_t nsa = scale_count(d, true, m, n, k, &sat), nsb = scale_count(d, false, m, n, k, &sbt);
-    o->a_bytes = bytes_of(d->a, m, k);
-    o->b_bytes = bytes_of(d->b, n, k);
-    o->sa_bytes = bytes_of(sat, 1, nsa);
-    o->sb_bytes = bytes_of(sbt, 1, nsb);
-    o->d_bytes = bytes_of(d->out, m, n);
-    o->bias_bytes = bytes_of(d->out, 1, n);
-    uint64_t per = o->a_bytes + o->b_bytes + o->sa_bytes + 2 * o->sb_bytes;
-    uint64_t want = (rotate + per - 1) / per;
-    o->copies = (int)(want < 1 ? 1 : want > MAX_COPIES ? MAX_COPIES : want);
-
-    size_t biggest = o->a_bytes > o->b_bytes ? o->a_bytes : o->b_bytes;
-    biggest = biggest > o->bias_bytes ? biggest : o->bias_bytes;
-    biggest = biggest > o->sa_bytes ? biggest : o->sa_bytes;
-    biggest = biggest > o->sb_bytes ? biggest : o->sb_bytes;
-    uint8_t *h = malloc(biggest + 64);
-    if (!h)
-        return qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "tuning operands (%zu bytes)", biggest);
-    uint64_t seed = 0x9e3779b97f4a7c15ull ^ (uint64_t)(m * 31 + n * 17 + k);
-    bool int_pair = d->a == QJIT_DTYPE_S8;
-    bool small_b = int_pair || d->sb == QJIT_SCALE_GROUP || d->sb == QJIT_SCALE_COL;
-    /* random contents once (never zeros), the same in every copy */
-    fill(&seed, d->a, h, m * k, false, 0, 0);
-    qjit_status st = replicate(cu, o->a, o->copies, h, o->a_bytes);
-    if (st == QJIT_OK) {
-        fill(&seed, d->b, h, n * k, false, 0, 0);
-        st = replicate(cu, o->b, o->copies, h, o->b_bytes);
-    }
-    if (st == QJIT_OK && nsa) {
-        fill(&seed, sat, h, nsa, true, int_pair ? 0.5e-3f : 0.5f, int_pair ? 1.5e-3f : 1.5f);
-        st = replicate(cu, o->sa, o->copies, h, o->sa_bytes);
-    }
-    if (st == QJIT_OK && nsb) {
-        fill(&seed, sbt, h, nsb, true, small_b ? 0.5e-2f : 0.5f, small_b ? 1.5e-2f : 1.5f);
-        st = replicate(cu, o->sb, o->copies, h, o->sb_bytes);
-    }
-    if (st == QJIT_OK && d->zeros) { /* integer zero points in [0, 15] */
-        for (int64_t i = 0; i < nsb; i++) {
-            float z = (float)(next(&seed) % 16);
-            if (sbt == QJIT_DTYPE_F16) ((uint16_t *)h)[i] = qjit_f16_from_f32(z);
-            else if (sbt == QJIT_DTYPE_BF16) ((uint16_t *)h)[i] = qjit_bf16_from_f32(z);
-            else ((float *)h)[i] = z;
-        }
-        st = replicate(cu, o->zb, o->copies, h, o->sb_bytes);
-    }
-    if (st == QJIT_OK) {
-        fill(&seed, d->out, h, n, false, 0, 0);
-        st = upload(cu, &o->bias, h, o->bias_bytes);
-    }
-    if (st == QJIT_OK)
-        st = upload(cu, &o->out, NULL, o->d_bytes);
-    free(h);
-    if (st != QJIT_OK)
-        operands_free(o);
-    return st;
-}
-
-static qjit_gemm_args args_of(const operands *o, const qjit_gemm_desc *d,
-                              const qjit_tune_problem *p, int copy)
-{
-    return (qjit_gemm_args){(const void *)o->a[copy], (const void *)o->b[copy], (void *)o->out,
-                            d->bias ? (const void *)o->bias : NULL,
-                            o->sa[copy] ? (const void *)o->sa[copy] : NULL,
-                            o->sb[copy] ? (const void *)o->sb[copy] : NULL,
-                            o->zb[copy] ? (const void *)o->zb[copy] : NULL,
-                            p->m, p->n, p->k, p->k, p->k, p->n};
-}
-
-/* ------------------------------------------------------------ checking */
-/* f16 → f32 for every code: the check reads each output value twice, hundreds of millions
- * of them for a prefill problem, where a library call a value took seconds a candidate
- * (docs/NOTES.md, "The tuner's check"). */
-static float f16_table[65536];
-static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
-static void f16_table_make(void)
-{
-    for (uint32_t h = 0; h < 65536; h++)
-        f16_table[h] = qjit_f16_to_f32((uint16_t)h);
-}
-
-static inline double out_value(qjit_dtype t, const uint8_t *p, int64_t i)
-{
-    switch (t) {
-    case QJIT_DTYPE_F16: return f16_table[((const uint16_t *)p)[i]];
-    case QJIT_DTYPE_BF16: {
-        const uint32_t u = (uint32_t)((const uint16_t *)p)[i] << 16;
-        float f;
-        memcpy(&f, &u, sizeof f);
-        return f;
-    }
-    default: return ((const float *)p)[i];
-    }
-}
-
-/* Twice the normalized-error bound of a pair (tests/gpu_check.c states the reasons): two
- * right kernels differ by at most the sum of their errors. */
-static double tolerance(const qjit_gemm_desc *d)
-{
-    double out = d->out == QJIT_DTYPE_F32 ? 0 : d->out == QJIT_DTYPE_F16 ? 1e-3 : 8e-3;
-    double work = 1e-5;
-    bool f16ish = d->a == QJIT_DTYPE_F16 || d->a == QJIT_DTYPE_BF16;
-    if (f16ish && d->b != d->a)
-        work = d->a == QJIT_DTYPE_BF16 ? 1e-2 : 2e-3;
-    if (d->a == QJIT_DTYPE_E4M3 || d->a == QJIT_DTYPE_E5M2 || d->a == QJIT_DTYPE_E2M1)
-        work = 3e-4;
-    return 2 * (out + work);
-}
-
-/* The normalized error of got against ref, summed in chunks of NERR_CHUNK values (chunked);
- * each chunk's sums are kept apart and added in chunk order.  < 0 when got has a NaN where
- * ref has none (an output left poisoned). */
-#define NERR_CHUNK ((int64_t)1 << 21)
-typedef struct nerr_job {
-    qjit_dtype t;
-    const uint8_t *got, *ref;
-    double *num, *den; /* per chunk */
-    bool *nan;         /* per chunk */
-} nerr_job;
-
-static void nerr_chunk(void *arg, int64_t c, int64_t lo, int64_t hi)
-{
-    nerr_job *j = arg;
-    double num = 0, den = 0;
-    bool nan = false;
-    for (int64_t i = lo; i < hi; i++) {
-        const double g = out_value(j->t, j->got, i), r = out_value(j->t, j->ref, i);
-        if (isnan(r))
-            continue;
-        if (isnan(g)) {
-            nan = true;
-            break;
-        }
-        num += (g - r) * (g - r);
-        den += r * r;
-    }
-    j->num[c] = num;
-    j->den[c] = den;
-    j->nan[c] = nan;
-}
-
-static double nerr(qjit_dtype t, const uint8_t *got, const uint8_t *ref, int64_t count)
-{
-    pthread_once(&f16_once, f16_table_make);
-    int64_t chunk = NERR_CHUNK, chunks = (count + chunk - 1) / chunk;
-    double num1, den1;
-    bool nan1;
-    nerr_job j = {.t = t, .got = got, .ref = ref, .num = &num1, .den = &den1, .nan = &nan1};
-    if (chunks > 1) {
-        j.num = malloc((size_t)chunks * sizeof *j.num);
-        j.den = malloc((size_t)chunks * sizeof *j.den);
-        j.nan = malloc((size_t)chunks * sizeof *j.nan);
-        if (!j.num || !j.den || !j.nan) { /* no memory for the partial sums: one chunk */
-            free(j.num);
-            free(j.den);
-            free(j.nan);
-            j.num = &num1, j.den = &den1, j.nan = &nan1;
-        }
-    }
-    if (j.num == &num1)
-        chunk = count > 0 ? count : 1, chunks = 1;
-    chunked(count, chunk, nerr_chunk, &j);
-    double num = 0, den = 0;
-    bool nan = false;
-    for (int64_t c = 0; c < chunks && count > 0; c++) {
-        num += j.num[c];
-        den += j.den[c];
-        nan |= j.nan[c];
-    }
-    if (j.num != &num1) {
-        free(j.num);
-        free(j.den);
-        free(j.nan);
-    }
-    if (nan)
-        return -1;
-    return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
 /* ------------------------------------------------------------ compiling */
@@ -510,7 +121,7 @@ static qjit_status compile_wait(compile_job *j, size_t u, const qjit_tune_option
 /* Median µs of one launch of g over the copies, as replays of a graph of launches; within
  * the budget above (cutoff_us: the time past which a candidate stops after one replay, 0 for
  * none). */
-static qjit_status time_launches(const qjit_cu_api *cu, qjit_gemm *g, const operands *ops,
+static qjit_status time_launches(const qjit_cu_api *cu, qjit_gemm *g, const qjit_tune_operands *ops,
                                  const qjit_gemm_desc *d, const qjit_tune_problem *p,
                                  int warmup, int reps, double cutoff_us, double *us)
 {
@@ -530,7 +141,7 @@ static qjit_status time_launches(const qjit_cu_api *cu, qjit_gemm *g, const oper
         r = cu->StreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
     if (r == CUDA_SUCCESS) {
         for (int i = 0; i < launches && st == QJIT_OK; i++) {
-            qjit_gemm_args a = args_of(ops, d, p, i % ops->copies);
+            qjit_gemm_args a = qjit_tune_args(ops, d, p, i % ops->copies);
             st = qjit_gemm_launch(g, &a, (struct CUstream_st *)s);
         }
         CUresult er = cu->StreamEndCapture(s, &graph);
@@ -602,13 +213,13 @@ static qjit_status time_launches(const qjit_cu_api *cu, qjit_gemm *g, const oper
 }
 
 /* Run g once on copy 0 into a poisoned output and read it back into host. */
-static qjit_status run_once(const qjit_cu_api *cu, qjit_gemm *g, const operands *ops,
+static qjit_status run_once(const qjit_cu_api *cu, qjit_gemm *g, const qjit_tune_operands *ops,
                             const qjit_gemm_desc *d, const qjit_tune_problem *p, uint8_t *host)
 {
     CUresult r = cu->MemsetD8(ops->out, 0xff, ops->d_bytes); /* NaN in every output type */
     if (r != CUDA_SUCCESS)
         return qjit_drv_fail(cu, r, "poisoning the output");
-    qjit_gemm_args a = args_of(ops, d, p, 0);
+    qjit_gemm_args a = qjit_tune_args(ops, d, p, 0);
     qjit_status st = qjit_gemm_launch(g, &a, NULL);
     if (st != QJIT_OK)
         return st;
@@ -633,7 +244,7 @@ typedef struct tuner {
 /* The final round (FINAL_WINDOW above): first[i] is candidate i's time in the sweep, 0
  * where it did not pass.  Updates res (best, best_us, heuristic_us) and the records. */
 static qjit_status final_round(tuner *T, const qjit_tune_problem *p, const qjit_gemm_desc *cands,
-                               const double *first, size_t ncands, const operands *ops,
+                               const double *first, size_t ncands, const qjit_tune_operands *ops,
                                qjit_tune_result *res)
 {
     size_t pick[FINAL_MAX + 1];
@@ -724,8 +335,8 @@ static qjit_status tune_problem(tuner *T, const qjit_tune_problem *p, const qjit
     const qjit_cu_api *cu = T->cu;
     const int warmup = T->o->warmup > 0 ? T->o->warmup : 3;
     const int reps = T->o->reps > 0 ? T->o->reps : 20;
-    operands ops;
-    qjit_status st = operands_make(cu, &res->heuristic, p,
+    qjit_tune_operands ops;
+    qjit_status st = qjit_tune_operands_make(cu, &res->heuristic, p,
                                    T->o->rotate_bytes ? T->o->rotate_bytes : 256ull << 20, &ops);
     if (st != QJIT_OK)
         return st;
@@ -746,7 +357,7 @@ static qjit_status tune_problem(tuner *T, const qjit_tune_problem *p, const qjit
         st = qjit_err_prefix(st, "m=%lld n=%lld k=%lld: the heuristic's kernel %s",
                              (long long)p->m, (long long)p->n, (long long)p->k, text);
     }
-    const double tol = tolerance(d);
+    const double tol = qjit_tune_tolerance(d);
     /* the passed candidates' first times, for the final round */
     double *first = calloc(ncands ? ncands : 1, sizeof *first);
     if (!first && st == QJIT_OK)
@@ -769,7 +380,7 @@ static qjit_status tune_problem(tuner *T, const qjit_tune_problem *p, const qjit
             res->skipped++; /* not built, or sizes this kernel refuses */
             continue;
         }
-        e = nerr(d->out, got, ref, p->m * p->n);
+        e = qjit_tune_nerr(d->out, got, ref, p->m * p->n);
         bool ok = e >= 0 && e <= tol;
         /* a candidate that is wrong cannot win: it is timed for the record, and pruned as
          * any other once it is clearly slower */
@@ -803,7 +414,7 @@ static qjit_status tune_problem(tuner *T, const qjit_tune_problem *p, const qjit
     free(first);
     free(ref);
     free(got);
-    operands_free(&ops);
+    qjit_tune_operands_free(&ops);
     return st;
 }
 

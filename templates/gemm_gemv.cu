@@ -118,18 +118,17 @@
 %       if not one_of(B, "s4", "u4") and not (B == "s8" and A ~= "s8") then c[#c + 1] = config(64, 64, bk, 4, 2, 2) end
 %     end
 %     if not one_of(B, "s4", "u4", "e2m1") then c[#c + 1] = config(8, 64, bk, 1, 4, 2) end
-%     -- the weights through shared memory, 12-16 steps a warp in flight (64-96 KB a CTA)
+%     -- weights and tokens through shared memory, 9-16 steps a warp in flight (at most 216
+%     -- KB a CTA for 4-bit weights under 16-bit tokens)
 %     if not (SA == "mx" and A ~= "e2m1") then
-%       c[#c + 1], c[#c + 2], c[#c + 3] = config(8, 16, bk, 1, 4, 16), config(16, 16, bk, 1, 4, 16), config(16, 32, bk, 1, 4, 12)
-%       c[#c + 1] = config(16, 64, bk, 2, 2, 12)
+%       c[#c + 1], c[#c + 2], c[#c + 3] = config(8, 16, bk, 1, 4, 16), config(16, 16, bk, 1, 4, 10), config(16, 32, bk, 1, 4, 9)
+%       c[#c + 1] = config(16, 64, bk, 2, 2, 9)
 %     end
 %     -- eight warps along K at M = 9-32: a 4096-wide layer has 128 CTAs of 32 rows (256 of
 %     -- 16), one an SM, so the warps a CTA are the warps a scheduler (ncu at M = 16 on
-%     -- 4096x14336: one warp a scheduler, issuing once every 3.45 cycles, DRAM at 33%); 4-bit
-%     -- weights also with the ring in shared memory (zero points and e2m1 spill without it)
+%     -- 4096x14336: one warp a scheduler, issuing once every 3.45 cycles, DRAM at 33%)
 %     if one_of(B, "s4", "u4", "e2m1") then
 %       if not (ZEROS or B == "e2m1") then c[#c + 1] = config(16, 32, bk, 1, 8, 2) end
-%       c[#c + 1] = config(16, 32, bk, 1, 8, 10)
 %     elseif not (SA == "mx" and A ~= "e2m1") then
 %       c[#c + 1] = config(16, 16, bk, 1, 8, s2)
 %     end
@@ -149,9 +148,9 @@
 %     if not one_of(WM, 1, 2, 4) or not one_of(WN, 1, 2, 4, 8) or WM * WN > 8 then unsupported(string.format("kernel gemv: warps=WMxWN, WM = 1, 2 or 4 warps across the tile's rows, WN = 1, 2, 4 or 8 along K, at most 8 in all (warps=%dx%d)", WM, WN)) end
 %     if BN % (16 * WM) ~= 0 or BN // WM > 64 then unsupported(string.format("kernel gemv: warps=%dx%d: the %d warps across the rows take 16, 32 or 64 rows each, and BN=%d rows do not split so", WM, WN, WM, BN)) end
 %     if STAGES < 1 or STAGES > 32 then unsupported("kernel gemv: stages (steps in flight per warp) must be 1..8 (in registers) or 9..32 (the weights in shared memory), not " .. STAGES) end
-%     -- stages 9..32: the weights' chunks go through a shared-memory ring of STAGES steps a
-%     -- warp (cp.async, each lane its own chunks), the tokens and scales through a register
-%     -- ring of two steps: bytes in flight without registers
+%     -- stages 9..32: the weights' and the tokens' chunks go through a shared-memory ring of
+%     -- STAGES steps a warp (cp.async, each lane its own chunks), the scales through a
+%     -- register ring of two steps: both operands that many steps ahead, without registers
 %     local SR = STAGES > 8
 %     if SR and SA == "mx" and A ~= "e2m1" then unsupported("kernel gemv: MXFP8's 8-byte weight pieces stay in registers (stages 1..8, not " .. STAGES .. ")") end
 %     local DR = SR and 2 or STAGES
@@ -164,16 +163,16 @@
 %     local R = KC * AB // 4                          -- registers of a chunk as mma operands
 %     local RA = AE2 and 1 or R // 4                  -- 16-byte loads of a token chunk
 %     -- registers: the ring (B chunks, token chunks, scales), accumulators, fragments
-%     local REGS = DR * ((SR and 0 or 8 * RB) + NT * RA * 4 + (SB == "group" and 2 * RB or 0)) + (SR and 8 * RB or 0) + RB * NT * 4 * (SB == "group" and 2 or 1) + 40
+%     local REGS = DR * ((SR and 0 or 8 * RB + NT * RA * 4) + (SB == "group" and 2 * RB or 0)) + (SR and 8 * RB + NT * RA * 4 or 0) + RB * NT * 4 * (SB == "group" and 2 or 1) + 40
 %     -- four row blocks of 4-bit weights: their operands alone spill (255 registers and 84
 %     -- bytes of spills at tile 8x64x128, 2 stages)
 %     if RB == 4 and one_of(B, "s4", "u4", "e2m1") then unsupported("kernel gemv: 64 rows a warp take 8- and 16-bit weights (4-bit ones spill registers)") end
 %     if REGS > 255 then unsupported(string.format("kernel gemv: tile %dx%dx%d with %d stages needs about %d registers a thread", BM, BN, BK, STAGES, REGS)) end
 %     local THREADS = 32 * WM * WN -- at most 256: 255 registers a thread still fit the SM
-%     -- shared memory: the sum of the W warps along K, then the weights' ring (16 bytes a lane
-%     -- for each of a warp's 2·RB rows, STAGES steps)
+%     -- shared memory: the sum of the W warps along K, then the ring (16 bytes a lane for
+%     -- each of a warp's 2·RB rows and NT·RA token chunks, STAGES steps)
 %     local RED_BYTES = (WN - 1) * BN * BM * 4
-%     local RING_BYTES = SR and WM * WN * STAGES * RB * 2 * 512 or 0
+%     local RING_BYTES = SR and WM * WN * STAGES * (RB * 2 + NT * RA) * 512 or 0
 %     if RED_BYTES + RING_BYTES > 232448 then unsupported(string.format("kernel gemv: %d warps with %d steps of %d rows each in shared memory need %d bytes, more than 227 KB", WM * WN, STAGES, 16 * RB, RED_BYTES + RING_BYTES)) end
 %     -- 16-byte chunks: K a multiple of a chunk (a chunk is all in or all out); rows of A and
 %     -- B 16-byte aligned (lda % 8; ldb % 32 for 4-bit, % 16 for s8, % 8 for 16-bit)
@@ -206,8 +205,9 @@ constexpr int ANUM = $(AE2 and 1 or AB), ADEN = $(AE2 and 2 or 1); // bytes of a
 constexpr int NT = $(NT), RB = $(RB);     // token tiles of 8, row blocks of 16
 constexpr int W = $(WN), D = $(DR);        // warps along K, steps in the register ring
 % if SR then
-constexpr int DB = $(STAGES);              // steps of weights in flight a warp (shared memory)
-constexpr int SLOT = RB * 2 * 512;         // a warp's slot: 2·RB rows × 32 lanes × 16 bytes
+constexpr int DB = $(STAGES);              // steps in flight a warp (shared memory)
+constexpr int WCH = RB * 2;                // a lane's weight chunks a step, then its token chunks
+constexpr int SLOT = (WCH + NT * RA) * 512; // a warp's slot: those × 32 lanes × 16 bytes
 % end
 constexpr int WR = $(WM);                  // warps across the rows, 16·RB rows each
 constexpr int RBYTES_NUM = $(one_of(B, "f16", "bf16") and 2 or 1), RBYTES_DEN = $((Q4 or E2M1) and 2 or 1); // bytes a value
@@ -232,12 +232,18 @@ __device__ __forceinline__ uint4 $(f[1])(const void *ptr, bool p)
 }
 % end
 % if SR then
-// A lane's 16 bytes of the weights' ring (ordered after the cp.async wait by asm volatile)
+// A lane's 16 bytes of the ring (ordered after the cp.async wait by asm volatile)
 __device__ __forceinline__ uint4 lds16(u32 a)
 {
     uint4 r;
     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "r"(a));
     return r;
+}
+// 16 bytes of tokens into the ring through L1 (the warps across the rows copy the same
+// chunks at about the same time: one L2 read), zeros where src_bytes is 0
+__device__ __forceinline__ void cp_async16_ca(u32 dst, const void *src, int src_bytes)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
 % end
 % if MX8 then
@@ -532,15 +538,18 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 % end
 
 % if SR then
-    // the weights' ring in shared memory: this lane's chunks of a step at slot·SLOT +
-    // (2r + h)·512 + 16·lane of its warp's DB slots, which no other lane reads
+    // the ring in shared memory: this lane's chunks of a step at slot·SLOT + i·512 + 16·lane
+    // of its warp's DB slots (i = 2r + h for the weights, WCH + RA·t + i for the tokens),
+    // which no other lane reads
     const u32 ring = qc::smem_addr(red) + $(RED_BYTES) + warp * (DB * SLOT) + lane * 16;
-    // the register ring: D steps of token chunks (and scales)
+    // the register ring: D steps of scales
 % else
     // the ring: D steps of B chunks, token chunks (and group scales) in registers
     uint4 wb[D][RB][2];
 % end
+% if not SR then
     uint4 ab[D][NT][RA];
+% end
 % if AE2 then
     u16 ea[D][NT];
 % end
@@ -600,7 +609,8 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 % end
     };
 % if SR then
-    // step s's weight chunks into ring slot j, one cp.async group a step (zeros past K and N)
+    // step s's weight and token chunks into ring slot j, one cp.async group a step (zeros
+    // past K, N and M)
     auto load_w = [&](int j, int s) {
         const bool in = s * STEP + c * KC < K;
 #pragma unroll
@@ -609,6 +619,12 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
             for (int h = 0; h < 2; ++h)
                 qc::cp_async16(ring + j * SLOT + (2 * r + h) * 512, brow[r][h] + (long long)s * 64,
                                in && bok[r][h] ? 16 : 0);
+#pragma unroll
+        for (int t = 0; t < NT; ++t)
+#pragma unroll
+            for (int i = 0; i < RA; ++i)
+                cp_async16_ca(ring + j * SLOT + (WCH + RA * t + i) * 512,
+                              arow[t] + (long long)s * STEP * ANUM / ADEN + 16 * i, in && aok[t] ? 16 : 0);
         qc::cp_async_commit();
     };
 % end
@@ -626,11 +642,14 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
         }
 % else
         const bool in = s * STEP + c * KC < K;
+% if not SR then
 #pragma unroll
         for (int t = 0; t < NT; ++t)
 #pragma unroll
             for (int i = 0; i < RA; ++i)
                 ab[d][t][i] = ld16(arow[t] + (long long)s * STEP * ANUM / ADEN + 16 * i, in && aok[t]);
+% end
+        (void)in;
 % if AE2 then
 #pragma unroll
         for (int t = 0; t < NT; ++t)
@@ -656,15 +675,16 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
     // the first D steps of weights are on their way before the wait for it, so under an
     // early start (QJIT_PDL=1) they load under that kernel's tail.  The next kernel is let
     // start after the main loop (below).
-% if SR then
-#pragma unroll
-    for (int j = 0; j < DB; ++j)
-        load_w(j, wk + j * W);
-% end
 #pragma unroll
     for (int d = 0; d < D; ++d)
         load_b(d, wk + d * W);
     qc::pdl_wait();
+% if SR then
+    // (the tokens depend on the kernel before: the ring starts after the wait)
+#pragma unroll
+    for (int j = 0; j < DB; ++j)
+        load_w(j, wk + j * W);
+% end
 #pragma unroll
     for (int d = 0; d < D; ++d)
         load_a(d, wk + d * W);
@@ -677,22 +697,27 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 #pragma unroll
         for (int d = 0; d < D; ++d) {
 % if SR then
-            // the step's weights have landed once at most DB − 1 later groups are pending
+            // the step's chunks have landed once at most DB − 1 later groups are pending
             qc::cp_async_wait<DB - 1>();
-            uint4 wcur[RB][2];
+            uint4 wcur[RB][2], acur[NT][RA];
 #pragma unroll
             for (int r = 0; r < RB; ++r)
 #pragma unroll
                 for (int h = 0; h < 2; ++h)
                     wcur[r][h] = lds16(ring + j * SLOT + (2 * r + h) * 512);
+#pragma unroll
+            for (int t = 0; t < NT; ++t)
+#pragma unroll
+                for (int i = 0; i < RA; ++i)
+                    acur[t][i] = lds16(ring + j * SLOT + (WCH + RA * t + i) * 512);
 % end
             u32 tp[NT][R];
 #pragma unroll
             for (int t = 0; t < NT; ++t)
 % if AE2 then
-                e2m1_regs(ab[d][t][0], tp[t], ea[d][t]);
+                e2m1_regs($(SR and "acur" or "ab[d]")[t][0], tp[t], ea[d][t]);
 % else
-                tok_regs(ab[d][t], tp[t]);
+                tok_regs($(SR and "acur" or "ab[d]")[t], tp[t]);
 % end
 % if ZEROS then
             // the step's sums of A, per token: an mma of ones against the token pairs

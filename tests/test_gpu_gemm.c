@@ -30,7 +30,7 @@ static const char *const configs[] = {
     "kernel=gemv tile=32x16x32 warps=1x8 stages=2",    "kernel=gemv",
     "kernel=gemv tile=8x64x32 warps=2x4 stages=6",     "kernel=gemv tile=16x128x32 warps=4x2 stages=3",
     "kernel=gemv tile=64x64x32 warps=4x2 stages=2",
-    /* the weights through a shared-memory ring (stages 9..32); one warp along K wraps its
+    /* weights and tokens through a shared-memory ring (stages 9..32); one warp along K wraps its
      * ring of 9 steps at K = 1000 */
     "kernel=gemv tile=8x16x32 warps=1x4 stages=16",    "kernel=gemv tile=16x32x32 warps=1x1 stages=9",
     "tile=auto",

@@ -321,15 +321,15 @@ static const struct {
     {" kernel=gemv tile=16x32x128 warps=1x4 stages=2", "a=e2m1", true},
     {" kernel=gemv tile=16x64x128 warps=2x2 stages=2", "a=e2m1", true},
     {" kernel=gemv tile=8x16x128 warps=1x1 stages=3", "a=e2m1", true},
-    /* the weights through a shared-memory ring (stages 9..32), 4-, 8- and 16-bit weights; one
+    /* weights and tokens through a shared-memory ring (stages 9..32), 4-, 8- and 16-bit weights; one
      * warp along K with a ring of 9 steps wraps it at the long-K shape */
-    {" kernel=gemv tile=16x32x128 warps=1x4 stages=12", "16 b=s4 sb=col|16 b=u4 sb=col|16 b=s4 sb=group:128|16 b=u4 sb=group:128|16 b=s4 sb=group:256|16 b=u4 sb=group:256|16 b=e2m1|a=s8 b=s4 sa=row sb=col|a=s8 b=s4 sa=row sb=group:128|a=e2m1", true},
+    {" kernel=gemv tile=16x32x128 warps=1x4 stages=9", "16 b=s4 sb=col|16 b=u4 sb=col|16 b=s4 sb=group:128|16 b=u4 sb=group:128|16 b=s4 sb=group:256|16 b=u4 sb=group:256|16 b=e2m1|a=s8 b=s4 sa=row sb=col|a=s8 b=s4 sa=row sb=group:128|a=e2m1", true},
     {" kernel=gemv tile=8x16x128 warps=1x1 stages=9", "16 b=s4 sb=group:128|16 b=u4 sb=group:128|16 b=e2m1|a=s8 b=s4 sa=row sb=group:128|a=e2m1", true},
-    {" kernel=gemv tile=16x64x128 warps=2x2 stages=12", "16 b=u4 sb=group:128|16 b=e2m1|a=e2m1", true},
+    {" kernel=gemv tile=16x64x128 warps=2x2 stages=9", "16 b=u4 sb=group:128|16 b=e2m1|a=e2m1", true},
     {" kernel=gemv tile=8x16x64 warps=1x4 stages=16", "16 b=s8 sb=col|a=s8 b=s8|" GEMV_F8, true},
     {" kernel=gemv tile=16x16x64 warps=1x1 stages=9", "16 b=s8 sb=col|a=s8 b=s8 sa=row|b=e4m3 sa=block", true},
-    /* eight warps along K at M = 9-32, and with the ring in shared memory */
-    {" kernel=gemv tile=16x32x128 warps=1x8 stages=10", "16 b=s4 sb=group:128|16 b=u4 sb=group:128|16 b=e2m1|a=s8 b=s4 sa=row|a=e2m1", true},
+    /* eight warps along K at M = 9-32 */
+    {" kernel=gemv tile=16x32x128 warps=1x8 stages=2", "16 b=s4 sb=group:128|a=s8 b=s4 sa=row sb=col|a=s8 b=s4 sa=row sb=group:128", true},
     {" kernel=gemv tile=16x16x64 warps=1x8 stages=4", "16 b=s8 sb=col|a=s8 b=s8|" GEMV_F8, true},
 };
 #define NCONFIGS (int)(sizeof configs / sizeof configs[0])
@@ -593,7 +593,8 @@ int main(int argc, char **argv)
     static const char *const replays[] = {
         "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 kernel=gemv",
         "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 kernel=gemv tile=16x64x128 warps=2x4 stages=2",
-        "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 kernel=gemv tile=16x32x128 warps=1x4 stages=12",
+        "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 kernel=gemv tile=16x32x128 warps=1x4 stages=9",
+        "gemm a=bf16 b=e2m1 sb=mx out=bf16 kernel=gemv tile=16x64x128 warps=2x2 stages=9",
         "gemm a=bf16 b=bf16 out=bf16 kernel=gemv tile=8x16x32 warps=1x4 stages=16",
         "gemm a=e4m3 b=e4m3 sa=block sb=block out=bf16 kernel=gemv tile=8x128x64 warps=4x2 stages=2",
         "gemm a=f16 b=u4 sb=group:128 gs=f16 zeros=1 out=f16 bias=1 kernel=gemv tile=16x32x128 warps=1x8 stages=2",

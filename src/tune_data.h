@@ -1,0 +1,37 @@
+/*
+ * tune_data.h — the operands of a tuning problem and the check of a candidate's output
+ * (tune_data.c), for qjit_gemm_tune (tune_run.c).
+ */
+#ifndef QJIT_TUNE_DATA_H
+#define QJIT_TUNE_DATA_H
+#include "driver.h"
+
+#define MAX_COPIES 32
+
+/* One problem's operands in `copies` copies (A, B, scales), a bias, and two outputs. */
+typedef struct qjit_tune_operands {
+    const qjit_cu_api *cu;
+    int copies;
+    size_t a_bytes, b_bytes, sa_bytes, sb_bytes, d_bytes, bias_bytes;
+    CUdeviceptr a[MAX_COPIES], b[MAX_COPIES], sa[MAX_COPIES], sb[MAX_COPIES], zb[MAX_COPIES];
+    CUdeviceptr bias, out;
+} qjit_tune_operands;
+
+/* Random operands for problem p of descriptor d (values in the ranges the kernels' checks
+ * use, the same for any thread count), in as many copies as cover `rotate` bytes, uploaded
+ * to the device; freed with qjit_tune_operands_free. */
+QJIT_HIDDEN qjit_status qjit_tune_operands_make(const qjit_cu_api *cu, const qjit_gemm_desc *d,
+                                                const qjit_tune_problem *p, uint64_t rotate,
+                                                qjit_tune_operands *o);
+QJIT_HIDDEN void qjit_tune_operands_free(qjit_tune_operands *o);
+/* A launch's arguments over copy `copy` of the operands. */
+QJIT_HIDDEN qjit_gemm_args qjit_tune_args(const qjit_tune_operands *o, const qjit_gemm_desc *d,
+                                          const qjit_tune_problem *p, int copy);
+/* The normalized error a candidate's output may have against the heuristic's. */
+QJIT_HIDDEN double qjit_tune_tolerance(const qjit_gemm_desc *d);
+/* The normalized error of got against ref (count values of type t); negative where got
+ * holds a NaN where ref does not (an output left poisoned). */
+QJIT_HIDDEN double qjit_tune_nerr(qjit_dtype t, const uint8_t *got, const uint8_t *ref,
+                                  int64_t count);
+
+#endif
