@@ -14,12 +14,15 @@
 // 16-bit B, 64 of s8, 128 of 4-bit).  The order of k inside a chunk is free as long as the
 // token fragment uses the same one, so each thread dequantizes its own chunk into mma
 // fragments with a few LOP3/PRMT per 8 values, and the token values (A, read through L1) are
-// permuted to match.  Nothing goes through shared memory but the final sum.
+// permuted to match.  With stages 1..8 nothing goes through shared memory but the final sum.
 //
 // Bytes in flight: each warp keeps STAGES steps of loads outstanding in registers (a step is
 // 16 rows × 64 bytes = 1 KB of B), used in place and reloaded STAGES·W steps ahead, in a
 // straight-line loop body (steps past K load zeros), so no instruction reads a load before
-// its step.  W warps of a CTA take the steps of K round-robin and their partial tiles are
+// its step.  With stages 9..32 the weights and tokens of STAGES steps go through a ring in
+// shared memory instead: each lane copies its own chunks with cp.async (one group a step),
+// reads them back after cp.async.wait_group, and refills the slot STAGES steps ahead; no
+// other lane reads them, so no barrier is needed.  The scales keep a register ring of two.  W warps of a CTA take the steps of K round-robin and their partial tiles are
 // summed in shared memory in the order of their steps (per row group, with warps across the
 // rows), so a result does not depend on timing.
 //
@@ -37,7 +40,8 @@
 // to 128; BK as above); warps=WRxW: WR warps across the rows (BN/WR each, 16, 32 or 64) and
 // W along K; stages: steps in flight per warp.  More rows a CTA read each token chunk from
 // L2 once for more weights (the WR warps of a step share it through L1).  Block: 32·WR·W
-// threads; shared memory (W − 1)·BN·BM·4 bytes for the sum.  Grid: N/BN × M/BM.
+// threads; shared memory (W − 1)·BN·BM·4 bytes for the sum, and with stages 9..32 the ring,
+// WR·W·STAGES·(2·RB + NT·RA)·512 bytes.  Grid: N/BN × M/BM.
 % -- qjit family: name=gemv id=11 order=5
 % include("gemm_stage_plan.cuh")
 % -- k per 16-byte chunk of B, and the step (four chunks)
@@ -118,7 +122,7 @@
 %       if not one_of(B, "s4", "u4") and not (B == "s8" and A ~= "s8") then c[#c + 1] = config(64, 64, bk, 4, 2, 2) end
 %     end
 %     if not one_of(B, "s4", "u4", "e2m1") then c[#c + 1] = config(8, 64, bk, 1, 4, 2) end
-%     -- weights and tokens through shared memory, 9-16 steps a warp in flight (at most 216
+%     -- weights and tokens through shared memory, 9-16 steps a warp in flight (at most 222
 %     -- KB a CTA for 4-bit weights under 16-bit tokens)
 %     if not (SA == "mx" and A ~= "e2m1") then
 %       c[#c + 1], c[#c + 2], c[#c + 3] = config(8, 16, bk, 1, 4, 16), config(16, 16, bk, 1, 4, 10), config(16, 32, bk, 1, 4, 9)
@@ -173,7 +177,9 @@
 %     -- each of a warp's 2·RB rows and NT·RA token chunks, STAGES steps)
 %     local RED_BYTES = (WN - 1) * BN * BM * 4
 %     local RING_BYTES = SR and WM * WN * STAGES * (RB * 2 + NT * RA) * 512 or 0
-%     if RED_BYTES + RING_BYTES > 232448 then unsupported(string.format("kernel gemv: %d warps with %d steps of %d rows each in shared memory need %d bytes, more than 227 KB", WM * WN, STAGES, 16 * RB, RED_BYTES + RING_BYTES)) end
+%     -- the shared memory a block may have: 227 KB on sm_90, 163 KB on sm_80, 99 KB on sm_86/89
+%     local SMEM_MAX = ARCH >= 90 and 232448 or ARCH == 80 and 166912 or 101376
+%     if RED_BYTES + RING_BYTES > SMEM_MAX then unsupported(string.format("kernel gemv: %d warps with %d steps of %d rows each in shared memory need %d bytes, more than the %d KB of sm_%d", WM * WN, STAGES, 16 * RB, RED_BYTES + RING_BYTES, SMEM_MAX // 1024, ARCH)) end
 %     -- 16-byte chunks: K a multiple of a chunk (a chunk is all in or all out); rows of A and
 %     -- B 16-byte aligned (lda % 8; ldb % 32 for 4-bit, % 16 for s8, % 8 for 16-bit)
 %     return {threads = THREADS, smem = math.max(16, RED_BYTES + RING_BYTES), k_multiple = KC, SR = SR, DR = DR, RED_BYTES = RED_BYTES,
@@ -585,6 +591,7 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
             }
 % else
         const bool in = s * STEP + c * KC < K; // this thread's chunk of step s
+        (void)in;
 #pragma unroll
         for (int r = 0; r < RB; ++r)
 #pragma unroll
@@ -609,9 +616,9 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 % end
     };
 % if SR then
-    // step s's weight and token chunks into ring slot j, one cp.async group a step (zeros
-    // past K, N and M)
-    auto load_w = [&](int j, int s) {
+    // step s's weight chunks, then its token chunks and the commit that closes the step's
+    // cp.async group, into ring slot j (zeros past K, N and M)
+    auto load_ww = [&](int j, int s) {
         const bool in = s * STEP + c * KC < K;
 #pragma unroll
         for (int r = 0; r < RB; ++r)
@@ -619,6 +626,9 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
             for (int h = 0; h < 2; ++h)
                 qc::cp_async16(ring + j * SLOT + (2 * r + h) * 512, brow[r][h] + (long long)s * 64,
                                in && bok[r][h] ? 16 : 0);
+    };
+    auto load_wa = [&](int j, int s) {
+        const bool in = s * STEP + c * KC < K;
 #pragma unroll
         for (int t = 0; t < NT; ++t)
 #pragma unroll
@@ -675,15 +685,22 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
     // the first D steps of weights are on their way before the wait for it, so under an
     // early start (QJIT_PDL=1) they load under that kernel's tail.  The next kernel is let
     // start after the main loop (below).
+% if SR then
+    // the ring's weights too, not yet committed: the tokens depend on the kernel before, so
+    // they follow the wait, and step 0's commit closes a first group that holds every
+    // weight of the first DB steps (a superset of its step: the count of groups holds)
+#pragma unroll
+    for (int j = 0; j < DB; ++j)
+        load_ww(j, wk + j * W);
+% end
 #pragma unroll
     for (int d = 0; d < D; ++d)
         load_b(d, wk + d * W);
     qc::pdl_wait();
 % if SR then
-    // (the tokens depend on the kernel before: the ring starts after the wait)
 #pragma unroll
     for (int j = 0; j < DB; ++j)
-        load_w(j, wk + j * W);
+        load_wa(j, wk + j * W);
 % end
 #pragma unroll
     for (int d = 0; d < D; ++d)
@@ -806,7 +823,8 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
             load_a(d, s0 + d * W + D * W);
 % if SR then
             // the slot's values are in registers and used: refill it DB steps ahead
-            load_w(j, s0 + d * W + DB * W);
+            load_ww(j, s0 + d * W + DB * W);
+            load_wa(j, s0 + d * W + DB * W);
             j = j + 1 == DB ? 0 : j + 1;
 % end
         }
