@@ -118,6 +118,18 @@ static qjit_status compile_wait(compile_job *j, size_t u, const qjit_tune_option
 }
 
 /* ------------------------------------------------------------ timing */
+/* The median of v[0..n), n >= 1 (sorted in place: n is small). */
+static double median(double *v, int n)
+{
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            double x = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = x;
+        }
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 /* Median µs of one launch of g over the copies, as replays of a graph of launches; within
  * the budget above (cutoff_us: the time past which a candidate stops after one replay, 0 for
  * none). */
@@ -188,13 +200,7 @@ static qjit_status time_launches(const qjit_cu_api *cu, qjit_gemm *g, const qjit
     if (st == QJIT_OK && r != CUDA_SUCCESS)
         st = qjit_drv_fail(cu, r, "timing a candidate");
     if (st == QJIT_OK) {
-        for (int i = 1; i < n; i++) /* insertion sort: n is small */
-            for (int j = i; j > 0 && t[j - 1] > t[j]; j--) {
-                double x = t[j];
-                t[j] = t[j - 1];
-                t[j - 1] = x;
-            }
-        *us = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+        *us = median(t, n);
     }
     if (s)
         cu->StreamSynchronize(s);
@@ -243,6 +249,14 @@ typedef struct tuner {
 
 /* The final round (FINAL_WINDOW above): first[i] is candidate i's time in the sweep, 0
  * where it did not pass.  Updates res (best, best_us, heuristic_us) and the records. */
+static bool picked(const size_t *pick, int npick, size_t i)
+{
+    for (int j = 0; j < npick; j++)
+        if (pick[j] == i)
+            return true;
+    return false;
+}
+
 static qjit_status final_round(tuner *T, const qjit_tune_problem *p, const qjit_gemm_desc *cands,
                                const double *first, size_t ncands, const qjit_tune_operands *ops,
                                qjit_tune_result *res)
@@ -252,14 +266,10 @@ static qjit_status final_round(tuner *T, const qjit_tune_problem *p, const qjit_
     /* the fastest FINAL_MAX within the window, fastest first */
     for (int k = 0; k < FINAL_MAX; k++) {
         size_t b = ncands;
-        for (size_t i = 0; i < ncands; i++) {
-            bool taken = false;
-            for (int j = 0; j < npick; j++)
-                taken |= pick[j] == i;
-            if (!taken && first[i] > 0 && first[i] <= FINAL_WINDOW * res->best_us &&
+        for (size_t i = 0; i < ncands; i++)
+            if (!picked(pick, npick, i) && first[i] > 0 && first[i] <= FINAL_WINDOW * res->best_us &&
                 (b == ncands || first[i] < first[b]))
                 b = i;
-        }
         if (b == ncands)
             break;
         pick[npick++] = b;
@@ -269,10 +279,7 @@ static qjit_status final_round(tuner *T, const qjit_tune_problem *p, const qjit_
     /* and the heuristic's kernel, so that the speed-up printed compares like with like */
     for (size_t i = 0; i < ncands; i++)
         if (first[i] > 0 && !memcmp(&cands[i], &res->heuristic, sizeof cands[i])) {
-            bool taken = false;
-            for (int j = 0; j < npick; j++)
-                taken |= pick[j] == i;
-            if (!taken)
+            if (!picked(pick, npick, i))
                 pick[npick++] = i;
             break;
         }
@@ -295,24 +302,13 @@ static qjit_status final_round(tuner *T, const qjit_tune_problem *p, const qjit_
     /* the passed candidates not timed again keep their sweep times */
     res->best_us = 0;
     for (size_t i = 0; i < ncands; i++) {
-        bool taken = false;
-        for (int j = 0; j < npick; j++)
-            taken |= pick[j] == i;
-        if (!taken && first[i] > 0 && (res->best_us == 0 || first[i] < res->best_us)) {
+        if (!picked(pick, npick, i) && first[i] > 0 && (res->best_us == 0 || first[i] < res->best_us)) {
             res->best_us = first[i];
             res->best = cands[i];
         }
     }
     for (int j = 0; j < npick && st == QJIT_OK; j++) {
-        double *v = t[j]; /* the median of FINAL_ROUNDS + 1 times (sorted in place) */
-        for (int a = 1; a <= FINAL_ROUNDS; a++)
-            for (int b = a; b > 0 && v[b - 1] > v[b]; b--) {
-                double x = v[b];
-                v[b] = v[b - 1];
-                v[b - 1] = x;
-            }
-        const int n = FINAL_ROUNDS + 1;
-        const double us = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+        const double us = median(t[j], FINAL_ROUNDS + 1);
         const qjit_gemm_desc *c = &cands[pick[j]];
         if (res->best_us == 0 || us < res->best_us) {
             res->best_us = us;

@@ -750,12 +750,11 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 #pragma unroll
             for (int r = 0; r < RB; ++r) {
                 u32 w0[R], w1[R];
+% local WB = SR and "wcur" or "wb[d]" -- this step's weight chunks
 % if E2M1 then
-% local WB = SR and "wcur" or "wb[d]"
                 e2m1_regs($(WB)[r][0], w0, eb[d][r][0]);
                 e2m1_regs($(WB)[r][1], w1, eb[d][r][1]);
 % else
-% local WB = SR and "wcur" or "wb[d]"
                 weight_regs($(WB)[r][0], w0);
                 weight_regs($(WB)[r][1], w1);
 % end
