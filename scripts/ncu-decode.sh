@@ -8,7 +8,10 @@
 # For a prefill shape, QJIT_NCU_PREFILL=1 takes the prefill peers and adds what a
 # compute-bound kernel is read by: the pipes' utilisation (the tensor pipe's among them),
 # instruction mix, and shared-memory bank conflicts; QJIT_NCU_NAMED passes configurations
-# by name to profile beside auto's (tools/probe_decode.py --named).
+# by name to profile beside auto's (tools/probe_decode.py --named); QJIT_NCU_SOURCE=1
+# samples the warps' stalls at each SASS instruction (the source view) and writes
+# $OUT/source.csv (ncu's source page) and $OUT/source.txt (each kernel's instructions with
+# the most stall samples).
 # Usage: bash scripts/ncu-decode.sh [MxNxK] [pairs]
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -30,6 +33,7 @@ if [ "${QJIT_NCU_PREFILL:-0}" = 1 ]; then
   metrics="$metrics,regex:l1tex__data_bank_conflicts_pipe_lsu_mem_shared.*\.sum"
   extra+=(--prefill)
 fi
+[ "${QJIT_NCU_SOURCE:-0}" = 1 ] && sections="$sections --section SourceCounters"
 sections="$sections --metrics $metrics"
 [ -n "${QJIT_NCU_NAMED:-}" ] && extra+=(--named "$QJIT_NCU_NAMED")
 ncu --target-processes all --nvtx --nvtx-include "probe/" $sections -f -o "$out/decode" \
@@ -69,4 +73,10 @@ for key, ms in seen.items():
           ("\n    stalls: " + ", ".join(f"{n} {v:.2f}" for v, n in top) if top else ""))
 PY
 cat "$out/ncu.txt"
+if [ "${QJIT_NCU_SOURCE:-0}" = 1 ]; then
+  ncu --import "$out/decode.ncu-rep" --page source --print-source sass --csv \
+    > "$out/source.csv" 2>> "$out/ncu.err"
+  python3 "$root/scripts/ncu_source.py" "$out/source.csv" > "$out/source.txt" 2>&1
+  head -n 200 "$out/source.txt"
+fi
 exit $rc

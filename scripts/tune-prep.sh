@@ -19,8 +19,19 @@ grep -v '^#' "$root/cache/tune/descriptors.txt" | grep -v '^$' | grep -E -- "${Q
 while read -r d; do
   printf '%s arch=sm_90a\n%s arch=sm_90a sweep=default\n%s arch=sm_90a sweep=small-m\n' "$d" "$d" "$d"
 done > "$manifest"
-# the shipped records first, so that the descriptors' lines compile their tuned winners too
+# the shipped records first, so that the descriptors' lines compile their tuned winners too;
+# the records a cache already holds go first (a merge keeps rows the shipped file dropped)
 mkdir -p "$cache"
+if [ -f "$cache/qjit.db" ]; then
+  python3 - "$cache/qjit.db" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+if db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'tuning'").fetchone()[0]:
+    db.execute("DELETE FROM tuning")
+    db.commit()
+db.close()
+PY
+fi
 for t in "$root"/cache/tune/*.db; do
   [ -e "$t" ] && "$root/build/tools/qjit-cache" --db "$cache/qjit.db" merge "$t"
 done

@@ -449,11 +449,14 @@ static qjit_status tuned_winners(qjit_context *ctx, const qjit_gemm_desc *d, qji
         return st;
     }
     qsort(t.v, t.n, sizeof *t.v, row_order);
+    bool taken = false; /* the current (gpu, n, k, bucket) has its winner */
     for (size_t i = 0; i < t.n; i++) {
         const tuned_row *w = &t.v[i];
-        if (i > 0 && !strcmp(w->gpu, t.v[i - 1].gpu) && w->n == t.v[i - 1].n &&
-            w->k == t.v[i - 1].k && w->bucket == t.v[i - 1].bucket)
-            continue; /* not the winner of its (gpu, n, k, bucket) */
+        if (i == 0 || strcmp(w->gpu, t.v[i - 1].gpu) || w->n != t.v[i - 1].n ||
+            w->k != t.v[i - 1].k || w->bucket != t.v[i - 1].bucket)
+            taken = false;
+        if (taken)
+            continue; /* slower than its (gpu, n, k, bucket)'s winner */
         qjit_gemm_desc c;
         char why[512];
         if (qjit_gemm_desc_parse(w->config, &c) != QJIT_OK) {
@@ -463,10 +466,11 @@ static qjit_status tuned_winners(qjit_context *ctx, const qjit_gemm_desc *d, qji
         if (c.kernel == QJIT_KERNEL_AUTO || !qjit_select_config_of(ctx, d, arch, &c, why, sizeof why)) {
             qjit_log(&ctx->log, QJIT_LOG_WARN,
                      "qjit: tuned result '%s' for %s (n=%lld k=%lld, M bucket %d) is not "
-                     "usable (%s): the heuristic stands in",
+                     "usable (%s): the next result, else the heuristic, stands in",
                      w->config, problem, (long long)w->n, (long long)w->k, w->bucket, why);
             continue;
         }
+        taken = true;
         qjit_dispatch_problem *p = dp->nproblems ? &dp->problems[dp->nproblems - 1] : NULL;
         if (!p || p->n != w->n || p->k != w->k || strcmp(p->gpu, w->gpu)) {
             p = realloc(dp->problems, (dp->nproblems + 1) * sizeof *p);

@@ -418,24 +418,37 @@ static void test_damaged_rows(const char *dir)
     r.config = "gemm a=bf16 b=s4 sa=none sb=group:128 gs=bf16 zeros=0 out=bf16 bias=0 "
                "arch=sm_90a kernel=mma_wq tile=64x64x64 warps=2x2 stages=9 split=1";
     insert_tuning(db, &r, 0);
+    /* at k = 1500 the refused row is the fastest; the next one, slower, stands in for it */
+    r.k = 1500;
+    r.us = 0.5;
+    insert_tuning(db, &r, 0);
+    r.us = 2.0;
+    r.config = "gemm a=bf16 b=s4 sa=none sb=group:128 gs=bf16 zeros=0 out=bf16 bias=0 "
+               "arch=sm_90a kernel=mma_wq tile=64x64x64 warps=2x2 stages=3 split=1";
+    insert_tuning(db, &r, 0);
     sqlite3_close(db);
 
     qjit_context *ctx = open_ctx(dir, NULL);
     int w = warnings;
     qjit_gemm_variant v[32];
     size_t n = variants(ctx, W4A16, QJIT_ARCH_SM90A, v, 32);
-    CHECK(warnings >= w + 2, "warnings %d (want one per bad row)", warnings - w);
-    int seen_b = 0, seen_1500 = 0;
+    CHECK(warnings >= w + 3, "warnings %d (want one per bad row)", warnings - w);
+    int seen_b = 0, seen_1500 = 0, next = 0;
     for (size_t i = 0; i < n && i < 32; i++) {
         seen_b += !strcmp(v[i].gpu, "TestGPU B");
-        seen_1500 += v[i].tuned && v[i].n == 1000;
+        seen_1500 += v[i].tuned && v[i].n == 1000 && v[i].k == 512;
+        next += v[i].tuned && v[i].n == 1000 && v[i].k == 1500 && v[i].desc.stages == 3 &&
+                v[i].us == 2.0;
     }
-    CHECK(seen_b == 0 && seen_1500 == 0 && n == 7, "bad rows used: B %d, n=1000 %d, %zu variants",
-          seen_b, seen_1500, n);
+    CHECK(seen_b == 0 && seen_1500 == 0 && next == 1 && n == 8,
+          "bad rows used: B %d, n=1000 %d, next row %d, %zu variants", seen_b, seen_1500, next, n);
     qjit_context_destroy(ctx);
     db = raw_open(dir);
     CHECK(raw_count(db, "SELECT count(*) FROM tuning WHERE gpu = 'TestGPU B'") == 0,
           "the damaged row was not deleted");
+    /* the tests after this one count the rows before these two */
+    CHECK(sqlite3_exec(db, "DELETE FROM tuning WHERE k = 1500", NULL, NULL, NULL) == SQLITE_OK,
+          "delete the n = 1000, k = 1500 rows");
     sqlite3_close(db);
 }
 

@@ -8,8 +8,9 @@ covering --rotate-mb (so that weights come from DRAM, as in a model), divided by
 copies.  The auto handle is a get of the pair's descriptor through a context on the given
 cache (so tuned records there are used, as in a server); the named configurations are
 the pair's sweep on sm_90a (small-m up to M = 64, default above) with the bucket's
-heuristic; auto is timed after them, beside the fastest of them timed once more, and those
-two times are compared (the minimum over a sweep is biased low).  The summary gives, per
+heuristic; auto is timed after them in turns with the fastest of them (three times each,
+the median of each compared: the minimum over a sweep is biased low, and the turns put a
+drift of the clocks on both).  The summary gives, per
 pair and model, auto's worst and median ratio to the peer across M and auto's worst ratio
 to the best named configuration.
 
@@ -21,7 +22,7 @@ W8A8; each row also gives auto's TFLOP/s and its share of the dense peak its MMA
 
     LD_LIBRARY_PATH=build PYTHONPATH=python QJIT_LIBRARY=build/libqjit.so \\
         python3 tools/bench_grid.py [--pairs bf16,w8a8] [--m 1,16,128,4096]
-        [--models 8b,70b] [--nk 14336x4096] [--cache-dir DIR] [--csv grid.csv]
+        [--models 8b,70b] [--nk 14336x4096] [--cache-dir DIR] [--csv grid.csv] [--each]
 """
 import argparse
 import os
@@ -89,6 +90,9 @@ def main():
     ap.add_argument("--rotate-mb", type=int, default=256)
     ap.add_argument("--cache-dir", default="", help="the cache whose tuned records auto uses")
     ap.add_argument("--no-named", action="store_true", help="time auto and the peer only")
+    ap.add_argument("--turns", type=int, default=3,
+                    help="auto and the sweep's winner timed in turns, this many times each")
+    ap.add_argument("--each", action="store_true", help="print each named configuration's time")
     ap.add_argument("--csv", default="")
     ap.add_argument("--nk", default="",
                     help="NxK,... layers to time instead of each model's four (e.g. the dispatch "
@@ -139,15 +143,23 @@ def main():
                                 t = time_launches([launch(h, w) for w in ws], o.reps)
                             except RuntimeError:
                                 continue  # sizes this configuration refuses
+                            if o.each:
+                                print(f"    {t:9.1f}  {c.split('kernel=')[-1]}", flush=True)
                             if best is None or t < best:
                                 best, best_cfg, best_h = t, c.split("kernel=")[-1].replace(" split=1", ""), h
                     # auto after the sweep, beside its winner timed again: the fastest of
                     # some twenty noisy timings is biased low (on the H100, auto's own
                     # configuration came out up to 10% ahead of auto in the sweep), so those
                     # two times are the ones compared
-                    t_auto = time_launches([launch(g, w) for w in ws], o.reps)
-                    if best is not None:
-                        best = time_launches([launch(best_h, w) for w in ws], o.reps)
+                    # in turns (auto, best, auto, ...), the median of each: a drift of the
+                    # clocks during the cell falls on both alike
+                    ta, tb = [], []
+                    for _ in range(o.turns):
+                        ta.append(time_launches([launch(g, w) for w in ws], o.reps))
+                        if best is not None:
+                            tb.append(time_launches([launch(best_h, w) for w in ws], o.reps))
+                    t_auto = statistics.median(ta)
+                    best = statistics.median(tb) if tb else best
                     t_peer, peer_name = None, peer
                     try:
                         if o.prefill:
