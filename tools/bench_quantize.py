@@ -142,16 +142,22 @@ def layer_table(a, rows):
     w = torch.randint(-127, 128, (n, k), dtype=torch.int8, device="cuda")
     ws = torch.rand(n, device="cuda") * 1e-2
     quant = qjit.get_quant("quant in=bf16 out=s8 scale=row")
-    gemm = qjit.get_gemm("gemm a=s8 b=s8 sa=row sb=col out=bf16")
-    for m in (1, 2, 4, 8, 16):
-        x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-        xq, xs = quant(x)
-        t_quant = graph_us(lambda: quant(x), 20, a.warmup, a.reps)
-        t_gemm = graph_us(lambda: gemm(xq, w, scale_a=xs, scale_b=ws), 20, a.warmup, a.reps)
-        t_layer = graph_us(lambda: qjit.ops.quant_linear(quant, gemm, x, w, scale_b=ws), 20,
-                           a.warmup, a.reps)
-        print(f"{m:4d} {t_quant:12.1f} {t_gemm:9.1f} {t_layer:17.1f} {t_layer / t_gemm:7.3f}")
-        rows.append((f"{m}x{n}x{k}", "layer W8A8 s8 row", 1, t_layer, t_layer / t_gemm, t_gemm, ""))
+    # auto's GEMM, then each configuration --layer-config names (the GEMM's own time and
+    # the layer's both under that configuration)
+    for cfg in [""] + [c.strip() for c in a.layer_config.split(";") if c.strip()]:
+        gemm = qjit.get_gemm(("gemm a=s8 b=s8 sa=row sb=col out=bf16 " + cfg).strip())
+        if cfg:
+            print(f"  GEMM {cfg}")
+        for m in (1, 2, 4, 8, 16):
+            x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+            xq, xs = quant(x)
+            t_quant = graph_us(lambda: quant(x), 20, a.warmup, a.reps)
+            t_gemm = graph_us(lambda: gemm(xq, w, scale_a=xs, scale_b=ws), 20, a.warmup, a.reps)
+            t_layer = graph_us(lambda: qjit.ops.quant_linear(quant, gemm, x, w, scale_b=ws), 20,
+                               a.warmup, a.reps)
+            print(f"{m:4d} {t_quant:12.1f} {t_gemm:9.1f} {t_layer:17.1f} {t_layer / t_gemm:7.3f}")
+            rows.append((f"{m}x{n}x{k}", "layer W8A8 s8 row" + (" " + cfg if cfg else ""), 1,
+                         t_layer, t_layer / t_gemm, t_gemm, ""))
 
 
 def main():
@@ -161,6 +167,9 @@ def main():
     ap.add_argument("--skip-rows", action="store_true", help="no row-wise tables")
     ap.add_argument("--skip-3d", action="store_true")
     ap.add_argument("--skip-layer", action="store_true")
+    ap.add_argument("--layer-config", default="",
+                    help="';'-separated GEMM configurations (kernel=... tile=...) the layer "
+                         "table also times")
     ap.add_argument("--csv", help="also write every row to this CSV file")
     a = ap.parse_args()
     torch.manual_seed(0)
