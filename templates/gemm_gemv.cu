@@ -90,12 +90,6 @@
 %     local bm = (m ~= 0 and m <= 8) and 8 or 16
 %     local deep = not one_of(B, "s4", "u4", "e2m1") -- 8- and 16-bit weights: more steps in flight
 %     local c = config(bm, (bm == 16 and not deep) and 32 or 16, 4 * chunk_k(), 1, 4, deep and (bm == 8 and 8 or 6) or 2)
-%     -- 16-bit weights on sm_90a, nothing named: 16 tokens and 32 rows with 9 steps of weights
-%     -- and tokens in shared memory at every M to 16.  qjit-tune on the H100 (bf16, nine
-%     -- Llama 3 layers, M = 1-16): the best or within 2% of it from N·K = 2^25 up, where the
-%     -- register tiles lost up to 1.36x (8192x28672 at M = 1: 160.7 against 218.1 µs; at
-%     -- M = 9-16 1.29x); 3-6% behind the register tile on 4096x4096 and 6144x4096 at M <= 8
-%     if B == A and one_of(A, "f16", "bf16") and ARCH >= 90 and BM == 0 and WM == 0 and STAGES == 0 then c = config(16, 32, 4 * chunk_k(), 1, 4, 9) end
 %     if BM ~= 0 then c.bm, c.bn, c.bk = BM, BN, BK end
 %     if WM ~= 0 then
 %       c.wm, c.wn = WM, WN
