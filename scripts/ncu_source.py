@@ -6,6 +6,7 @@ columns the page carries.  Used by scripts/ncu-decode.sh (QJIT_NCU_SOURCE=1).
 
     python3 scripts/ncu_source.py source.csv [--top 30]
 """
+import argparse
 import csv
 import sys
 
@@ -18,10 +19,11 @@ def number(s):
 
 
 def blocks(path):
-    """(title, header, rows) for each table in the page; a line that is not a table's
-    header or row (a kernel's name) titles the next table."""
+    """(title, header, rows) for each table in the page; a line of one or two filled cells (a
+    kernel's name) ends a table and titles the next; other lines that do not fit the
+    header are skipped."""
     title, header, rows = "", None, []
-    for r in csv.reader(open(path, newline="")):
+    for r in csv.reader(open(path, newline="", errors="replace")):
         if not r:
             continue
         if any("Stall Sampling" in c for c in r) and any(c in ("Source", "Address") for c in r):
@@ -30,7 +32,7 @@ def blocks(path):
             header, rows = r, []
         elif header and len(r) == len(header):
             rows.append(r)
-        else:
+        elif sum(1 for c in r if c) <= 2:
             if header:
                 yield title, header, rows
                 header, rows = None, []
@@ -40,8 +42,11 @@ def blocks(path):
 
 
 def main():
-    path = sys.argv[1]
-    top = int(sys.argv[sys.argv.index("--top") + 1]) if "--top" in sys.argv else 30
+    ap = argparse.ArgumentParser(description="where the stall samples of ncu's source page fall")
+    ap.add_argument("csv", help="ncu --import R --page source --print-source sass --csv > CSV")
+    ap.add_argument("--top", type=int, default=30, help="instructions listed a kernel")
+    o = ap.parse_args()
+    path, top = o.csv, o.top
     found = False
     for title, h, rows in blocks(path):
         found = True
@@ -58,10 +63,8 @@ def main():
             continue
         byop = {}
         for r in rows:
-            op = r[src].split()[0] if r[src].split() else "?"
-            if op.startswith("@"):
-                op = r[src].split()[1] if len(r[src].split()) > 1 else op
-            op = op.split(".")[0]
+            words = [w for w in r[src].split() if not w.startswith("@")] # past a predicate
+            op = words[0].split(".")[0] if words else "?"
             byop[op] = byop.get(op, 0) + (number(r[allc]) or 0)
         print("   by opcode: " + ", ".join(f"{o} {100 * v / total:.1f}%"
                                           for o, v in sorted(byop.items(), key=lambda x: -x[1])[:12]))
@@ -73,7 +76,7 @@ def main():
             print(f"   {100 * v / total:5.1f}% {addr:>6} {r[src][:70]:70} {why}")
     if not found:
         print("no source table found; the page's first lines:")
-        for i, line in enumerate(open(path)):
+        for i, line in enumerate(open(path, errors="replace")):
             if i >= 20:
                 break
             print("   " + line.rstrip()[:200])

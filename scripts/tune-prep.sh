@@ -20,7 +20,8 @@ while read -r d; do
   printf '%s arch=sm_90a\n%s arch=sm_90a sweep=default\n%s arch=sm_90a sweep=small-m\n' "$d" "$d" "$d"
 done > "$manifest"
 # the shipped records first, so that the descriptors' lines compile their tuned winners too;
-# the records a cache already holds go first (a merge keeps rows the shipped file dropped)
+# the records a cache already holds are deleted first (a merge keeps rows the shipped file
+# dropped; QJIT_PREP_CACHE is meant for a scratch directory, never a cache of one's own)
 mkdir -p "$cache"
 if [ -f "$cache/qjit.db" ]; then
   python3 - "$cache/qjit.db" <<'PY'

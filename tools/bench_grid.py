@@ -100,6 +100,8 @@ def main():
     ap.add_argument("--prefill", action="store_true",
                     help="the prefill peers and TFLOP/s (M defaults to 128,256,1024,4096)")
     o = ap.parse_args()
+    if o.turns < 1:
+        ap.error("--turns must be 1 or more")
     if o.prefill and o.m == ap.get_default("m"):
         o.m = "128,256,1024,4096"
     torch.manual_seed(0)
