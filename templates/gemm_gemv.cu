@@ -156,6 +156,7 @@
 %     -- STAGES steps a warp (cp.async, each lane its own chunks), the scales through a
 %     -- register ring of two steps: both operands that many steps ahead, without registers
 %     local SR = STAGES > 8
+%     local MAGICF = one_of(B, "s4", "u4") and A == "bf16"
 %     if SR and SA == "mx" and A ~= "e2m1" then unsupported("kernel gemv: MXFP8's 8-byte weight pieces stay in registers (stages 1..8, not " .. STAGES .. ")") end
 %     local DR = SR and 2 or STAGES
 %     if SPLIT_K ~= 1 then unsupported("kernel gemv splits K across the warps of a CTA, not across CTAs (split=" .. SPLIT_K .. ")") end
@@ -186,8 +187,11 @@
 %             ld_multiple = KC, align = 16, KC = KC, NT = NT, RB = RB, AB = AB, R = R, RA = RA, T = T, AE2 = AE2,
 %             Q4 = one_of(B, "s4", "u4"), E2M1 = B == "e2m1", INT = A == "s8",
 %             -- each step folded into f32 times its scales: groups (one a step), 128-k blocks
-%             GROUPF = SB == "group", BLOCK = SA == "block" or SB == "block",
-%             FOLD = SB == "group" or SA == "block" or SB == "block",
+%             GROUPF = SB == "group", SREL = SB == "group" and GROUP == BK, BLOCK = SA == "block" or SB == "block",
+%             FOLD = SB == "group" or SA == "block" or SB == "block" or MAGICF,
+%             -- bf16 × s4/u4: the weights enter the mma as 128 + q (or q + 8 for s4) and each
+%             -- step's sum starts from −OFF times the tokens' sum (weight_regs)
+%             MAGICF = MAGICF, OFFV = B == "s4" and 136 or 128,
 %             -- MXFP8: a thread's step is two 8-byte pieces, k 8c and 32 + 8c, so that each of
 %             -- its two mmas holds one 32-k block, folded in times both blocks' 2^(e−127)
 %             MX8 = SA == "mx" and not AE2,
@@ -226,14 +230,21 @@ typedef float acc_t;
 // Loads that leave zeros where !p.  The zeros are written in the same asm, so nothing reads
 // the destination between the load's issue and its use (a select after a load would wait
 // for it, which serializes the ring).  B bypasses L1 (read once); A and scales use it.
+// G = false: the loads of the passes wholly inside K, which need neither (a row past N or a
+// token past M reads row 0, and only outputs that are never stored use it).
+template <bool G> struct guard { static constexpr bool on = G; };
 % for _, f in ipairs({{"ld16_stream", ".L1::no_allocate"}, {"ld16", ""}}) do
-__device__ __forceinline__ uint4 $(f[1])(const void *ptr, bool p)
+template <bool G> __device__ __forceinline__ uint4 $(f[1])(const void *ptr, bool p)
 {
     uint4 r;
-    asm volatile("{\n.reg .pred q;\nsetp.ne.b32 q, %5, 0;\n"
-                 "mov.b32 %0, 0; mov.b32 %1, 0; mov.b32 %2, 0; mov.b32 %3, 0;\n"
-                 "@q ld.global.nc$(f[2]).v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(ptr), "r"((int)p));
+    if (G)
+        asm volatile("{\n.reg .pred q;\nsetp.ne.b32 q, %5, 0;\n"
+                     "mov.b32 %0, 0; mov.b32 %1, 0; mov.b32 %2, 0; mov.b32 %3, 0;\n"
+                     "@q ld.global.nc$(f[2]).v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
+                     : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(ptr), "r"((int)p));
+    else
+        asm volatile("ld.global.nc$(f[2]).v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(ptr));
     return r;
 }
 % end
@@ -256,14 +267,19 @@ __device__ __forceinline__ void cp_async16_ca(u32 dst, const void *src, int src_
 // Two 8-byte pieces, at ptr and ptr + 32 (a quad reads each 32-byte sector whole), as one
 // chunk: registers 0, 1 the first piece, 2, 3 the second; zeros where !p0 / !p1.
 %   for _, f in ipairs({{"ld8x2_stream", ".L1::no_allocate"}, {"ld8x2", ""}}) do
-__device__ __forceinline__ uint4 $(f[1])(const char *ptr, bool p0, bool p1)
+template <bool G> __device__ __forceinline__ uint4 $(f[1])(const char *ptr, bool p0, bool p1)
 {
     uint4 r;
-    asm volatile("{\n.reg .pred q, u;\nsetp.ne.b32 q, %5, 0;\nsetp.ne.b32 u, %6, 0;\n"
-                 "mov.b32 %0, 0; mov.b32 %1, 0; mov.b32 %2, 0; mov.b32 %3, 0;\n"
-                 "@q ld.global.nc$(f[2]).v2.u32 {%0, %1}, [%4];\n"
-                 "@u ld.global.nc$(f[2]).v2.u32 {%2, %3}, [%4+32];\n}\n"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(ptr), "r"((int)p0), "r"((int)p1));
+    if (!G)
+        asm volatile("ld.global.nc$(f[2]).v2.u32 {%0, %1}, [%4];\n"
+                     "ld.global.nc$(f[2]).v2.u32 {%2, %3}, [%4+32];\n"
+                     : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(ptr));
+    else
+        asm volatile("{\n.reg .pred q, u;\nsetp.ne.b32 q, %5, 0;\nsetp.ne.b32 u, %6, 0;\n"
+                     "mov.b32 %0, 0; mov.b32 %1, 0; mov.b32 %2, 0; mov.b32 %3, 0;\n"
+                     "@q ld.global.nc$(f[2]).v2.u32 {%0, %1}, [%4];\n"
+                     "@u ld.global.nc$(f[2]).v2.u32 {%2, %3}, [%4+32];\n}\n"
+                     : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(ptr), "r"((int)p0), "r"((int)p1));
     return r;
 }
 %   end
@@ -286,11 +302,14 @@ using qc::gs_f32;
 % if GROUPF and GS ~= "f32" then loaders[#loaders + 1] = {"u16", "u16", "h", "b16"} end
 % if E2M1 or MX8 then loaders[#loaders + 1] = {"u16", "u8", "h", "b16"} end
 % for _, l in ipairs(loaders) do
-__device__ __forceinline__ $(l[1]) ld_$(l[2])(const void *ptr, bool p)
+template <bool G> __device__ __forceinline__ $(l[1]) ld_$(l[2])(const void *ptr, bool p)
 {
     $(l[1]) r;
-    asm volatile("{\n.reg .pred q;\nsetp.ne.b32 q, %2, 0;\nmov.$(l[4]) %0, 0;\n"
-                 "@q ld.global.nc.$(l[2]) %0, [%1];\n}\n" : "=$(l[3])"(r) : "l"(ptr), "r"((int)p));
+    if (!G)
+        asm volatile("ld.global.nc.$(l[2]) %0, [%1];\n" : "=$(l[3])"(r) : "l"(ptr));
+    else
+        asm volatile("{\n.reg .pred q;\nsetp.ne.b32 q, %2, 0;\nmov.$(l[4]) %0, 0;\n"
+                     "@q ld.global.nc.$(l[2]) %0, [%1];\n}\n" : "=$(l[3])"(r) : "l"(ptr), "r"((int)p));
     return r;
 }
 % end
@@ -374,23 +393,35 @@ __device__ __forceinline__ void weight_regs(const uint4 &w, u32 (&p)[R])
         p[2 * i] = (v[i] << 4) & 0xf0f0f0f0u;
         p[2 * i + 1] = v[i] & 0xf0f0f0f0u;
     }
+% elseif Q4 and A == "bf16" then
+    // 8 nibbles a word, k 8i..8i+7, pairs (k, k+4): (nibble | 128) is 128 + n exactly in
+    // bf16 (ulp 1 at 128), and it is the mma operand as it is: the step's sum then holds
+    // OFF·(the tokens' sum), which starts the sum off (MAGICF, below) in place of one fma a
+    // pair here.  For s4 the lop3 is (x & mask) ^ (128 | 8), the OR of the magic and the
+    // sign bit's XOR in one (the masked nibble and the magic share no bit): n ^ 8 = q + 8.
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            asm("lop3.b32 %0, %1, %2, %3, $(B == "s4" and "0x6a" or "0xea");\n" : "=r"(p[4 * i + j]) : "r"(v[i] >> (4 * j)), "r"(0x000f000fu), "r"($(B == "s4" and "0x43084308u" or "0x43004300u")));
 % elseif Q4 then
-    // 8 nibbles a word, k 8i..8i+7: (nibble | magic) is magic + n exactly in A's type
-    // (bf16 128, f16 1024, whose last mantissa bits n fills), and one fma takes the magic
-    // (and for s4 the bias 8 of n ^ 8) off: pairs (k, k+4) of the word, exact integers.
-%   local magic, off = A == "bf16" and "0x43004300u" or "0x64006400u", nil
-%   if B == "s4" then off = A == "bf16" and "0xc308c308u" or "0xe408e408u" else off = A == "bf16" and "0xc300c300u" or "0xe400e400u" end
-%   local one = A == "bf16" and "0x3f803f80u" or "0x3c003c00u"
+    // 8 nibbles a word, k 8i..8i+7, pairs (k, k+4): the low nibbles of a byte pair ORed into
+    // 1024 (ulp 1) are 1024 + n, the high ones in place 1024 + 16n (f16's 10-bit mantissa
+    // holds them exactly), so a word takes one shift: one fma takes 1024 off the first, and
+    // one by 1/16 takes 64 off the second (for s4 with the bias 8 of n ^ 8, the sign bit's
+    // XOR folded into the lop3: (x & mask) ^ (magic | sign bit)).  Exact integers.
+%   local s4 = B == "s4"
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const u32 x = v[i]$(B == "s4" and " ^ 0x88888888u" or "");
+    for (int i = 0; i < 4; ++i)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            u32 t;
-            asm("lop3.b32 %0, %1, %2, %3, 0xea;\n" : "=r"(t) : "r"(x >> (4 * j)), "r"(0x000f000fu), "r"($(magic)));
-            asm("fma.rn.$(A)x2 %0, %1, %2, %3;\n" : "=r"(p[4 * i + j]) : "r"(t), "r"($(one)), "r"($(off)));
+        for (int h = 0; h < 2; ++h) {
+            const u32 x = h ? v[i] >> 8 : v[i];
+            u32 lo, hi;
+            asm("lop3.b32 %0, %1, %2, %3, $(s4 and "0x6a" or "0xea");\n" : "=r"(lo) : "r"(x), "r"(0x000f000fu), "r"($(s4 and "0x64086408u" or "0x64006400u")));
+            asm("lop3.b32 %0, %1, %2, %3, $(s4 and "0x6a" or "0xea");\n" : "=r"(hi) : "r"(x), "r"(0x00f000f0u), "r"($(s4 and "0x64806480u" or "0x64006400u")));
+            asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(p[4 * i + 2 * h]) : "r"(lo), "r"(0x3c003c00u), "r"($(s4 and "0xe408e408u" or "0xe400e400u"))); // − (1024 + 8)
+            asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(p[4 * i + 2 * h + 1]) : "r"(hi), "r"(0x2c002c00u), "r"($(s4 and "0xd480d480u" or "0xd400d400u"))); // /16 − (64 + 8)
         }
-    }
 % else
     // s8 against 16-bit tokens, k 4i..4i+3 a word, pairs (k, k+1) in order: each byte
     // u = q + 128 becomes the f32 2^23 + u (PRMT into the mantissa), less 2^23 + 128 is q
@@ -578,16 +609,19 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
     u16 xb[D][RB][2][2], xa[D][NT][2][2]; // [..][block]
 % end
     // step s into slot d: the weights (and their scales), then the tokens
-    auto load_b = [&](int d, int s) {
+    auto load_b = [&](int d, int s0, int rel, auto gd) {
+        constexpr bool G = decltype(gd)::on;
+        const int s = s0 + rel;
+        (void)G;
 % if MX8 then
         const bool in0 = s * STEP + 8 * c < K, in1 = s * STEP + 32 + 8 * c < K; // the two pieces
 #pragma unroll
         for (int r = 0; r < RB; ++r)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                wb[d][r][h] = ld8x2_stream(brow[r][h] + (long long)s * 64, in0 && bok[r][h], in1 && bok[r][h]);
-                xb[d][r][h][0] = ld_u8(xrow[r][h] + 2 * s, in0 && bok[r][h]);
-                xb[d][r][h][1] = ld_u8(xrow[r][h] + 2 * s + 1, in1 && bok[r][h]);
+                wb[d][r][h] = ld8x2_stream<G>(brow[r][h] + rel * 64, in0 && bok[r][h], in1 && bok[r][h]);
+                xb[d][r][h][0] = ld_u8<G>(xrow[r][h] + 2 * s, in0 && bok[r][h]);
+                xb[d][r][h][1] = ld_u8<G>(xrow[r][h] + 2 * s + 1, in1 && bok[r][h]);
             }
 % else
         const bool in = s * STEP + c * KC < K; // this thread's chunk of step s
@@ -597,58 +631,67 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
 % if not SR then
-                wb[d][r][h] = ld16_stream(brow[r][h] + (long long)s * 64, in && bok[r][h]);
+                wb[d][r][h] = ld16_stream<G>(brow[r][h] + rel * 64, in && bok[r][h]);
 % end
 % if GROUPF then
-                const int grp = s * STEP / $(GROUP);
-                sb[d][r][h] = $(LDG)(srow[r][h] + grp, s < nsteps && bok[r][h]);
+                const int grp = $(SREL and "rel" or string.format("s * STEP / %d", GROUP));
+                sb[d][r][h] = $(LDG)<G>(srow[r][h] + grp, s < nsteps && bok[r][h]);
 %   if ZEROS then
-                zb[d][r][h] = $(LDG)(zrow[r][h] + grp, s < nsteps && bok[r][h]);
+                zb[d][r][h] = $(LDG)<G>(zrow[r][h] + grp, s < nsteps && bok[r][h]);
 %   end
 % end
 % if E2M1 then
-                eb[d][r][h] = ld_u8(erow[r][h] + 4 * s, in && bok[r][h]);
+                eb[d][r][h] = ld_u8<G>(erow[r][h] + 4 * s, in && bok[r][h]);
 % end
             }
 % end
 % if SB == "block" then
-        fb[d] = ld_f32(fbrow + s * STEP / 128, s < nsteps);
+        fb[d] = ld_f32<G>(fbrow + s * STEP / 128, s < nsteps);
 % end
     };
 % if SR then
     // step s's weight chunks, then its token chunks and the commit that closes the step's
     // cp.async group, into ring slot j (zeros past K, N and M)
-    auto load_ww = [&](int j, int s) {
+    auto load_ww = [&](int j, int s0, int rel, auto gd) {
+        constexpr bool G = decltype(gd)::on;
+        const int s = s0 + rel;
+        (void)G;
         const bool in = s * STEP + c * KC < K;
 #pragma unroll
         for (int r = 0; r < RB; ++r)
 #pragma unroll
             for (int h = 0; h < 2; ++h)
-                qc::cp_async16(ring + j * SLOT + (2 * r + h) * 512, brow[r][h] + (long long)s * 64,
-                               in && bok[r][h] ? 16 : 0);
+                qc::cp_async16(ring + j * SLOT + (2 * r + h) * 512, brow[r][h] + rel * 64,
+                               !G || (in && bok[r][h]) ? 16 : 0);
     };
-    auto load_wa = [&](int j, int s) {
+    auto load_wa = [&](int j, int s0, int rel, auto gd) {
+        constexpr bool G = decltype(gd)::on;
+        const int s = s0 + rel;
+        (void)G;
         const bool in = s * STEP + c * KC < K;
 #pragma unroll
         for (int t = 0; t < NT; ++t)
 #pragma unroll
             for (int i = 0; i < RA; ++i)
                 cp_async16_ca(ring + j * SLOT + (WCH + RA * t + i) * 512,
-                              arow[t] + (long long)s * STEP * ANUM / ADEN + 16 * i, in && aok[t] ? 16 : 0);
+                              arow[t] + rel * (STEP * ANUM / ADEN) + 16 * i, !G || (in && aok[t]) ? 16 : 0);
         qc::cp_async_commit();
     };
 % end
-    auto load_a = [&](int d, int s) {
+    auto load_a = [&](int d, int s0, int rel, auto gd) {
+        constexpr bool G = decltype(gd)::on;
+        const int s = s0 + rel;
+        (void)G;
 % if MX8 then
         const bool in0 = s * STEP + 8 * c < K, in1 = s * STEP + 32 + 8 * c < K;
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
-            ab[d][t][0] = ld8x2(arow[t] + (long long)s * STEP, in0 && aok[t], in1 && aok[t]);
+            ab[d][t][0] = ld8x2<G>(arow[t] + rel * STEP, in0 && aok[t], in1 && aok[t]);
 #pragma unroll
             for (int e = 0; e < 2; ++e)
 #pragma unroll
                 for (int b = 0; b < 2; ++b)
-                    xa[d][t][e][b] = ld_u8(xtok[t][e] + 2 * s + b, s * STEP + 32 * b < K && xok[t][e]);
+                    xa[d][t][e][b] = ld_u8<G>(xtok[t][e] + 2 * s + b, s * STEP + 32 * b < K && xok[t][e]);
         }
 % else
         const bool in = s * STEP + c * KC < K;
@@ -657,13 +700,13 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
         for (int t = 0; t < NT; ++t)
 #pragma unroll
             for (int i = 0; i < RA; ++i)
-                ab[d][t][i] = ld16(arow[t] + (long long)s * STEP * ANUM / ADEN + 16 * i, in && aok[t]);
+                ab[d][t][i] = ld16<G>(arow[t] + rel * (STEP * ANUM / ADEN) + 16 * i, in && aok[t]);
 % end
         (void)in;
 % if AE2 then
 #pragma unroll
         for (int t = 0; t < NT; ++t)
-            ea[d][t] = ld_u8(etok[t] + 4 * s, in && aok[t]);
+            ea[d][t] = ld_u8<G>(etok[t] + 4 * s, in && aok[t]);
 % end
 % end
 % if SA == "block" then
@@ -671,9 +714,30 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
         for (int t = 0; t < NT; ++t)
 #pragma unroll
             for (int e = 0; e < 2; ++e)
-                fa[d][t][e] = ld_f32(farow[t][e] + s * STEP / 128, s < nsteps && faok[t][e]);
+                fa[d][t][e] = ld_f32<G>(farow[t][e] + s * STEP / 128, s < nsteps && faok[t][e]);
 % end
     };
+
+    // The weight, token (and scale) pointers stand at this warp's step s0, so that a load's
+    // address is a pointer plus a constant; each pass moves them D·W steps on.
+    auto advance = [&](int steps) {
+#pragma unroll
+        for (int r = 0; r < RB; ++r)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                brow[r][h] += steps * 64;
+% if SREL then
+                srow[r][h] += steps;
+%   if ZEROS then
+                zrow[r][h] += steps;
+%   end
+% end
+            }
+#pragma unroll
+        for (int t = 0; t < NT; ++t)
+            arow[t] += steps * (STEP * ANUM / ADEN);
+    };
+    advance(wk);
 
 % if FOLD then
     float acc[RB][NT][4]; // the folded sum
@@ -691,26 +755,36 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
     // weight of the first DB steps (a superset of its step: the count of groups holds)
 #pragma unroll
     for (int j = 0; j < DB; ++j)
-        load_ww(j, wk + j * W);
+        load_ww(j, wk, j * W, guard<true>());
 % end
 #pragma unroll
     for (int d = 0; d < D; ++d)
-        load_b(d, wk + d * W);
+        load_b(d, wk, d * W, guard<true>());
     qc::pdl_wait();
 % if SR then
 #pragma unroll
     for (int j = 0; j < DB; ++j)
-        load_wa(j, wk + j * W);
+        load_wa(j, wk, j * W, guard<true>());
 % end
 #pragma unroll
     for (int d = 0; d < D; ++d)
-        load_a(d, wk + d * W);
+        load_a(d, wk, d * W, guard<true>());
     // A straight-line body: slot d is used in place, then reloaded D·W steps ahead (the
     // weights' ring slot j, DB·W steps ahead).
 % if SR then
     int j = 0; // this warp's step count: ring slot j of the step s0 + d·W
 % end
-    for (int s0 = wk; s0 < nsteps; s0 += D * W) {
+    // Two passes of the same body: first while every load of a pass (the last one D − 1 + LA
+    // steps of this warp ahead) lies wholly inside K, with no predicate and no zero fill;
+    // then the last passes, guarded.
+    constexpr int LA = $(SR and "DB" or "D"); // how far ahead a slot is reloaded, in steps of this warp
+    int s0 = wk;
+% for _, G in ipairs({"false", "true"}) do
+%   if G == "false" then
+    for (; s0 < nsteps && (s0 + (D - 1 + LA) * W + 1) * STEP <= K; s0 += D * W) {
+%   else
+    for (; s0 < nsteps; s0 += D * W) {
+%   end
 #pragma unroll
         for (int d = 0; d < D; ++d) {
 % if SR then
@@ -736,7 +810,7 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 % else
                 tok_regs($(SR and "acur" or "ab[d]")[t], tp[t]);
 % end
-% if ZEROS then
+% if ZEROS or MAGICF then
             // the step's sums of A, per token: an mma of ones against the token pairs
             acc_t asum[NT][4];
             qc::zero(asum);
@@ -746,6 +820,16 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 #pragma unroll
                 for (int j = 0; j < R / 2; ++j)
                     mma(asum[t], ones, ones, ones, ones, tp[t][2 * j], tp[t][2 * j + 1]);
+% end
+% if MAGICF and not ZEROS then
+            // bf16 × 4-bit: the weights are OFF + q (weight_regs), so a step's sum starts from
+            // −OFF times the tokens' sum (one rounding; the sum then comes back to Σq·a)
+            float ca[NT][4];
+#pragma unroll
+            for (int t = 0; t < NT; ++t)
+#pragma unroll
+                for (int i = 0; i < 4; ++i)
+                    ca[t][i] = -$(OFFV).f * asum[t][i];
 % end
 #pragma unroll
             for (int r = 0; r < RB; ++r) {
@@ -780,6 +864,23 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
                 // 1.5·2^23 + x exactly, one FADD where an I2F (a quarter-rate pipe) was (adding
                 // the bits afterwards, qc::exact_f32, spilled this kernel: ptxas)
                 qc::fill(part, 0x4B400000);
+%   elseif MAGICF then
+%     if ZEROS then
+                // with zero points z the weights are 128 + q, less (128 + z): start from
+                // −(128 + z) times the tokens' sum
+                const float oz = -($(OFFV).f + gs_f32(zb[d][r][0])), oz8 = -($(OFFV).f + gs_f32(zb[d][r][1]));
+#pragma unroll
+                for (int t = 0; t < NT; ++t)
+#pragma unroll
+                    for (int i = 0; i < 4; ++i)
+                        part[t][i] = (i < 2 ? oz : oz8) * asum[t][i];
+%     else
+#pragma unroll
+                for (int t = 0; t < NT; ++t)
+#pragma unroll
+                    for (int i = 0; i < 4; ++i)
+                        part[t][i] = ca[t][i];
+%     end
 %   else
                 qc::zero(part);
 %   end
@@ -794,7 +895,7 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 % if GROUPF then
                 // fold the step (inside one group) in: acc += s·(part − z·asum)
                 const float s_g = gs_f32(sb[d][r][0]), s_g8 = gs_f32(sb[d][r][1]);
-%   if ZEROS then
+%   if ZEROS and not MAGICF then
                 const float z_g = gs_f32(zb[d][r][0]), z_g8 = gs_f32(zb[d][r][1]);
 %   end
 % end
@@ -809,7 +910,7 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
                         // the step's 128-k block: token and weight block scales
                         const float sc = $(SA == "block" and "fa[d][t][i & 1]" or "1.f") * $(SB == "block" and "fb[d]" or "1.f");
 %   end
-%   if ZEROS then
+%   if ZEROS and not MAGICF then
                         const float v = __fmaf_rn(-(i < 2 ? z_g : z_g8), asum[t][i], part[t][i]);
 %   else
                         const float v = $(INT and "__int_as_float(part[t][i]) - 12582912.f" or "(float)part[t][i]");
@@ -818,16 +919,18 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
                     }
 % end
             }
-            load_b(d, s0 + d * W + D * W);
-            load_a(d, s0 + d * W + D * W);
+            load_b(d, s0, d * W + D * W, guard<$(G)>());
+            load_a(d, s0, d * W + D * W, guard<$(G)>());
 % if SR then
             // the slot's values are in registers and used: refill it DB steps ahead
-            load_ww(j, s0 + d * W + DB * W);
-            load_wa(j, s0 + d * W + DB * W);
+            load_ww(j, s0, d * W + DB * W, guard<$(G)>());
+            load_wa(j, s0, d * W + DB * W, guard<$(G)>());
             j = j + 1 == DB ? 0 : j + 1;
 % end
         }
+        advance(D * W);
     }
+% end
 % if SR then
     qc::cp_async_wait<0>(); // the zero fills past K, before the shared memory is reused
 % end
