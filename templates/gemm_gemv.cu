@@ -192,6 +192,9 @@
 %             -- bf16 × s4/u4: the weights enter the mma as 128 + q (or q + 8 for s4) and each
 %             -- step's sum starts from −OFF times the tokens' sum (weight_regs)
 %             MAGICF = MAGICF, OFFV = B == "s4" and 136 or 128,
+%             -- with fewer than four mma chains a warp (RB·NT), each step's chain is split in
+%             -- two: the mma's latency, not its issue, bounds a warp there
+%             SPLIT = MAGICF and (BN // (16 * WM)) * (BM // 8) < 4,
 %             -- MXFP8: a thread's step is two 8-byte pieces, k 8c and 32 + 8c, so that each of
 %             -- its two mmas holds one 32-k block, folded in times both blocks' 2^(e−127)
 %             MX8 = SA == "mx" and not AE2,
@@ -811,15 +814,27 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
                 tok_regs($(SR and "acur" or "ab[d]")[t], tp[t]);
 % end
 % if ZEROS or MAGICF then
-            // the step's sums of A, per token: an mma of ones against the token pairs
+            // the step's sums of A, per token: an mma of ones against the token pairs (with
+            // SPLIT, two chains of half the step each, added)
             acc_t asum[NT][4];
             qc::zero(asum);
             const u32 ones = $(A == "bf16" and "0x3f803f80u" or "0x3c003c00u");
+%   if SPLIT then
+            acc_t asum2[NT][4];
+            qc::zero(asum2);
+%   end
 #pragma unroll
             for (int t = 0; t < NT; ++t)
 #pragma unroll
                 for (int j = 0; j < R / 2; ++j)
-                    mma(asum[t], ones, ones, ones, ones, tp[t][2 * j], tp[t][2 * j + 1]);
+                    mma($(SPLIT and "j < R / 4 ? asum[t] : asum2[t]" or "asum[t]"), ones, ones, ones, ones, tp[t][2 * j], tp[t][2 * j + 1]);
+%   if SPLIT then
+#pragma unroll
+            for (int t = 0; t < NT; ++t)
+#pragma unroll
+                for (int i = 0; i < 4; ++i)
+                    asum[t][i] += asum2[t][i];
+%   end
 % end
 % if MAGICF and not ZEROS then
             // bf16 × 4-bit: the weights are OFF + q (weight_regs), so a step's sum starts from
@@ -865,6 +880,13 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
                 // the bits afterwards, qc::exact_f32, spilled this kernel: ptxas)
                 qc::fill(part, 0x4B400000);
 %   elseif MAGICF then
+%     local P = SPLIT and "part2" or "part"
+%     if SPLIT then
+                // two chains of the step's mmas: the first from zero while the tokens' sum is
+                // still being made, the second from the offset (its dependence) and added
+                acc_t part2[NT][4];
+                qc::zero(part);
+%     end
 %     if ZEROS then
                 // with zero points z the weights are 128 + q, less (128 + z): start from
                 // −(128 + z) times the tokens' sum
@@ -873,13 +895,13 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
                 for (int t = 0; t < NT; ++t)
 #pragma unroll
                     for (int i = 0; i < 4; ++i)
-                        part[t][i] = (i < 2 ? oz : oz8) * asum[t][i];
+                        $(P)[t][i] = (i < 2 ? oz : oz8) * asum[t][i];
 %     else
 #pragma unroll
                 for (int t = 0; t < NT; ++t)
 #pragma unroll
                     for (int i = 0; i < 4; ++i)
-                        part[t][i] = ca[t][i];
+                        $(P)[t][i] = ca[t][i];
 %     end
 %   else
                 qc::zero(part);
@@ -890,7 +912,7 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
                 for (int t = 0; t < NT; ++t)
 #pragma unroll
                     for (int j = 0; j < R / 2; ++j)
-                        mma($(FOLD and "part[t]" or "acc[r][t]"), w0[2 * j], w1[2 * j], w0[2 * j + 1], w1[2 * j + 1], tp[t][2 * j], tp[t][2 * j + 1]);
+                        mma($(SPLIT and "j < R / 4 ? part[t] : part2[t]" or FOLD and "part[t]" or "acc[r][t]"), w0[2 * j], w1[2 * j], w0[2 * j + 1], w1[2 * j + 1], tp[t][2 * j], tp[t][2 * j + 1]);
 % end
 % if GROUPF then
                 // fold the step (inside one group) in: acc += s·(part − z·asum)
@@ -912,6 +934,8 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 %   end
 %   if ZEROS and not MAGICF then
                         const float v = __fmaf_rn(-(i < 2 ? z_g : z_g8), asum[t][i], part[t][i]);
+%   elseif SPLIT then
+                        const float v = part[t][i] + part2[t][i];
 %   else
                         const float v = $(INT and "__int_as_float(part[t][i]) - 12582912.f" or "(float)part[t][i]");
 %   end
