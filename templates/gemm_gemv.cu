@@ -156,9 +156,12 @@
 %     -- STAGES steps a warp (cp.async, each lane its own chunks), the scales through a
 %     -- register ring of two steps: both operands that many steps ahead, without registers
 %     local SR = STAGES > 8
-%     local MAGICF = one_of(B, "s4", "u4") and A == "bf16"
+%     local MAGICF = one_of(B, "s4", "u4") and A == "bf16" and BM >= 16
 %     if SR and SA == "mx" and A ~= "e2m1" then unsupported("kernel gemv: MXFP8's 8-byte weight pieces stay in registers (stages 1..8, not " .. STAGES .. ")") end
-%     local DR = SR and 2 or STAGES
+%     -- (with the ring, the per-step scales' register ring is 8 steps (4 with zero points or
+%     -- block scales), refilled a pass at a time; without per-step scales, 2)
+%     local PERSTEP = SB == "group" or SA == "block" or SB == "block" or B == "e2m1" or A == "e2m1"
+%     local DR = SR and (PERSTEP and math.min((ZEROS or SA == "block" or SB == "block") and 4 or 8, STAGES) or 2) or STAGES
 %     if SPLIT_K ~= 1 then unsupported("kernel gemv splits K across the warps of a CTA, not across CTAs (split=" .. SPLIT_K .. ")") end
 %     local NT, RB = BM // 8, BN // (16 * WM) -- a warp's token tiles and row blocks
 %     -- e2m1 tokens (MXFP4) become bf16 mma operands: T is the 16-bit operands' type
@@ -194,7 +197,7 @@
 %             MAGICF = MAGICF, OFFV = B == "s4" and 136 or 128,
 %             -- with fewer than four mma chains a warp (RB·NT), each step's chain is split in
 %             -- two: the mma's latency, not its issue, bounds a warp there
-%             SPLIT = MAGICF and (BN // (16 * WM)) * (BM // 8) < 4,
+%             SPLIT = false,
 %             -- MXFP8: a thread's step is two 8-byte pieces, k 8c and 32 + 8c, so that each of
 %             -- its two mmas holds one 32-k block, folded in times both blocks' 2^(e−127)
 %             MX8 = SA == "mx" and not AE2,
@@ -943,15 +946,27 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
                     }
 % end
             }
+% if not SR then
             load_b(d, s0, d * W + D * W, guard<$(G)>());
             load_a(d, s0, d * W + D * W, guard<$(G)>());
-% if SR then
+% else
             // the slot's values are in registers and used: refill it DB steps ahead
             load_ww(j, s0, d * W + DB * W, guard<$(G)>());
             load_wa(j, s0, d * W + DB * W, guard<$(G)>());
             j = j + 1 == DB ? 0 : j + 1;
 % end
         }
+% if SR then
+        // the scales of the next pass's D steps, all at its end: a load's first use waits
+        // for every global load still in flight (one scoreboard serves them all), so loads
+        // issued one a step would make every step wait out a whole latency; a batch makes
+        // one wait a pass
+#pragma unroll
+        for (int d = 0; d < D; ++d) {
+            load_b(d, s0, d * W + D * W, guard<$(G)>());
+            load_a(d, s0, d * W + D * W, guard<$(G)>());
+        }
+% end
         advance(D * W);
     }
 % end
