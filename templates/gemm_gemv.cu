@@ -195,9 +195,6 @@
 %             -- bf16 × s4/u4: the weights enter the mma as 128 + q (or q + 8 for s4) and each
 %             -- step's sum starts from −OFF times the tokens' sum (weight_regs)
 %             MAGICF = MAGICF, OFFV = B == "s4" and 136 or 128,
-%             -- with fewer than four mma chains a warp (RB·NT), each step's chain is split in
-%             -- two: the mma's latency, not its issue, bounds a warp there
-%             SPLIT = false,
 %             -- MXFP8: a thread's step is two 8-byte pieces, k 8c and 32 + 8c, so that each of
 %             -- its two mmas holds one 32-k block, folded in times both blocks' 2^(e−127)
 %             MX8 = SA == "mx" and not AE2,
@@ -401,15 +398,24 @@ __device__ __forceinline__ void weight_regs(const uint4 &w, u32 (&p)[R])
     }
 % elseif Q4 and A == "bf16" then
     // 8 nibbles a word, k 8i..8i+7, pairs (k, k+4): (nibble | 128) is 128 + n exactly in
-    // bf16 (ulp 1 at 128), and it is the mma operand as it is: the step's sum then holds
-    // OFF·(the tokens' sum), which starts the sum off (MAGICF, below) in place of one fma a
-    // pair here.  For s4 the lop3 is (x & mask) ^ (128 | 8), the OR of the magic and the
-    // sign bit's XOR in one (the masked nibble and the magic share no bit): n ^ 8 = q + 8.
+    // bf16 (ulp 1 at 128).  For s4 the lop3 is (x & mask) ^ (128 | 8), the OR of the magic
+    // and the sign bit's XOR in one (the masked nibble and the magic share no bit): n ^ 8 =
+    // q + 8.  With MAGICF that is the mma operand as it is: the step's sum then holds
+    // OFF·(the tokens' sum), which starts the sum off (below) in place of one fma a pair
+    // here; without it (8 tokens a tile, where the tokens' sums cost more than the fmas:
+    // measured on the H100), one fma takes OFF off.
 #pragma unroll
     for (int i = 0; i < 4; ++i)
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
+        for (int j = 0; j < 4; ++j) {
+%   if MAGICF then
             asm("lop3.b32 %0, %1, %2, %3, $(B == "s4" and "0x6a" or "0xea");\n" : "=r"(p[4 * i + j]) : "r"(v[i] >> (4 * j)), "r"(0x000f000fu), "r"($(B == "s4" and "0x43084308u" or "0x43004300u")));
+%   else
+            u32 t;
+            asm("lop3.b32 %0, %1, %2, %3, $(B == "s4" and "0x6a" or "0xea");\n" : "=r"(t) : "r"(v[i] >> (4 * j)), "r"(0x000f000fu), "r"($(B == "s4" and "0x43084308u" or "0x43004300u")));
+            asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(p[4 * i + j]) : "r"(t), "r"(0x3f803f80u), "r"($(B == "s4" and "0xc308c308u" or "0xc300c300u"))); // − OFF
+%   end
+        }
 % elseif Q4 then
     // 8 nibbles a word, k 8i..8i+7, pairs (k, k+4): the low nibbles of a byte pair ORed into
     // 1024 (ulp 1) are 1024 + n, the high ones in place 1024 + 16n (f16's 10-bit mantissa
@@ -817,27 +823,15 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
                 tok_regs($(SR and "acur" or "ab[d]")[t], tp[t]);
 % end
 % if ZEROS or MAGICF then
-            // the step's sums of A, per token: an mma of ones against the token pairs (with
-            // SPLIT, two chains of half the step each, added)
+            // the step's sums of A, per token: an mma of ones against the token pairs
             acc_t asum[NT][4];
             qc::zero(asum);
             const u32 ones = $(A == "bf16" and "0x3f803f80u" or "0x3c003c00u");
-%   if SPLIT then
-            acc_t asum2[NT][4];
-            qc::zero(asum2);
-%   end
 #pragma unroll
             for (int t = 0; t < NT; ++t)
 #pragma unroll
                 for (int j = 0; j < R / 2; ++j)
-                    mma($(SPLIT and "j < R / 4 ? asum[t] : asum2[t]" or "asum[t]"), ones, ones, ones, ones, tp[t][2 * j], tp[t][2 * j + 1]);
-%   if SPLIT then
-#pragma unroll
-            for (int t = 0; t < NT; ++t)
-#pragma unroll
-                for (int i = 0; i < 4; ++i)
-                    asum[t][i] += asum2[t][i];
-%   end
+                    mma(asum[t], ones, ones, ones, ones, tp[t][2 * j], tp[t][2 * j + 1]);
 % end
 % if MAGICF and not ZEROS then
             // bf16 × 4-bit: the weights are OFF + q (weight_regs), so a step's sum starts from
@@ -883,13 +877,6 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
                 // the bits afterwards, qc::exact_f32, spilled this kernel: ptxas)
                 qc::fill(part, 0x4B400000);
 %   elseif MAGICF then
-%     local P = SPLIT and "part2" or "part"
-%     if SPLIT then
-                // two chains of the step's mmas: the first from zero while the tokens' sum is
-                // still being made, the second from the offset (its dependence) and added
-                acc_t part2[NT][4];
-                qc::zero(part);
-%     end
 %     if ZEROS then
                 // with zero points z the weights are 128 + q, less (128 + z): start from
                 // −(128 + z) times the tokens' sum
@@ -898,13 +885,13 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
                 for (int t = 0; t < NT; ++t)
 #pragma unroll
                     for (int i = 0; i < 4; ++i)
-                        $(P)[t][i] = (i < 2 ? oz : oz8) * asum[t][i];
+                        part[t][i] = (i < 2 ? oz : oz8) * asum[t][i];
 %     else
 #pragma unroll
                 for (int t = 0; t < NT; ++t)
 #pragma unroll
                     for (int i = 0; i < 4; ++i)
-                        $(P)[t][i] = ca[t][i];
+                        part[t][i] = ca[t][i];
 %     end
 %   else
                 qc::zero(part);
@@ -915,7 +902,7 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
                 for (int t = 0; t < NT; ++t)
 #pragma unroll
                     for (int j = 0; j < R / 2; ++j)
-                        mma($(SPLIT and "j < R / 4 ? part[t] : part2[t]" or FOLD and "part[t]" or "acc[r][t]"), w0[2 * j], w1[2 * j], w0[2 * j + 1], w1[2 * j + 1], tp[t][2 * j], tp[t][2 * j + 1]);
+                        mma($(FOLD and "part[t]" or "acc[r][t]"), w0[2 * j], w1[2 * j], w0[2 * j + 1], w1[2 * j + 1], tp[t][2 * j], tp[t][2 * j + 1]);
 % end
 % if GROUPF then
                 // fold the step (inside one group) in: acc += s·(part − z·asum)
@@ -937,8 +924,6 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 %   end
 %   if ZEROS and not MAGICF then
                         const float v = __fmaf_rn(-(i < 2 ? z_g : z_g8), asum[t][i], part[t][i]);
-%   elseif SPLIT then
-                        const float v = part[t][i] + part2[t][i];
 %   else
                         const float v = $(INT and "__int_as_float(part[t][i]) - 12582912.f" or "(float)part[t][i]");
 %   end
