@@ -19,13 +19,10 @@
 // Bytes in flight: each warp keeps STAGES steps of loads outstanding in registers (a step is
 // 16 rows × 64 bytes = 1 KB of B), used in place and reloaded STAGES·W steps ahead, in a
 // straight-line loop body (steps past K load zeros), so no instruction reads a load before
-// its step.  Every global load of a warp shares one scoreboard, so the first use in a pass
-// waits for all of them (docs/NOTES.md): the ring in registers is as deep as a pass.  With
-// stages 9..32 the weights of STAGES steps go through a ring in shared memory instead: each
-// lane copies its own chunks with cp.async (one group a step), reads them back after
-// cp.async.wait_group (a counted wait), and refills the slot STAGES steps ahead; no other
-// lane reads them, so no barrier is needed.  The tokens and scales then keep a register ring
-// of 2-8 steps, refilled a pass at a time.  W warps of a CTA take the steps of K round-robin and their partial tiles are
+// its step.  With stages 9..32 the weights and tokens of STAGES steps go through a ring in
+// shared memory instead: each lane copies its own chunks with cp.async (one group a step),
+// reads them back after cp.async.wait_group, and refills the slot STAGES steps ahead; no
+// other lane reads them, so no barrier is needed.  The scales keep a register ring of two.  W warps of a CTA take the steps of K round-robin and their partial tiles are
 // summed in shared memory in the order of their steps (per row group, with warps across the
 // rows), so a result does not depend on timing.
 //
@@ -155,12 +152,16 @@
 %     if not one_of(WM, 1, 2, 4) or not one_of(WN, 1, 2, 4, 8) or WM * WN > 8 then unsupported(string.format("kernel gemv: warps=WMxWN, WM = 1, 2 or 4 warps across the tile's rows, WN = 1, 2, 4 or 8 along K, at most 8 in all (warps=%dx%d)", WM, WN)) end
 %     if BN % (16 * WM) ~= 0 or BN // WM > 64 then unsupported(string.format("kernel gemv: warps=%dx%d: the %d warps across the rows take 16, 32 or 64 rows each, and BN=%d rows do not split so", WM, WN, WM, BN)) end
 %     if STAGES < 1 or STAGES > 32 then unsupported("kernel gemv: stages (steps in flight per warp) must be 1..8 (in registers) or 9..32 (the weights in shared memory), not " .. STAGES) end
-%     -- stages 9..32: the weights' chunks go through a shared-memory ring of STAGES steps a
-%     -- warp (cp.async, each lane its own chunks, counted waits), the tokens and scales
-%     -- through a register ring refilled a pass at a time
+%     -- stages 9..32: the weights' and the tokens' chunks go through a shared-memory ring of
+%     -- STAGES steps a warp (cp.async, each lane its own chunks), the scales through a
+%     -- register ring of two steps: both operands that many steps ahead, without registers
 %     local SR = STAGES > 8
 %     local MAGICF = one_of(B, "s4", "u4") and A == "bf16" and BM >= 16
 %     if SR and SA == "mx" and A ~= "e2m1" then unsupported("kernel gemv: MXFP8's 8-byte weight pieces stay in registers (stages 1..8, not " .. STAGES .. ")") end
+%     -- (with the ring, the per-step scales' register ring is 8 steps (4 with zero points or
+%     -- block scales), refilled a pass at a time; without per-step scales, 2)
+%     local PERSTEP = SB == "group" or SA == "block" or SB == "block" or B == "e2m1" or A == "e2m1"
+%     local DR = SR and (PERSTEP and math.min((ZEROS or SA == "block" or SB == "block") and 4 or 8, STAGES) or 2) or STAGES
 %     if SPLIT_K ~= 1 then unsupported("kernel gemv splits K across the warps of a CTA, not across CTAs (split=" .. SPLIT_K .. ")") end
 %     local NT, RB = BM // 8, BN // (16 * WM) -- a warp's token tiles and row blocks
 %     -- e2m1 tokens (MXFP4) become bf16 mma operands: T is the 16-bit operands' type
@@ -169,13 +170,8 @@
 %     local AB = (one_of(A, "f16", "bf16") or AE2) and 2 or 1 -- bytes of a token value in the mma
 %     local R = KC * AB // 4                          -- registers of a chunk as mma operands
 %     local RA = AE2 and 1 or R // 4                  -- 16-byte loads of a token chunk
-%     -- (with the ring, which holds the weights only, the tokens and per-step scales go
-%     -- through a register ring refilled a pass at a time: as deep as about 96 registers
-%     -- allow, 2 to 8 steps)
-%     local SCR = (SB == "group" and 2 * RB or 0) * (ZEROS and 2 or 1) + ((SA == "block" or SB == "block") and 2 * NT + 1 or 0)
-%     local DR = SR and math.max(2, math.min((ZEROS or AE2 or SA == "block" or SB == "block") and 4 or 8, 96 // (NT * RA * 4 + SCR))) or STAGES
 %     -- registers: the ring (B chunks, token chunks, scales), accumulators, fragments
-%     local REGS = DR * ((SR and 0 or 8 * RB) + NT * RA * 4 + (SB == "group" and 2 * RB or 0)) + (SR and 8 * RB or 0) + RB * NT * 4 * (SB == "group" and 2 or 1) + 40
+%     local REGS = DR * ((SR and 0 or 8 * RB + NT * RA * 4) + (SB == "group" and 2 * RB or 0)) + (SR and 8 * RB + NT * RA * 4 or 0) + RB * NT * 4 * (SB == "group" and 2 or 1) + 40
 %     -- four row blocks of 4-bit weights: their operands alone spill (255 registers and 84
 %     -- bytes of spills at tile 8x64x128, 2 stages)
 %     if RB == 4 and one_of(B, "s4", "u4", "e2m1") then unsupported("kernel gemv: 64 rows a warp take 8- and 16-bit weights (4-bit ones spill registers)") end
@@ -184,7 +180,7 @@
 %     -- shared memory: the sum of the W warps along K, then the ring (16 bytes a lane for
 %     -- each of a warp's 2·RB rows and NT·RA token chunks, STAGES steps)
 %     local RED_BYTES = (WN - 1) * BN * BM * 4
-%     local RING_BYTES = SR and WM * WN * STAGES * RB * 2 * 512 or 0
+%     local RING_BYTES = SR and WM * WN * STAGES * (RB * 2 + NT * RA) * 512 or 0
 %     -- the shared memory a block may have: 227 KB on sm_90, 163 KB on sm_80, 99 KB on sm_86/89
 %     local SMEM_MAX = ARCH >= 90 and 232448 or ARCH == 80 and 166912 or 101376
 %     if RED_BYTES + RING_BYTES > SMEM_MAX then unsupported(string.format("kernel gemv: %d warps with %d steps of %d rows each in shared memory need %d bytes, more than the %d KB of sm_%d", WM * WN, STAGES, 16 * RB, RED_BYTES + RING_BYTES, SMEM_MAX // 1024, ARCH)) end
@@ -223,8 +219,8 @@ constexpr int NT = $(NT), RB = $(RB);     // token tiles of 8, row blocks of 16
 constexpr int W = $(WN), D = $(DR);        // warps along K, steps in the register ring
 % if SR then
 constexpr int DB = $(STAGES);              // steps in flight a warp (shared memory)
-constexpr int WCH = RB * 2;                // a lane's weight chunks a step
-constexpr int SLOT = WCH * 512;            // a warp's slot: those × 32 lanes × 16 bytes
+constexpr int WCH = RB * 2;                // a lane's weight chunks a step, then its token chunks
+constexpr int SLOT = (WCH + NT * RA) * 512; // a warp's slot: those × 32 lanes × 16 bytes
 % end
 constexpr int WR = $(WM);                  // warps across the rows, 16·RB rows each
 constexpr int RBYTES_NUM = $(one_of(B, "f16", "bf16") and 2 or 1), RBYTES_DEN = $((Q4 or E2M1) and 2 or 1); // bytes a value
@@ -262,6 +258,12 @@ __device__ __forceinline__ uint4 lds16(u32 a)
     uint4 r;
     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "r"(a));
     return r;
+}
+// 16 bytes of tokens into the ring through L1 (the warps across the rows copy the same
+// chunks at about the same time: one L2 read), zeros where src_bytes is 0
+__device__ __forceinline__ void cp_async16_ca(u32 dst, const void *src, int src_bytes)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
 % end
 % if MX8 then
@@ -585,15 +587,18 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 % end
 
 % if SR then
-    // the ring in shared memory: this lane's weight chunks of a step at slot·SLOT + i·512 +
-    // 16·lane of its warp's DB slots (i = 2r + h), which no other lane reads
+    // the ring in shared memory: this lane's chunks of a step at slot·SLOT + i·512 + 16·lane
+    // of its warp's DB slots (i = 2r + h for the weights, WCH + RA·t + i for the tokens),
+    // which no other lane reads
     const u32 ring = qc::smem_addr(red) + $(RED_BYTES) + warp * (DB * SLOT) + lane * 16;
-    // the register ring: D steps of token chunks and scales
+    // the register ring: D steps of scales
 % else
     // the ring: D steps of B chunks, token chunks (and group scales) in registers
     uint4 wb[D][RB][2];
 % end
+% if not SR then
     uint4 ab[D][NT][RA];
+% end
 % if AE2 then
     u16 ea[D][NT];
 % end
@@ -670,6 +675,18 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
             for (int h = 0; h < 2; ++h)
                 qc::cp_async16(ring + j * SLOT + (2 * r + h) * 512, brow[r][h] + rel * 64,
                                !G || (in && bok[r][h]) ? 16 : 0);
+    };
+    auto load_wa = [&](int j, int s0, int rel, auto gd) {
+        constexpr bool G = decltype(gd)::on;
+        const int s = s0 + rel;
+        (void)G;
+        const bool in = s * STEP + c * KC < K;
+#pragma unroll
+        for (int t = 0; t < NT; ++t)
+#pragma unroll
+            for (int i = 0; i < RA; ++i)
+                cp_async16_ca(ring + j * SLOT + (WCH + RA * t + i) * 512,
+                              arow[t] + rel * (STEP * ANUM / ADEN) + 16 * i, !G || (in && aok[t]) ? 16 : 0);
         qc::cp_async_commit();
     };
 % end
@@ -690,11 +707,13 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
         }
 % else
         const bool in = s * STEP + c * KC < K;
+% if not SR then
 #pragma unroll
         for (int t = 0; t < NT; ++t)
 #pragma unroll
             for (int i = 0; i < RA; ++i)
                 ab[d][t][i] = ld16<G>(arow[t] + rel * (STEP * ANUM / ADEN) + 16 * i, in && aok[t]);
+% end
         (void)in;
 % if AE2 then
 #pragma unroll
@@ -743,7 +762,9 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
     // early start (QJIT_PDL=1) they load under that kernel's tail.  The next kernel is let
     // start after the main loop (below).
 % if SR then
-    // the ring's weights too, a cp.async group a step
+    // the ring's weights too, not yet committed: the tokens depend on the kernel before, so
+    // they follow the wait, and step 0's commit closes a first group that holds every
+    // weight of the first DB steps (a superset of its step: the count of groups holds)
 #pragma unroll
     for (int j = 0; j < DB; ++j)
         load_ww(j, wk, j * W, guard<true>());
@@ -752,6 +773,11 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
     for (int d = 0; d < D; ++d)
         load_b(d, wk, d * W, guard<true>());
     qc::pdl_wait();
+% if SR then
+#pragma unroll
+    for (int j = 0; j < DB; ++j)
+        load_wa(j, wk, j * W, guard<true>());
+% end
 #pragma unroll
     for (int d = 0; d < D; ++d)
         load_a(d, wk, d * W, guard<true>());
@@ -776,20 +802,25 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 % if SR then
             // the step's chunks have landed once at most DB − 1 later groups are pending
             qc::cp_async_wait<DB - 1>();
-            uint4 wcur[RB][2];
+            uint4 wcur[RB][2], acur[NT][RA];
 #pragma unroll
             for (int r = 0; r < RB; ++r)
 #pragma unroll
                 for (int h = 0; h < 2; ++h)
                     wcur[r][h] = lds16(ring + j * SLOT + (2 * r + h) * 512);
+#pragma unroll
+            for (int t = 0; t < NT; ++t)
+#pragma unroll
+                for (int i = 0; i < RA; ++i)
+                    acur[t][i] = lds16(ring + j * SLOT + (WCH + RA * t + i) * 512);
 % end
             u32 tp[NT][R];
 #pragma unroll
             for (int t = 0; t < NT; ++t)
 % if AE2 then
-                e2m1_regs(ab[d][t][0], tp[t], ea[d][t]);
+                e2m1_regs($(SR and "acur" or "ab[d]")[t][0], tp[t], ea[d][t]);
 % else
-                tok_regs(ab[d][t], tp[t]);
+                tok_regs($(SR and "acur" or "ab[d]")[t], tp[t]);
 % end
 % if ZEROS or MAGICF then
             // the step's sums of A, per token: an mma of ones against the token pairs
@@ -906,11 +937,12 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 % else
             // the slot's values are in registers and used: refill it DB steps ahead
             load_ww(j, s0, d * W + DB * W, guard<$(G)>());
+            load_wa(j, s0, d * W + DB * W, guard<$(G)>());
             j = j + 1 == DB ? 0 : j + 1;
 % end
         }
 % if SR then
-        // the tokens and scales of the next pass's D steps, all at its end: a load's first use waits
+        // the scales of the next pass's D steps, all at its end: a load's first use waits
         // for every global load still in flight (one scoreboard serves them all), so loads
         // issued one a step would make every step wait out a whole latency; a batch makes
         // one wait a pass
