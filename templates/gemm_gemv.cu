@@ -22,9 +22,11 @@
 // its step.  With stages 9..32 the weights and tokens of STAGES steps go through a ring in
 // shared memory instead: each lane copies its own chunks with cp.async (one group a step),
 // reads them back after cp.async.wait_group, and refills the slot STAGES steps ahead; no
-// other lane reads them, so no barrier is needed.  The scales keep a register ring of two.  W warps of a CTA take the steps of K round-robin and their partial tiles are
-// summed in shared memory in the order of their steps (per row group, with warps across the
-// rows), so a result does not depend on timing.
+// other lane reads them, so no barrier is needed.  The scales keep a register ring of 2-8
+// steps, refilled a pass at a time: every global load of a warp shares one scoreboard, so a
+// use waits for all of them (docs/NOTES.md).  W warps of a CTA take the steps of K
+// round-robin and their partial tiles are summed in shared memory in the order of their
+// steps (per row group, with warps across the rows), so a result does not depend on timing.
 //
 // The 8-bit activations use m16n8k32 (s8 into s32, fp8 into f32) with the same fragments, a
 // register holding four values instead of two; s4 weights against s8 tokens become bytes of
@@ -154,7 +156,8 @@
 %     if STAGES < 1 or STAGES > 32 then unsupported("kernel gemv: stages (steps in flight per warp) must be 1..8 (in registers) or 9..32 (the weights in shared memory), not " .. STAGES) end
 %     -- stages 9..32: the weights' and the tokens' chunks go through a shared-memory ring of
 %     -- STAGES steps a warp (cp.async, each lane its own chunks), the scales through a
-%     -- register ring of two steps: both operands that many steps ahead, without registers
+%     -- register ring refilled a pass at a time: both operands that many steps ahead, without
+%     -- registers
 %     local SR = STAGES > 8
 %     local MAGICF = one_of(B, "s4", "u4") and A == "bf16" and BM >= 16
 %     if SR and SA == "mx" and A ~= "e2m1" then unsupported("kernel gemv: MXFP8's 8-byte weight pieces stay in registers (stages 1..8, not " .. STAGES .. ")") end
@@ -192,7 +195,7 @@
 %             -- each step folded into f32 times its scales: groups (one a step), 128-k blocks
 %             GROUPF = SB == "group", SREL = SB == "group" and GROUP == BK, BLOCK = SA == "block" or SB == "block",
 %             FOLD = SB == "group" or SA == "block" or SB == "block" or MAGICF,
-%             -- bf16 × s4/u4: the weights enter the mma as 128 + q (or q + 8 for s4) and each
+%             -- bf16 × s4/u4: the weights enter the mma as 128 + q (u4) or 136 + q (s4), and each
 %             -- step's sum starts from −OFF times the tokens' sum (weight_regs)
 %             MAGICF = MAGICF, OFFV = B == "s4" and 136 or 128,
 %             -- MXFP8: a thread's step is two 8-byte pieces, k 8c and 32 + 8c, so that each of
@@ -408,11 +411,11 @@ __device__ __forceinline__ void weight_regs(const uint4 &w, u32 (&p)[R])
     for (int i = 0; i < 4; ++i)
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-%   if MAGICF then
-            asm("lop3.b32 %0, %1, %2, %3, $(B == "s4" and "0x6a" or "0xea");\n" : "=r"(p[4 * i + j]) : "r"(v[i] >> (4 * j)), "r"(0x000f000fu), "r"($(B == "s4" and "0x43084308u" or "0x43004300u")));
-%   else
             u32 t;
             asm("lop3.b32 %0, %1, %2, %3, $(B == "s4" and "0x6a" or "0xea");\n" : "=r"(t) : "r"(v[i] >> (4 * j)), "r"(0x000f000fu), "r"($(B == "s4" and "0x43084308u" or "0x43004300u")));
+%   if MAGICF then
+            p[4 * i + j] = t;
+%   else
             asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(p[4 * i + j]) : "r"(t), "r"(0x3f803f80u), "r"($(B == "s4" and "0xc308c308u" or "0xc300c300u"))); // − OFF
 %   end
         }
