@@ -465,8 +465,10 @@ QJIT_API qjit_status qjit_tune_record(qjit_context *ctx, const qjit_gemm_desc *d
  * normalized error against the reference is within twice the pair's bound (the output
  * rounding plus the precision the operands are multiplied in); its time is the median,
  * over `reps` replays of a CUDA graph of repeated launches, of one launch, with each
- * launch reading its own copy of the operands until rotate_bytes are read, so that
- * the weights come from DRAM as they do in a model, not from L2.  A candidate whose
+ * launch reading its own copy of the weights (B, its scales and zero points) until
+ * rotate_bytes are read, so that the weights come from DRAM as they do in a model, not
+ * from L2, and every launch the same activations (A, its scales), which a model's kernel
+ * finds in L2 after the kernel that wrote them.  A candidate whose
  * launch is refused (sizes it cannot do) is skipped; one whose output fails is
  * recorded with ok = 0 and cannot win.  Needs a current CUDA context; allocates and
  * frees its own device memory; the current stream is not used.  Not for use while
@@ -490,7 +492,7 @@ typedef struct qjit_tune_options {
                                    there a candidate whose first timed replay is over 1.25x
                                    the fastest so far stops, that replay its time */
     int compile_threads;        /* (0: the CPU count) */
-    uint64_t rotate_bytes;      /* operand bytes read before a copy is read again (0: 256 MB) */
+    uint64_t rotate_bytes;      /* weight bytes read before a copy is read again (0: 256 MB) */
     int dry_run;                /* 1: measure, report, record nothing */
     qjit_tune_progress_fn progress;
     void *user;

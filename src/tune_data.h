@@ -8,7 +8,8 @@
 
 #define MAX_COPIES 32
 
-/* One problem's operands in `copies` copies (A, B, scales), a bias, and two outputs. */
+/* One problem's operands: the weights (B, its scales, zero points) in `copies` copies, the
+ * activations (A, its scales) once at a[0], sa[0]; a bias, and the output. */
 typedef struct qjit_tune_operands {
     const qjit_cu_api *cu;
     int copies;
@@ -18,7 +19,7 @@ typedef struct qjit_tune_operands {
 } qjit_tune_operands;
 
 /* Random operands for problem p of descriptor d (values in the ranges the kernels' checks
- * use, the same for any thread count), in as many copies as cover `rotate` bytes, uploaded
+ * use, the same for any thread count), the weights in as many copies as cover `rotate` bytes, uploaded
  * to the device; freed with qjit_tune_operands_free. */
 QJIT_HIDDEN qjit_status qjit_tune_operands_make(const qjit_cu_api *cu, const qjit_gemm_desc *d,
                                                 const qjit_tune_problem *p, uint64_t rotate,

@@ -3,8 +3,9 @@
  * current GPU and record them (tune.c) for the dispatch of later handles.
  *
  * Per problem: candidates (the named sweep plus the bucket's heuristic) compiled on CPU
- * threads first; then random operands, filled once and copied on the device into several
- * buffers (so that repeated launches read the weights from DRAM), the heuristic's output
+ * threads first; then random operands, filled once, the weights copied on the device into
+ * several buffers (so that repeated launches read them from DRAM) and the activations in
+ * one (warm in L2, as a model's are after the kernel that wrote them), the heuristic's output
  * as the reference, each candidate run once on a poisoned output and checked, then timed
  * as replays of a CUDA graph of launches over the copies (the way decode runs), median of
  * the replays.
