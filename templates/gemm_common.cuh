@@ -67,6 +67,14 @@ __device__ __forceinline__ u32 smem_addr(const void *p)
     return r;
 }
 
+// 16 bytes of shared memory at a (asm volatile: kept after the waits and barriers before it)
+__device__ __forceinline__ uint4 lds16(u32 a)
+{
+    uint4 r;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "r"(a));
+    return r;
+}
+
 // src_bytes 0 reads nothing and fills the 16 bytes with zeros (tails of M, N and K).
 __device__ __forceinline__ void cp_async16(u32 dst, const void *src, int src_bytes)
 {

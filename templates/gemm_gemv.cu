@@ -255,13 +255,7 @@ template <bool G> __device__ __forceinline__ uint4 $(f[1])(const void *ptr, bool
 }
 % end
 % if SR then
-// A lane's 16 bytes of the ring (ordered after the cp.async wait by asm volatile)
-__device__ __forceinline__ uint4 lds16(u32 a)
-{
-    uint4 r;
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "r"(a));
-    return r;
-}
+using qc::lds16; // a lane's 16 bytes of the ring, after the cp.async wait
 // 16 bytes of tokens into the ring through L1 (the warps across the rows copy the same
 // chunks at about the same time: one L2 read), zeros where src_bytes is 0
 __device__ __forceinline__ void cp_async16_ca(u32 dst, const void *src, int src_bytes)

@@ -3,6 +3,15 @@
 % -- before its family{...} declaration.
 % include("gemm_family.cuh") -- what every family{...} declaration uses
 % --
+% -- hopper_decode(m, bk): at decode (M <= 64, no tile named) a Hopper family stays out of
+% -- auto, whose families listed after it serve those M; named, it takes one consumer
+% -- warpgroup of 64 rows, 64x128xbk with 6 stages.  Returns true and that choice (nil under
+% -- auto) at decode, false elsewhere.
+% function hopper_decode(m, bk)
+%   if m ~= 0 and m <= 64 and BM == 0 then return true, NAMED and choose(64, 128, bk, 1, 1, 6) or nil end
+%   return false
+% end
+% --
 % -- hopper_regs(nc): the block of one producer and nc consumer warpgroups gets the per-thread
 % -- cap that __launch_bounds__(threads, 1) allows, in steps of 8; setmaxnreg drops the producer
 % -- to 40 (24 beside 3-4 consumers, or what the caller asks) and the consumers share the rest.  Returns threads,

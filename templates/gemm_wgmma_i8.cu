@@ -45,12 +45,9 @@
 %   -- CUTLASS's int8 Hopper kernels favour; measured choices below.
 %   -- Group scales keep a part and a total: 128x128x128, two consumer warpgroups, 4 stages.
 %   default = function(m)
-%     -- decode (M <= 64, no tile named): under auto it stays with mma_i8, listed after
-%     -- this family; named, one consumer warpgroup of 64 rows
-%     if m ~= 0 and m <= 64 and BM == 0 then
-%       if not NAMED then return nil end
-%       return choose(64, 128, 128, 1, 1, 6)
-%     end
+%     -- decode: under auto, mma_i8 (listed after this family)
+%     local decode, c = hopper_decode(m, 128)
+%     if decode then return c end
 %     -- s8 x s8 (qjit-tune on the H100, Llama 3 8B layers): 128x128x128 with 5 stages up to
 %     -- M = 256 (1.1-1.9x the 128x256 tile there), 128x256x128 with 3 stages above (1.07-1.10x
 %     -- the same tile with 4)

@@ -306,9 +306,8 @@ struct wq_conv {
 % if FINE then
 __device__ __forceinline__ float4 lds128(u32 addr)
 {
-    float4 v;
-    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr));
-    return v;
+    const uint4 v = qc::lds16(addr);
+    return make_float4(__uint_as_float(v.x), __uint_as_float(v.y), __uint_as_float(v.z), __uint_as_float(v.w));
 }
 __device__ __forceinline__ float2 lds64(u32 addr)
 {

@@ -43,12 +43,9 @@
 %   -- wgmma_i8's 128x256x128, two consumer warpgroups, 4 stages.  f16/bf16: wgmma's 128x256x64
 %   -- with two consumer warpgroups, 4 stages (the output leaves in passes).
 %   default = function(m)
-%     -- decode (M <= 64, no tile named): under auto the families after this one; named, one
-%     -- consumer warpgroup of 64 rows
-%     if m ~= 0 and m <= 64 and BM == 0 then
-%       if not NAMED then return nil end
-%       return choose(64, 128, half() and 64 or 128, 1, 1, 6)
-%     end
+%     -- decode: under auto, the families after this one
+%     local decode, c = hopper_decode(m, half() and 64 or 128)
+%     if decode then return c end
 %     local c = half() and choose(128, 256, 64, 2, 1, 4) or A == "s8" and choose(128, 256, 128, 2, 1, 4) or choose(128, 128, 128, 2, 1, 5)
 %     return warpgroups(c)
 %   end,

@@ -36,12 +36,9 @@
 %   -- 3 stages); up to 256, 128x128x64 with 5 stages won 11 of 16 (1.5-1.7x 128x256x64 there:
 %   -- the wider tile leaves most SMs idle on these grids).
 %   default = function(m)
-%     -- decode (M <= 64, no tile named): under auto it stays with mma_wq, listed after
-%     -- this family; named, one consumer warpgroup of 64 rows
-%     if m ~= 0 and m <= 64 and BM == 0 then
-%       if not NAMED then return nil end
-%       return choose(64, 128, 64, 1, 1, 6)
-%     end
+%     -- decode: under auto, mma_wq (listed after this family)
+%     local decode, c = hopper_decode(m, 64)
+%     if decode then return c end
 %     -- a named tile or named warps keep the configuration around them that they had
 %     -- before the tuning (128x256x64, 3 stages: 4 stages of a named 128x256 tile do not
 %     -- fit with s8 weights)
