@@ -11,7 +11,9 @@ the pair's sweep on sm_90a (small-m up to M = 64, default above) with the bucket
 heuristic; auto is timed after them in turns with the fastest of them (three times each,
 the median of each compared: the minimum over a sweep is biased low, and the turns put a
 drift of the clocks on both), six turns more where auto is over the best by 3% (--confirm,
---confirm-above).  Each row names auto's configuration and whether a tuned record chose it.  The summary gives, per
+--confirm-above).  Each row names auto's configuration and whether a tuned record chose it,
+and gives auto's and the peer's share of the cell's ideal: its minimum bytes over the copy
+bandwidth measured at the start of the run (the decode issue's measure).  The summary gives, per
 pair and model, auto's worst and median ratio to the peer across M and auto's worst ratio
 to the best named configuration.
 
@@ -34,8 +36,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_quant import Qjit  # noqa: E402
-from bench_step import (MODELS, PAIRS, make_act, make_weights, peer_call, qjit_call,  # noqa: E402
-                        time_graph)
+from bench_step import (MODELS, PAIRS, copy_bandwidth, layer_bytes, make_act,  # noqa: E402
+                        make_weights, peer_call, qjit_call, time_graph)
 
 import qjit  # noqa: E402  (the package, for the sweep and the heuristic)
 
@@ -114,10 +116,15 @@ def main():
     ctx = qjit.Context(cache_dir=o.cache_dir) if o.cache_dir else None
     if o.cache_dir:
         os.environ["QJIT_CACHE_DIR"] = o.cache_dir  # the ctypes gets of bench_quant's Qjit
+    # the ideal of a decode cell: its minimum bytes (weights, scales, activations, output, each
+    # moved once) over the copy bandwidth measured here
+    bw = copy_bandwidth()
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}; µs per launch, median "
-          f"of {o.reps} graph replays over weight copies covering {o.rotate_mb} MB")
+          f"of {o.reps} graph replays over weight copies covering {o.rotate_mb} MB; copy "
+          f"bandwidth {bw / 1e9:.0f} GB/s (the ideal: a cell's bytes over it)")
     print(f"{'model':5} {'pair':6} {'M':>5} {'N x K':>12} {'auto us':>9} {'best us':>9} "
-          f"{'auto/best':>9} {'peer us':>9} {'peer/auto':>9} {'TFLOP/s':>8} {'%peak':>6}  best named")
+          f"{'auto/best':>9} {'peer us':>9} {'peer/auto':>9} {'TFLOP/s':>8} {'%peak':>6} "
+          f"{'%ideal':>6} {'peer%':>6}  best named")
     rows = []
     ms = [int(x) for x in o.m.split(",")]
     extra = [tuple(int(v) for v in s.split("x")) for s in o.nk.split(",") if s]
@@ -200,17 +207,20 @@ def main():
                     except Exception as e:  # noqa: BLE001
                         print(f"  {peer_name} failed: {str(e).splitlines()[0][:80]}")
                     tflops = 2.0 * m * n * k / t_auto / 1e6
+                    ideal_us = layer_bytes(pair, [(n, k)], m) / bw * 1e6
                     peak = 989.0 if pair in SIXTEEN_BIT_A else 1979.0
                     r = dict(model=model, pair=pair, m=m, n=n, k=k, auto_us=t_auto, best_us=best,
                              best=best_cfg, peer=peer_name or "", peer_us=t_peer, tflops=tflops,
                              peak_share=tflops / peak, auto=auto_cfg, auto_source=auto_src,
-                             turns=len(ta))
+                             turns=len(ta), ideal_share=ideal_us / t_auto,
+                             peer_ideal_share=ideal_us / t_peer if t_peer else None)
                     rows.append(r)
                     f = lambda v, p=1, w=9: f"{v:{w}.{p}f}" if v is not None else f"{'—':>{w}}"
                     print(f"{model:5} {pair:6} {m:5d} {n:6d}x{k:<5d} {f(t_auto)} {f(best)} "
                           f"{f(t_auto / best if best else None, 2)} {f(t_peer)} "
                           f"{f(t_peer / t_auto if t_peer else None, 2)} {f(tflops, 0, 8)} "
-                          f"{f(100 * tflops / peak, 0, 5)}%  {best_cfg}"
+                          f"{f(100 * tflops / peak, 0, 5)}% {f(100 * ideal_us / t_auto, 0, 5)}% "
+                          f"{f(100 * ideal_us / t_peer if t_peer else None, 0, 5)}%  {best_cfg}"
                           f"{' (confirmed)' if confirmed else ''}  [auto: {auto_cfg}, {auto_src}]",
                           flush=True)
                 del ws
@@ -224,10 +234,14 @@ def main():
             print(f"{model:5} {pair:6} peer/auto worst {min(vs):.2f} median {statistics.median(vs):.2f}"
                   if vs else f"{model:5} {pair:6} (no peer)", end="")
             print(f"; auto/best worst {max(bs):.3f}, over 1.05 in {sum(b > 1.05 for b in bs)} of {len(bs)}"
-                  if bs else "")
+                  if bs else "", end="")
+            ds = [r["ideal_share"] for r in rs if r["m"] <= 16]
+            print(f"; % of the ideal at M <= 16 worst {100 * min(ds):.0f}, median "
+                  f"{100 * statistics.median(ds):.0f}" if ds and not o.prefill else "")
     if o.csv:
         keys = ["model", "pair", "m", "n", "k", "auto_us", "best_us", "best", "peer", "peer_us",
-                "tflops", "peak_share", "auto", "auto_source", "turns"]
+                "tflops", "peak_share", "auto", "auto_source", "turns", "ideal_share",
+                "peer_ideal_share"]
         with open(o.csv, "w") as fh:
             fh.write(",".join(keys) + "\n")
             for r in rows:
