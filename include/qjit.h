@@ -543,8 +543,8 @@ typedef struct qjit_gemm_args {
  * previous kernel could have written; CUDA graphs keep the edge.  The gemv family reads its
  * first weights (B, scale_b, zeros_b) before that wait: under QJIT_PDL=1 they must not be
  * written by the kernel just before it in the stream.  Results are the same bit for bit.
- * Off unless asked for: on the H100 a Llama 3 8B decode step with it ran W4A16 5% faster
- * and bf16 25% slower (docs/BENCH.md).
+ * Off unless asked for: on the H100 the Llama 3 decode steps ran 1-3% faster with it at
+ * M = 1 and up to 9% slower at M = 16 (docs/NOTES.md, "The early start again").
  * Thread-safe. */
 QJIT_API qjit_status qjit_gemm_launch(const qjit_gemm *g, const qjit_gemm_args *args,
                                       struct CUstream_st *stream);
