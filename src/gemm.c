@@ -669,7 +669,7 @@ qjit_status qjit_gemm_launch(const qjit_gemm *h, const qjit_gemm_args *a,
     void *params[] = {&p, &maps[0], &maps[1]};
     if (k->plan.tma && (st = encode_maps(k, a, maps)) != QJIT_OK)
         return st;
-    /* a cluster shape, and an early start: the kernel's griddepcontrol.wait (pdl_enter)
+    /* a cluster shape, and an early start: the kernel's griddepcontrol.wait (qc::pdl_wait)
      * holds it until the previous kernel in the stream has finished */
     const char *what = "cuLaunchKernel";
     const CUresult r = qjit_drv_launch(k->cu, k->fn, grid, k->plan.threads, k->plan.smem,

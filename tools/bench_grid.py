@@ -170,8 +170,9 @@ def main():
                     ta, tb = [], []
 
                     def turns(count):
+                        done = len(ta)  # turns so far: the order alternates across calls too
                         for i in range(count):
-                            order = [False, True] if (len(ta) + i) % 2 == 0 else [True, False]
+                            order = [False, True] if (done + i) % 2 == 0 else [True, False]
                             for is_best in order:
                                 if is_best and best is not None:
                                     tb.append(time_launches([launch(best_h, w) for w in ws], o.reps))
