@@ -208,20 +208,21 @@ def main():
                     except Exception as e:  # noqa: BLE001
                         print(f"  {peer_name} failed: {str(e).splitlines()[0][:80]}")
                     tflops = 2.0 * m * n * k / t_auto / 1e6
-                    ideal_us = layer_bytes(pair, [(n, k)], m) / bw * 1e6
+                    # (a byte ideal means little where the MMAs bound the time: prefill)
+                    ideal_us = None if o.prefill else layer_bytes(pair, [(n, k)], m) / bw * 1e6
                     peak = 989.0 if pair in SIXTEEN_BIT_A else 1979.0
                     r = dict(model=model, pair=pair, m=m, n=n, k=k, auto_us=t_auto, best_us=best,
                              best=best_cfg, peer=peer_name or "", peer_us=t_peer, tflops=tflops,
                              peak_share=tflops / peak, auto=auto_cfg, auto_source=auto_src,
-                             turns=len(ta), ideal_share=ideal_us / t_auto,
-                             peer_ideal_share=ideal_us / t_peer if t_peer else None)
+                             turns=len(ta), ideal_share=ideal_us / t_auto if ideal_us else None,
+                             peer_ideal_share=ideal_us / t_peer if ideal_us and t_peer else None)
                     rows.append(r)
                     f = lambda v, p=1, w=9: f"{v:{w}.{p}f}" if v is not None else f"{'—':>{w}}"
                     print(f"{model:5} {pair:6} {m:5d} {n:6d}x{k:<5d} {f(t_auto)} {f(best)} "
                           f"{f(t_auto / best if best else None, 2)} {f(t_peer)} "
                           f"{f(t_peer / t_auto if t_peer else None, 2)} {f(tflops, 0, 8)} "
-                          f"{f(100 * tflops / peak, 0, 5)}% {f(100 * ideal_us / t_auto, 0, 5)}% "
-                          f"{f(100 * ideal_us / t_peer if t_peer else None, 0, 5)}%  {best_cfg}"
+                          f"{f(100 * tflops / peak, 0, 5)}% {f(100 * r['ideal_share'] if ideal_us else None, 0, 5)}% "
+                          f"{f(100 * r['peer_ideal_share'] if r['peer_ideal_share'] else None, 0, 5)}%  {best_cfg}"
                           f"{' (confirmed)' if confirmed else ''}  [auto: {auto_cfg}, {auto_src}]",
                           flush=True)
                 del ws
@@ -236,7 +237,7 @@ def main():
                   if vs else f"{model:5} {pair:6} (no peer)", end="")
             print(f"; auto/best worst {max(bs):.3f}, over 1.05 in {sum(b > 1.05 for b in bs)} of {len(bs)}"
                   if bs else "", end="")
-            ds = [r["ideal_share"] for r in rs if r["m"] <= 16]
+            ds = [r["ideal_share"] for r in rs if r["m"] <= 16 and r["ideal_share"]]
             print(f"; % of the ideal at M <= 16 worst {100 * min(ds):.0f}, median "
                   f"{100 * statistics.median(ds):.0f}" if ds and not o.prefill else "")
     if o.csv:
