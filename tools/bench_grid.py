@@ -117,11 +117,11 @@ def main():
     if o.cache_dir:
         os.environ["QJIT_CACHE_DIR"] = o.cache_dir  # the ctypes gets of bench_quant's Qjit
     # the ideal of a decode cell: its minimum bytes (weights, scales, activations, output, each
-    # moved once) over the copy bandwidth measured here
-    bw = copy_bandwidth()
+    # moved once) over the copy bandwidth measured here (none for prefill: the MMAs bound it)
+    bw = None if o.prefill else copy_bandwidth()
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}; µs per launch, median "
-          f"of {o.reps} graph replays over weight copies covering {o.rotate_mb} MB; copy "
-          f"bandwidth {bw / 1e9:.0f} GB/s (the ideal: a cell's bytes over it)")
+          f"of {o.reps} graph replays over weight copies covering {o.rotate_mb} MB" +
+          (f"; copy bandwidth {bw / 1e9:.0f} GB/s (the ideal: a cell's bytes over it)" if bw else ""))
     print(f"{'model':5} {'pair':6} {'M':>5} {'N x K':>12} {'auto us':>9} {'best us':>9} "
           f"{'auto/best':>9} {'peer us':>9} {'peer/auto':>9} {'TFLOP/s':>8} {'%peak':>6} "
           f"{'%ideal':>6} {'peer%':>6}  best named")
@@ -133,6 +133,7 @@ def main():
             for pair in o.pairs.split(","):
                 desc, peer, wb, sb, _ = PAIRS[pair]
                 g = q.get(desc)
+                auto_h = qjit.get_gemm(desc, ctx)  # what auto runs, for each row
                 heur = qjit.variants(desc, "sm_90a", ctx)  # each bucket's heuristic kernel
                 copies = max(1, min(16, -(-o.rotate_mb * 2**20 // int(n * k * (wb + sb)))))
                 ws = [make_weights(pair, n, k) for _ in range(copies)]
@@ -191,7 +192,7 @@ def main():
                     t_auto = statistics.median(ta)
                     best = statistics.median(tb) if tb else best
                     try:  # the configuration auto runs for this problem, and whether a record chose it
-                        v = qjit.get_gemm(desc, ctx).choose(m, n, k)
+                        v = auto_h.choose(m, n, k)
                         auto_cfg = str(v["desc"]).split("kernel=")[-1].replace(" split=1", "")
                         auto_src = "tuned" if v["tuned"] else "heuristic"
                     except Exception:  # noqa: BLE001
@@ -208,8 +209,7 @@ def main():
                     except Exception as e:  # noqa: BLE001
                         print(f"  {peer_name} failed: {str(e).splitlines()[0][:80]}")
                     tflops = 2.0 * m * n * k / t_auto / 1e6
-                    # (a byte ideal means little where the MMAs bound the time: prefill)
-                    ideal_us = None if o.prefill else layer_bytes(pair, [(n, k)], m) / bw * 1e6
+                    ideal_us = layer_bytes(pair, [(n, k)], m) / bw * 1e6 if bw else None
                     peak = 989.0 if pair in SIXTEEN_BIT_A else 1979.0
                     r = dict(model=model, pair=pair, m=m, n=n, k=k, auto_us=t_auto, best_us=best,
                              best=best_cfg, peer=peer_name or "", peer_us=t_peer, tflops=tflops,
@@ -239,7 +239,7 @@ def main():
                   if bs else "", end="")
             ds = [r["ideal_share"] for r in rs if r["m"] <= 16 and r["ideal_share"]]
             print(f"; % of the ideal at M <= 16 worst {100 * min(ds):.0f}, median "
-                  f"{100 * statistics.median(ds):.0f}" if ds and not o.prefill else "")
+                  f"{100 * statistics.median(ds):.0f}" if ds else "")
     if o.csv:
         keys = ["model", "pair", "m", "n", "k", "auto_us", "best_us", "best", "peer", "peer_us",
                 "tflops", "peak_share", "auto", "auto_source", "turns", "ideal_share",
