@@ -20,13 +20,14 @@ static_assert(sizeof(qjit_params) == $(PARAMS_BYTES), "qjit_params: the library'
 
 namespace qc {
 
-// Programmatic dependent launch (sm_90): wait until the kernel before this one in the
-// stream has finished and its writes are visible, then let the kernel after this one be
-// scheduled early (it waits here in turn).  Each GEMM calls it before its first global
-// access, so a launch that asks for an early start (QJIT_PDL=1) lets this kernel's launch
-// and set-up overlap the previous kernel's tail; without that launch attribute both are
-// no-ops.  A kernel may instead wait (pdl_wait) and let the next one start (pdl_launch)
-// apart: the later it does the second, the less the next kernel's early CTAs take from it.
+// Programmatic dependent launch (sm_90): pdl_wait waits until the kernel before this one in
+// the stream has finished and its writes are visible; every GEMM calls it before it reads
+// anything that kernel could have written (gemv loads its first weights before it).
+// pdl_launch lets the kernel after this one be scheduled early (it waits in turn): each GEMM
+// calls it after its main loop (a persistent one after its last tile's), so that under a
+// launch that asks for an early start (QJIT_PDL=1) the next kernel's launch and set-up
+// overlap this one's epilogue and drain, not its stream of loads.  Without that launch
+// attribute both are no-ops.
 __device__ __forceinline__ void pdl_wait()
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -42,13 +43,6 @@ __device__ __forceinline__ void pdl_launch()
 // An int32 x with |x| <= 2^22 as a float, exactly: added to the bits of 1.5·2^23 it reads
 // as the float 1.5·2^23 + x.  An IADD and an FADD, where I2F issues at a quarter of their rate.
 __device__ __forceinline__ float exact_f32(int x) { return __int_as_float(x + 0x4B400000) - 12582912.0f; }
-
-__device__ __forceinline__ void pdl_enter()
-{
-    pdl_wait();
-    pdl_launch();
-}
-
 
 typedef unsigned char u8;
 typedef unsigned short u16;

@@ -1,10 +1,11 @@
 // gemm_tile_walk.cuh — the start of the multistage (mma.sync) GEMM kernels' body: the
-// shared memory, the wait for the kernel before (qc::pdl_enter), A and B as ELEM_A and
+// shared memory, the wait for the kernel before (qc::pdl_wait; the kernel lets the next one
+// start with qc::pdl_launch after its main loop), A and B as ELEM_A and
 // ELEM_B, the sizes, this thread's warp, and the tile walk: which output tile (m0, n0)
 // this CTA computes, in bands of GROUP_M tile rows.  Included first in the kernel body,
 // where GROUP_M, BM, BN, WN, ELEM_A and ELEM_B are set.
     extern __shared__ __align__(128) unsigned char smem[];
-    qc::pdl_enter();
+    qc::pdl_wait();
     const $(ELEM_A) *__restrict__ A = static_cast<const $(ELEM_A) *>(p.a);
     const $(ELEM_B) *__restrict__ B = static_cast<const $(ELEM_B) *>(p.b);
     const int M = (int)p.m, N = (int)p.n, K = (int)p.k;

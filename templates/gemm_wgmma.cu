@@ -242,7 +242,7 @@ __device__ __forceinline__ void split_finish(const float (&acc)[MI][NSPLIT][IN /
 extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const qjit_params p)
 {
     extern __shared__ __align__(1024) unsigned char smem[];
-    qc::pdl_enter();
+    qc::pdl_wait(); // the next kernel is let start after the main loops (below)
     const int M = (int)p.m, N = (int)p.n;
     const int tid = threadIdx.x;
 
@@ -309,6 +309,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 % else
             release(prev);
 % end
+            // the last tile of this CTA has used all of its loads: the next kernel may be
+            // scheduled now (under QJIT_PDL=1 its launch and first weights then overlap these
+            // epilogues and this grid's drain, not its main loops)
+            if (t + stride >= tiles)
+                qc::pdl_launch();
             int m0, n0;
             w.origin(t, m0, n0);
 % if SPLIT then

@@ -447,7 +447,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 % end
 {
     extern __shared__ __align__(1024) unsigned char smem[];
-    qc::pdl_enter();
+    qc::pdl_wait(); // the next kernel is let start after the main loops (below)
     const int M = (int)p.m, N = (int)p.n;
     const int tid = threadIdx.x;
 
@@ -829,6 +829,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
             if (lane == 0 && KT > 0)
                 release(empty0 + 8 * (s == 0 ? STAGES - 1 : s - 1)); // the tile's last stage
 % end
+
+            // the last tile of this CTA has used all of its loads: the next kernel may be
+            // scheduled now (under QJIT_PDL=1 its launch and first weights then overlap these
+            // epilogues and this grid's drain, not its main loops)
+            if (t + stride >= tiles)
+                qc::pdl_launch();
 
             // Epilogue, staged as in gemm_wgmma.cu: pass q stages columns [q*SEG, (q+1)*SEG)
             // of the consumer's tile, scaled and biased in f32, rounded once to OUT.  Value by

@@ -760,6 +760,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
     // (gemm_common.cuh), which writes nothing past M or N.
     finish_tile(acc, acc, as_is(), m0 + warp_m * WTM + g, n0 + warp_n * WTN + 2 * t, M, N, p);
     cp_async_wait<0>();
+    // every load is issued and used: the next kernel may be scheduled (QJIT_PDL=1)
+    qc::pdl_launch();
     __syncthreads(); // every warp is done with the ring: the epilogue reuses it
     stage_out<BM, BN, WM, WN, $(NP)>(acc, smem0, static_cast<out_t *>(p.d), p.ldd, m0, n0, M, N, tid);
 }
