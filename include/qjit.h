@@ -543,8 +543,11 @@ typedef struct qjit_gemm_args {
  * previous kernel could have written; CUDA graphs keep the edge.  The gemv family reads its
  * first weights (B, scale_b, zeros_b) before that wait: under QJIT_PDL=1 they must not be
  * written by the kernel just before it in the stream.  Results are the same bit for bit.
- * Off unless asked for: on the H100 the Llama 3 decode steps ran 1-3% faster with it at
- * M = 1 and up to 9% slower at M = 16 (docs/NOTES.md, "The early start again").
+ * Off unless asked for, because of that rule (a GEMM whose B is the output of the GEMM
+ * before it would read it too early).  On the H100, with every family letting the next
+ * kernel start after its main loop, the Llama 3 decode steps ran 1-3% faster with it at
+ * M = 1 and up to 5% faster at M = 16, but for 70B FP8 at M = 16, 1-3% slower (docs/NOTES.md,
+ * "The early start with every family's trigger after its main loop").
  * Thread-safe. */
 QJIT_API qjit_status qjit_gemm_launch(const qjit_gemm *g, const qjit_gemm_args *args,
                                       struct CUstream_st *stream);

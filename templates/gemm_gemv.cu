@@ -43,7 +43,8 @@
 // W along K; stages: steps in flight per warp.  More rows a CTA read each token chunk from
 // L2 once for more weights (the WR warps of a step share it through L1).  Block: 32·WR·W
 // threads; shared memory (W − 1)·BN·BM·4 bytes for the sum, and with stages 9..32 the ring,
-// WR·W·STAGES·(2·RB + NT·RA)·512 bytes.  Grid: N/BN × M/BM.
+// WR·W·STAGES·(2·RB + NT·RA)·512 bytes.  Grid: N/BN × M/BM, the token tiles of a row tile
+// neighbours in launch order.
 % -- qjit family: name=gemv id=11 order=5
 % include("gemm_stage_plan.cuh")
 % -- k per 16-byte chunk of B, and the step (four chunks)
@@ -486,7 +487,13 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
     // first of them
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
     const int wr = warp % WR, wk = warp / WR;
-    const int n0 = blockIdx.x * (16 * RB * WR) + wr * (16 * RB), m0 = blockIdx.y * (8 * NT);
+    // The grid is N/BN × M/BM, taken in launch order with the token tiles of one row tile
+    // next to each other: the CTAs that read the same weights run at about the same time, so
+    // DRAM serves them once and L2 the others (with the row tiles in launch order, a grid of
+    // several waves read the weights once a token tile)
+    const unsigned lin = blockIdx.x + gridDim.x * blockIdx.y;
+    const int rt = (int)(lin / gridDim.y), mt = (int)(lin % gridDim.y);
+    const int n0 = rt * (16 * RB * WR) + wr * (16 * RB), m0 = mt * (8 * NT);
     const int nsteps = (K + STEP - 1) / STEP;
     const long long row_bytes = p.ldb * RBYTES_NUM / RBYTES_DEN;
 
