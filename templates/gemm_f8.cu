@@ -32,7 +32,18 @@
 %     end
 %     return choose(128, 128, 128, 2, 4, 3)
 %   end,
-%   space = quant_mma_space, -- gemm_stage_plan.cuh
+%   -- the shared sweep (gemm_stage_plan.cuh), and in the default one this family's own
+%   -- 128x128x128 w2x4 s3 (BK 128): MXFP4's heuristic before it was tuned, which beat the
+%   -- shared sweep's best by up to 6% on some prefill layers (bench_grid.py --then on the
+%   -- H100, docs/NOTES.md)
+%   space = function(name)
+%     local c = quant_mma_space(name)
+%     if name ~= "default" or not c then return c end
+%     local t = {}
+%     for i = 1, #c do t[i] = c[i] end
+%     t[#t + 1] = config(128, 128, 128, 2, 4, 3)
+%     return t
+%   end,
 %   plan = function()
 %     local FP4 = A == "e2m1"
 %     local MX = SA == "mx"

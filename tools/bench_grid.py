@@ -17,6 +17,12 @@ bandwidth measured at the start of the run (the decode issue's measure).  The su
 pair and model, auto's worst and median ratio to the peer across M and auto's worst ratio
 to the best named configuration.
 
+With --then FILE (a JSON file that tools/auto_then.py wrote from an earlier revision's
+library: the configuration its auto handle ran for each pair and M range), that
+configuration is timed in the same turns as auto and the best, and each row gives auto's
+time over it: whether auto got slower anywhere than the auto of that revision, run by
+today's library.
+
 With --prefill (M >= 128, the prefill issue's table) the peers are those the formats
 promise to meet: bf16 cuBLAS for the weight-only pairs, fp8 row-wise `_scaled_mm` for FP8
 row and block and W4A8, fp8 tensor-wise `_scaled_mm` for FP8 tensor and MX, `_int_mm` for
@@ -103,6 +109,8 @@ def main():
     ap.add_argument("--nk", default="",
                     help="NxK,... layers to time instead of each model's four (e.g. the dispatch "
                          "issue's unfused 14336x4096), each under every model named")
+    ap.add_argument("--then", default="", metavar="JSON",
+                    help="an earlier revision's auto configurations (tools/auto_then.py), timed beside auto")
     ap.add_argument("--prefill", action="store_true",
                     help="the prefill peers and TFLOP/s (M defaults to 128,256,1024,4096)")
     o = ap.parse_args()
@@ -110,6 +118,11 @@ def main():
         ap.error("--turns must be 1 or more")
     if o.prefill and o.m == ap.get_default("m"):
         o.m = "128,256,1024,4096"
+    then = {}
+    if o.then:
+        import json
+        with open(o.then, encoding="utf-8") as fh:
+            then = json.load(fh)
     torch.manual_seed(0)
     torch.zeros(1, device="cuda")
     q = Qjit(o.lib)
@@ -168,16 +181,30 @@ def main():
                     # in turns (auto, best, auto, ...), the median of each: a drift of the
                     # clocks during the cell falls on both alike
                     # (in ABBA order, so that neither always runs first after the other)
-                    ta, tb = [], []
+                    ta, tb, tt = [], [], []
+                    # the earlier revision's auto configuration for this M (--then), by name
+                    then_cfg, then_h = "", None
+                    for v in then.get("pairs", {}).get(desc, []):
+                        if v["m_min"] <= m <= v["m_max"]:
+                            then_cfg = v["config"]
+                            try:
+                                then_h = q.get(then_cfg)
+                                launch(then_h, ws[0])()  # sizes it refuses: not timed
+                                torch.cuda.synchronize()
+                            except RuntimeError:
+                                then_h = None
+                            break
 
                     def turns(count):
                         done = len(ta)  # turns so far: the order alternates across calls too
                         for i in range(count):
-                            order = [False, True] if (done + i) % 2 == 0 else [True, False]
-                            for is_best in order:
-                                if is_best and best is not None:
+                            order = ["auto", "best", "then"] if (done + i) % 2 == 0 else ["then", "best", "auto"]
+                            for who in order:
+                                if who == "best" and best is not None:
                                     tb.append(time_launches([launch(best_h, w) for w in ws], o.reps))
-                                elif not is_best:
+                                elif who == "then" and then_h is not None:
+                                    tt.append(time_launches([launch(then_h, w) for w in ws], o.reps))
+                                elif who == "auto":
                                     ta.append(time_launches([launch(g, w) for w in ws], o.reps))
                     turns(o.turns)
                     # a close call (auto over the best by more than --confirm-above) gets
@@ -191,6 +218,7 @@ def main():
                         confirmed = True
                     t_auto = statistics.median(ta)
                     best = statistics.median(tb) if tb else best
+                    t_then = statistics.median(tt) if tt else None
                     try:  # the configuration auto runs for this problem, and whether a record chose it
                         v = auto_h.choose(m, n, k)
                         auto_cfg = str(v["desc"]).split("kernel=")[-1].replace(" split=1", "")
@@ -215,7 +243,8 @@ def main():
                              best=best_cfg, peer=peer_name or "", peer_us=t_peer, tflops=tflops,
                              peak_share=tflops / peak, auto=auto_cfg, auto_source=auto_src,
                              turns=len(ta), ideal_share=ideal_us / t_auto if ideal_us else None,
-                             peer_ideal_share=ideal_us / t_peer if ideal_us and t_peer else None)
+                             peer_ideal_share=ideal_us / t_peer if ideal_us and t_peer else None,
+                             then_us=t_then, then=then_cfg.split("kernel=")[-1].replace(" split=1", ""))
                     rows.append(r)
                     f = lambda v, p=1, w=9: f"{v:{w}.{p}f}" if v is not None else f"{'—':>{w}}"
                     print(f"{model:5} {pair:6} {m:5d} {n:6d}x{k:<5d} {f(t_auto)} {f(best)} "
@@ -223,7 +252,9 @@ def main():
                           f"{f(t_peer / t_auto if t_peer else None, 2)} {f(tflops, 0, 8)} "
                           f"{f(100 * tflops / peak, 0, 5)}% {f(100 * r['ideal_share'] if ideal_us else None, 0, 5)}% "
                           f"{f(100 * r['peer_ideal_share'] if r['peer_ideal_share'] else None, 0, 5)}%  {best_cfg}"
-                          f"{' (confirmed)' if confirmed else ''}  [auto: {auto_cfg}, {auto_src}]",
+                          f"{' (confirmed)' if confirmed else ''}  [auto: {auto_cfg}, {auto_src}]"
+                          + (f"  [then {then.get('rev', '')}: {f(t_then)} us, auto/then "
+                             f"{f(t_auto / t_then if t_then else None, 3, 5)}]" if then else ""),
                           flush=True)
                 del ws
                 torch.cuda.empty_cache()
@@ -237,13 +268,16 @@ def main():
                   if vs else f"{model:5} {pair:6} (no peer)", end="")
             print(f"; auto/best worst {max(bs):.3f}, over 1.05 in {sum(b > 1.05 for b in bs)} of {len(bs)}"
                   if bs else "", end="")
+            ts = [r["auto_us"] / r["then_us"] for r in rs if r.get("then_us")]
+            print(f"; auto/then worst {max(ts):.3f}, over 1.00 in {sum(t > 1.0 for t in ts)} and over "
+                  f"1.05 in {sum(t > 1.05 for t in ts)} of {len(ts)}" if ts else "", end="")
             ds = [r["ideal_share"] for r in rs if r["m"] <= 16 and r["ideal_share"]]
             print(f"; % of the ideal at M <= 16 worst {100 * min(ds):.0f}, median "
                   f"{100 * statistics.median(ds):.0f}" if ds else "")
     if o.csv:
         keys = ["model", "pair", "m", "n", "k", "auto_us", "best_us", "best", "peer", "peer_us",
                 "tflops", "peak_share", "auto", "auto_source", "turns", "ideal_share",
-                "peer_ideal_share"]
+                "peer_ideal_share", "then_us", "then"]
         with open(o.csv, "w") as fh:
             fh.write(",".join(keys) + "\n")
             for r in rows:

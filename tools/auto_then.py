@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""auto_then.py — the configurations an auto handle runs, per pair and M range, written
+as JSON for bench_grid.py --then.  Run it with an earlier revision's package and library
+(no GPU needed: the choice is the heuristic's, from the descriptor alone, where that
+revision shipped no tuning records), so that a grid can time what that revision's auto
+ran beside today's auto, both built by today's library.
+
+    PYTHONPATH=<old>/python QJIT_LIBRARY=<old>/build/libqjit.so \\
+        python3 tools/auto_then.py --rev 5f3ecf2 > auto-then.json
+"""
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# the pairs' descriptors, as bench_step.py and bench_grid.py time them (no torch needed)
+PAIR_DESCS = [
+    "gemm a=bf16 b=bf16 out=bf16",
+    "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16",
+    "gemm a=bf16 b=s8 sb=col out=bf16",
+    "gemm a=s8 b=s8 sa=row sb=col out=bf16",
+    "gemm a=e4m3 b=e4m3 sa=row sb=col out=bf16",
+    "gemm a=s8 b=s4 sa=row sb=group:128 gs=f32 out=bf16",
+    "gemm a=e4m3 b=e4m3 sa=mx sb=mx out=bf16",
+    "gemm a=e4m3 b=e4m3 sa=block sb=block out=bf16",
+    "gemm a=bf16 b=e2m1 sb=mx out=bf16",
+    "gemm a=bf16 b=u4 sb=group:128 gs=bf16 zeros=1 out=bf16",
+    "gemm a=e4m3 b=e4m3 sa=tensor sb=tensor out=bf16",
+    "gemm a=s8 b=s4 sa=row sb=col out=bf16",
+    "gemm a=e2m1 b=e2m1 sa=mx sb=mx out=bf16",
+]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rev", default="", help="the revision the package and library are of")
+    ap.add_argument("--arch", default="sm_90a")
+    o = ap.parse_args()
+    import qjit
+    ctx = qjit.Context(cache_dir=os.environ.get("QJIT_CACHE_DIR") or None)
+    out = {"rev": o.rev, "arch": o.arch, "pairs": {}}
+    for d in PAIR_DESCS:
+        try:
+            vs = qjit.variants(d, o.arch, ctx)
+        except Exception as e:  # noqa: BLE001  (a pair that revision did not serve)
+            print(f"auto_then: {d}: {str(e).splitlines()[0]}", file=sys.stderr)
+            continue
+        out["pairs"][d] = [{"m_min": v["m_min"], "m_max": v["m_max"], "config": str(v["desc"])}
+                           for v in vs if not v["tuned"]]
+    json.dump(out, sys.stdout, indent=1)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
