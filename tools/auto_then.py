@@ -44,8 +44,11 @@ def main():
         try:
             vs = qjit.variants(d, o.arch, ctx)
         except Exception as e:  # noqa: BLE001  (a pair that revision did not serve)
-            print(f"auto_then: {d}: {str(e).splitlines()[0]}", file=sys.stderr)
+            print(f"auto_then: {d}: {(str(e).splitlines() or [repr(e)])[0]}", file=sys.stderr)
             continue
+        if any(v["tuned"] for v in vs):  # records decide some problems: not one config an M
+            print(f"auto_then: {d}: tuned records in this cache choose per layer; only the "
+                  "heuristic's configurations are written (use a cache without records)", file=sys.stderr)
         out["pairs"][d] = [{"m_min": v["m_min"], "m_max": v["m_max"], "config": str(v["desc"])}
                            for v in vs if not v["tuned"]]
     json.dump(out, sys.stdout, indent=1)

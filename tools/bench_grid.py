@@ -123,6 +123,8 @@ def main():
         import json
         with open(o.then, encoding="utf-8") as fh:
             then = json.load(fh)
+        if then.get("arch", "sm_90a") != "sm_90a":
+            print(f"# --then: configurations for {then.get('arch')}, not sm_90a: refused ones are not timed")
     torch.manual_seed(0)
     torch.zeros(1, device="cuda")
     q = Qjit(o.lib)
@@ -191,19 +193,28 @@ def main():
                                 then_h = q.get(then_cfg)
                                 launch(then_h, ws[0])()  # sizes it refuses: not timed
                                 torch.cuda.synchronize()
-                            except RuntimeError:
+                            except RuntimeError as e:
+                                print(f"  then {then_cfg.split('kernel=')[-1]}: not timed: "
+                                      f"{(str(e).splitlines() or [repr(e)])[0][:100]}")
                                 then_h = None
                             break
 
                     def turns(count):
+                        nonlocal then_h
                         done = len(ta)  # turns so far: the order alternates across calls too
                         for i in range(count):
+                            # auto, best (, then), then the reverse: auto and the best swap
+                            # places each turn; with --then the best stays in the middle
                             order = ["auto", "best", "then"] if (done + i) % 2 == 0 else ["then", "best", "auto"]
                             for who in order:
                                 if who == "best" and best is not None:
                                     tb.append(time_launches([launch(best_h, w) for w in ws], o.reps))
                                 elif who == "then" and then_h is not None:
-                                    tt.append(time_launches([launch(then_h, w) for w in ws], o.reps))
+                                    try:
+                                        tt.append(time_launches([launch(then_h, w) for w in ws], o.reps))
+                                    except RuntimeError as e:  # a graph it cannot be captured in
+                                        print(f"  then: not timed: {(str(e).splitlines() or [repr(e)])[0][:100]}")
+                                        then_h = None
                                 elif who == "auto":
                                     ta.append(time_launches([launch(g, w) for w in ws], o.reps))
                     turns(o.turns)

@@ -380,7 +380,7 @@ class TestTorchCPU(unittest.TestCase):
         lent GPU."""
         tools = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")
         for name in ("bench_quant.py", "bench_quantize.py", "bench_step.py", "bench_grid.py",
-                     "probe_decode.py", "bench_peers.py"):
+                     "probe_decode.py", "bench_peers.py", "auto_then.py"):
             r = subprocess.run([sys.executable, os.path.join(tools, name), "--help"],
                                capture_output=True, text=True, timeout=300)
             self.assertEqual(r.returncode, 0, f"{name} --help: {r.stderr[-800:]}")
