@@ -90,6 +90,17 @@ template <int N> __device__ __forceinline__ void cp_async_wait()
     asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
 }
 
+// The end of a multistage main loop: the ring's last copies (the zero fills past K) have
+// landed, every load is issued and used so the next kernel may be scheduled (QJIT_PDL=1: its
+// launch and first weights overlap this epilogue, not the loads), and a barrier hands the
+// ring to the epilogue.
+__device__ __forceinline__ void main_loop_done()
+{
+    cp_async_wait<0>();
+    pdl_launch();
+    __syncthreads();
+}
+
 __device__ __forceinline__ void ldsm_x4(u32 (&r)[4], u32 addr)
 {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"

@@ -567,10 +567,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     // finished in f32 in place, scales and bias past M or N reading as 0, then staged out
     // through shared memory (gemm_common.cuh), which writes nothing past M or N.
     finish_tile(acc, acc, as_is(), m0 + warp_m * WTM + g, n0 + warp_n * WTN + tig * 2, M, N, p);
-    qc::cp_async_wait<0>();
-    // every load is issued and used: the next kernel may be scheduled (QJIT_PDL=1)
-    qc::pdl_launch();
-    __syncthreads(); // every warp is done with the ring: the epilogue reuses it
+    qc::main_loop_done(); // the epilogue reuses the ring
     qc::stage_out<BM, BN, WM, WN, $(NP)>(acc, smem0, static_cast<out_t *>(p.d), p.ldd, m0, n0, M, N,
                                          tid);
 }

@@ -145,6 +145,14 @@ template <int BM, int BN, int ES> struct tile_walk {
           cl(cl_), rank(rank_)
     {
     }
+    // After tile t's main loop: the CTA's last tile has used all of its loads, so the next
+    // kernel may be scheduled (QJIT_PDL=1: its launch and first weights then overlap the
+    // epilogues and this grid's drain, not its main loops).
+    __device__ __forceinline__ void main_loops_done(int t) const
+    {
+        if (t + stride >= tiles)
+            qc::pdl_launch();
+    }
     __device__ __forceinline__ void origin(int t, int &m0, int &n0) const
     {
         const int band = t / (GROUP_M * tiles_n), in_band = t % (GROUP_M * tiles_n);

@@ -454,10 +454,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 % else
     finish_tile(v, acc, [](int x) { return __int2float_rn(x); }, row0, col0, M, N, p);
 % end
-    qc::cp_async_wait<0>();
-    // every load is issued and used: the next kernel may be scheduled (QJIT_PDL=1)
-    qc::pdl_launch();
-    __syncthreads(); // every warp is done with the ring: the epilogue reuses it
+    qc::main_loop_done(); // the epilogue reuses the ring
     qc::stage_out<BM, BN, WM, WN, $(NP)>(v, smem0, static_cast<out_t *>(p.d), p.ldd, m0, n0, M, N,
                                          tid);
 }

@@ -239,10 +239,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                 }
         }
     }
-    cp_async_wait<0>(); // the zero fills issued past the last tile
-    // every load is issued and used: the next kernel may be scheduled (QJIT_PDL=1)
-    qc::pdl_launch();
-    __syncthreads();    // every warp is done with the ring: the epilogue reuses it
+    qc::main_loop_done(); // the epilogue reuses the ring
 % if SPLIT then
     // K split across the cluster (qc::cluster_sum): rank 0 adds the other ranks' f32 tiles,
     // passed through their shared memory, in rank order; then it alone goes on.

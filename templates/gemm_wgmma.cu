@@ -309,11 +309,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 % else
             release(prev);
 % end
-            // the last tile of this CTA has used all of its loads: the next kernel may be
-            // scheduled now (under QJIT_PDL=1 its launch and first weights then overlap these
-            // epilogues and this grid's drain, not its main loops)
-            if (t + stride >= tiles)
-                qc::pdl_launch();
+            w.main_loops_done(t);
             int m0, n0;
             w.origin(t, m0, n0);
 % if SPLIT then

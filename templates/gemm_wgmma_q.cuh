@@ -830,11 +830,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                 release(empty0 + 8 * (s == 0 ? STAGES - 1 : s - 1)); // the tile's last stage
 % end
 
-            // the last tile of this CTA has used all of its loads: the next kernel may be
-            // scheduled now (under QJIT_PDL=1 its launch and first weights then overlap these
-            // epilogues and this grid's drain, not its main loops)
-            if (t + stride >= tiles)
-                qc::pdl_launch();
+            w.main_loops_done(t);
 
             // Epilogue, staged as in gemm_wgmma.cu: pass q stages columns [q*SEG, (q+1)*SEG)
             // of the consumer's tile, scaled and biased in f32, rounded once to OUT.  Value by

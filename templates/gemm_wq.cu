@@ -759,9 +759,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
     // scales and bias past N reading as 0, then staged out through shared memory
     // (gemm_common.cuh), which writes nothing past M or N.
     finish_tile(acc, acc, as_is(), m0 + warp_m * WTM + g, n0 + warp_n * WTN + 2 * t, M, N, p);
-    cp_async_wait<0>();
-    // every load is issued and used: the next kernel may be scheduled (QJIT_PDL=1)
-    qc::pdl_launch();
-    __syncthreads(); // every warp is done with the ring: the epilogue reuses it
+    qc::main_loop_done(); // the epilogue reuses the ring
     stage_out<BM, BN, WM, WN, $(NP)>(acc, smem0, static_cast<out_t *>(p.d), p.ldd, m0, n0, M, N, tid);
 }

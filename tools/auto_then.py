@@ -14,22 +14,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-# the pairs' descriptors, as bench_step.py and bench_grid.py time them (no torch needed)
-PAIR_DESCS = [
-    "gemm a=bf16 b=bf16 out=bf16",
-    "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16",
-    "gemm a=bf16 b=s8 sb=col out=bf16",
-    "gemm a=s8 b=s8 sa=row sb=col out=bf16",
-    "gemm a=e4m3 b=e4m3 sa=row sb=col out=bf16",
-    "gemm a=s8 b=s4 sa=row sb=group:128 gs=f32 out=bf16",
-    "gemm a=e4m3 b=e4m3 sa=mx sb=mx out=bf16",
-    "gemm a=e4m3 b=e4m3 sa=block sb=block out=bf16",
-    "gemm a=bf16 b=e2m1 sb=mx out=bf16",
-    "gemm a=bf16 b=u4 sb=group:128 gs=bf16 zeros=1 out=bf16",
-    "gemm a=e4m3 b=e4m3 sa=tensor sb=tensor out=bf16",
-    "gemm a=s8 b=s4 sa=row sb=col out=bf16",
-    "gemm a=e2m1 b=e2m1 sa=mx sb=mx out=bf16",
-]
+from bench_step import PAIRS  # noqa: E402  (the pairs as the benchmarks time them; no torch needed)
 
 
 def main():
@@ -40,7 +25,7 @@ def main():
     import qjit
     ctx = qjit.Context(cache_dir=os.environ.get("QJIT_CACHE_DIR") or None)
     out = {"rev": o.rev, "arch": o.arch, "pairs": {}}
-    for d in PAIR_DESCS:
+    for d in dict.fromkeys(p[0] for p in PAIRS.values()):
         try:
             vs = qjit.variants(d, o.arch, ctx)
         except Exception as e:  # noqa: BLE001  (a pair that revision did not serve)

@@ -57,6 +57,11 @@ PREFILL_PEER = {"bf16": "cuBLAS", "w4a16": "cuBLAS", "w8a16": "cuBLAS", "w4a16z"
 SIXTEEN_BIT_A = ("bf16", "w4a16", "w8a16", "w4a16z", "w4a16mx")
 
 
+def first_line(e, width=100):
+    """An exception's first line, for a one-line note in the table."""
+    return (str(e).splitlines() or [repr(e)])[0][:width]
+
+
 def prefill_peer_calls(pair, m, n, k, out, copies):
     """(name, one call per weight copy) of the pair's prefill peer, on its own operands."""
     name = PREFILL_PEER[pair]
@@ -180,9 +185,8 @@ def main():
                     # some twenty noisy timings is biased low (on the H100, auto's own
                     # configuration came out up to 10% ahead of auto in the sweep), so those
                     # two times are the ones compared
-                    # in turns (auto, best, auto, ...), the median of each: a drift of the
-                    # clocks during the cell falls on both alike
-                    # (in ABBA order, so that neither always runs first after the other)
+                    # in turns, the median of each: a drift of the clocks during the cell
+                    # falls on both alike
                     ta, tb, tt = [], [], []
                     # the earlier revision's auto configuration for this M (--then), by name
                     then_cfg, then_h = "", None
@@ -191,12 +195,8 @@ def main():
                             then_cfg = v["config"]
                             try:
                                 then_h = q.get(then_cfg)
-                                launch(then_h, ws[0])()  # sizes it refuses: not timed
-                                torch.cuda.synchronize()
                             except RuntimeError as e:
-                                print(f"  then {then_cfg.split('kernel=')[-1]}: not timed: "
-                                      f"{(str(e).splitlines() or [repr(e)])[0][:100]}")
-                                then_h = None
+                                print(f"  then {then_cfg.split('kernel=')[-1]}: not timed: {first_line(e)}")
                             break
 
                     def turns(count):
@@ -212,8 +212,8 @@ def main():
                                 elif who == "then" and then_h is not None:
                                     try:
                                         tt.append(time_launches([launch(then_h, w) for w in ws], o.reps))
-                                    except RuntimeError as e:  # a graph it cannot be captured in
-                                        print(f"  then: not timed: {(str(e).splitlines() or [repr(e)])[0][:100]}")
+                                    except RuntimeError as e:  # sizes it refuses
+                                        print(f"  then {then_cfg.split('kernel=')[-1]}: not timed: {first_line(e)}")
                                         then_h = None
                                 elif who == "auto":
                                     ta.append(time_launches([launch(g, w) for w in ws], o.reps))
@@ -246,7 +246,7 @@ def main():
                         elif peer:
                             t_peer = time_launches([peer_call(pair, act, w, out) for w in ws], o.reps)
                     except Exception as e:  # noqa: BLE001
-                        print(f"  {peer_name} failed: {str(e).splitlines()[0][:80]}")
+                        print(f"  {peer_name} failed: {first_line(e)}")
                     tflops = 2.0 * m * n * k / t_auto / 1e6
                     ideal_us = layer_bytes(pair, [(n, k)], m) / bw * 1e6 if bw else None
                     peak = 989.0 if pair in SIXTEEN_BIT_A else 1979.0
