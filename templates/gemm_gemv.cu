@@ -3,8 +3,8 @@
 // f16/bf16 A × B of A's type, or × s4/u4 (col, group of 128 or 256, zeros for u4) or s8
 // (col, tensor) weights; s8 A (tensor, row) × s8 (tensor, col) or s4 (col, group of 128 or
 // 256) weights, whose sums are exact int32; e4m3/e5m2 A × e4m3 (tensor, row, block × tensor,
-// col, block), sm_89 and up; MXFP8 (e4m3 × e4m3, mx × mx) by name only: correct on the H100,
-// but its per-block scales cost more than they should (docs/NOTES.md).
+// col, block), sm_89 and up; MXFP4 and MXFP8 (e2m1 or e4m3 on both sides, mx × mx), both
+// sides dequantized into bf16 with their block scales, sm_89 and up.
 //
 // The weights are mma's A operand and the tokens its B operand (D^T = B·A^T): a warp tile is
 // 16 weight rows × 8 tokens, so at M = 1 an mma wastes 7 of 8 token columns and none of the
@@ -65,9 +65,8 @@
 %   -- MXFP4 (e2m1 × e2m1, mx × mx): both sides dequantized into bf16 with their block
 %   -- scales (a thread's chunk is one 32-k block of each)
 %   if A == "e2m1" then return B == "e2m1" and SA == "mx" and SB == "mx" and ARCH >= 89 end
-%   -- MXFP8: by name only (kernel=gemv); correct on the H100 but slower than the tile
-%   -- families there (docs/NOTES.md, "What is left in decode")
-%   if A == "e4m3" and B == "e4m3" and SA == "mx" and SB == "mx" then return ARCH >= 89 and NAMED end
+%   -- MXFP8 (e4m3 × e4m3, mx × mx) the same way: a thread's chunk is 16 values, half a block
+%   if A == "e4m3" and B == "e4m3" and SA == "mx" and SB == "mx" then return ARCH >= 89 end
 %   return one_of(A, "e4m3", "e5m2") and B == "e4m3" and ARCH >= 89 and one_of(SA, "tensor", "row", "block") and
 %     one_of(SB, "tensor", "col", "block")
 % end
@@ -127,7 +126,7 @@
 %     if not one_of(B, "s4", "u4", "e2m1") then c[#c + 1] = config(8, 64, bk, 1, 4, 2) end
 %     -- weights and tokens through shared memory, 9-16 steps a warp in flight (at most 222
 %     -- KB a CTA for 4-bit weights under 16-bit tokens)
-%     if not (SA == "mx" and A ~= "e2m1") then
+%     do
 %       c[#c + 1], c[#c + 2], c[#c + 3] = config(8, 16, bk, 1, 4, 16), config(16, 16, bk, 1, 4, 10), config(16, 32, bk, 1, 4, 9)
 %       c[#c + 1] = config(16, 64, bk, 2, 2, 9)
 %     end
@@ -136,14 +135,14 @@
 %     -- 4096x14336: one warp a scheduler, issuing once every 3.45 cycles, DRAM at 33%)
 %     if one_of(B, "s4", "u4", "e2m1") then
 %       if not (ZEROS or B == "e2m1") then c[#c + 1] = config(16, 32, bk, 1, 8, 2) end
-%     elseif not (SA == "mx" and A ~= "e2m1") then
+%     else
 %       c[#c + 1] = config(16, 16, bk, 1, 8, s2)
 %     end
 %     return c
 %   end,
 %   plan = function()
 %     if not gemv_serves() then
-%       unsupported(string.format("kernel gemv takes a=f16|bf16 sa=none with b of a's type (no scales), b=s4|u4 sb=col|group:128|group:256, b=s8 sb=col|tensor or b=e2m1 sb=mx; a=s8 sa=tensor|row b=s8 sb=tensor|col, or sa=row b=s4 sb=col|group:128|group:256; a=e4m3|e5m2 sa=tensor|row|block b=e4m3 sb=tensor|col|block, or a=e4m3 b=e4m3 sa=mx sb=mx (by name), on sm_89 and up; a=e2m1 b=e2m1 sa=mx sb=mx (sm_89 and up) (got a=%s b=%s sa=%s sb=%s arch=%d)", A, B, SA, SB, ARCH))
+%       unsupported(string.format("kernel gemv takes a=f16|bf16 sa=none with b of a's type (no scales), b=s4|u4 sb=col|group:128|group:256, b=s8 sb=col|tensor or b=e2m1 sb=mx; a=s8 sa=tensor|row b=s8 sb=tensor|col, or sa=row b=s4 sb=col|group:128|group:256; a=e4m3|e5m2 sa=tensor|row|block b=e4m3 sb=tensor|col|block; a=e4m3 b=e4m3 or a=e2m1 b=e2m1 with sa=mx sb=mx, on sm_89 and up (got a=%s b=%s sa=%s sb=%s arch=%d)", A, B, SA, SB, ARCH))
 %     end
 %     if ZEROS and not (B == "u4" and SB == "group") then unsupported("kernel gemv: zero points need b=u4 sb=group") end
 %     if not one_of(OUT, "f16", "bf16", "f32") then unsupported("kernel gemv: out must be f16, bf16 or f32") end
@@ -161,19 +160,19 @@
 %     -- registers
 %     local SR = STAGES > 8
 %     local MAGICF = one_of(B, "s4", "u4") and A == "bf16" and BM >= 16
-%     if SR and SA == "mx" and A ~= "e2m1" then unsupported("kernel gemv: MXFP8's 8-byte weight pieces stay in registers (stages 1..8, not " .. STAGES .. ")") end
 %     -- (with the ring, the per-step scales' register ring is 8 steps (4 with zero points or
 %     -- block scales), refilled a pass at a time; without per-step scales, 2)
-%     local PERSTEP = SB == "group" or SA == "block" or SB == "block" or B == "e2m1" or A == "e2m1"
+%     local PERSTEP = SB == "group" or SA == "block" or SB == "block" or SB == "mx"
 %     local DR = SR and (PERSTEP and math.min((ZEROS or SA == "block" or SB == "block") and 4 or 8, STAGES) or 2) or STAGES
 %     if SPLIT_K ~= 1 then unsupported("kernel gemv splits K across the warps of a CTA, not across CTAs (split=" .. SPLIT_K .. ")") end
 %     local NT, RB = BM // 8, BN // (16 * WM) -- a warp's token tiles and row blocks
-%     -- e2m1 tokens (MXFP4) become bf16 mma operands: T is the 16-bit operands' type
-%     local AE2 = A == "e2m1"
-%     local T = AE2 and "bf16" or A
-%     local AB = (one_of(A, "f16", "bf16") or AE2) and 2 or 1 -- bytes of a token value in the mma
+%     -- MX tokens (MXFP4, MXFP8) become bf16 mma operands with their block scales: T is the
+%     -- 16-bit operands' type
+%     local AMX = SA == "mx"
+%     local T = AMX and "bf16" or A
+%     local AB = (one_of(A, "f16", "bf16") or AMX) and 2 or 1 -- bytes of a token value in the mma
 %     local R = KC * AB // 4                          -- registers of a chunk as mma operands
-%     local RA = AE2 and 1 or R // 4                  -- 16-byte loads of a token chunk
+%     local RA = AMX and 1 or R // 4                  -- 16-byte loads of a token chunk
 %     -- registers: the ring (B chunks, token chunks, scales), accumulators, fragments
 %     local REGS = DR * ((SR and 0 or 8 * RB + NT * RA * 4) + (SB == "group" and 2 * RB or 0)) + (SR and 8 * RB + NT * RA * 4 or 0) + RB * NT * 4 * (SB == "group" and 2 or 1) + 40
 %     -- four row blocks of 4-bit weights: their operands alone spill (255 registers and 84
@@ -191,17 +190,17 @@
 %     -- 16-byte chunks: K a multiple of a chunk (a chunk is all in or all out); rows of A and
 %     -- B 16-byte aligned (lda % 8; ldb % 32 for 4-bit, % 16 for s8, % 8 for 16-bit)
 %     return {threads = THREADS, smem = math.max(16, RED_BYTES + RING_BYTES), k_multiple = KC, SR = SR, DR = DR, RED_BYTES = RED_BYTES,
-%             ld_multiple = KC, align = 16, KC = KC, NT = NT, RB = RB, AB = AB, R = R, RA = RA, T = T, AE2 = AE2,
-%             Q4 = one_of(B, "s4", "u4"), E2M1 = B == "e2m1", INT = A == "s8",
+%             ld_multiple = KC, align = 16, KC = KC, NT = NT, RB = RB, AB = AB, R = R, RA = RA, T = T, AMX = AMX,
+%             AE2 = A == "e2m1", Q4 = one_of(B, "s4", "u4"), E2M1 = B == "e2m1", INT = A == "s8",
+%             -- weights with e8m0 block scales, dequantized into T with them, and the function
+%             -- that does it (for the tokens of MXFP4 and MXFP8 too: a chunk is one block, or half)
+%             BMX = SB == "mx", DEC = B == "e2m1" and "e2m1_regs" or "e4m3_regs",
 %             -- each step folded into f32 times its scales: groups (one a step), 128-k blocks
 %             GROUPF = SB == "group", SREL = SB == "group" and GROUP == BK, BLOCK = SA == "block" or SB == "block",
 %             FOLD = SB == "group" or SA == "block" or SB == "block" or MAGICF,
 %             -- bf16 × s4/u4: the weights enter the mma as 128 + q (u4) or 136 + q (s4), and each
 %             -- step's sum starts from −OFF times the tokens' sum (weight_regs)
 %             MAGICF = MAGICF, OFFV = B == "s4" and 136 or 128,
-%             -- MXFP8: a thread's step is two 8-byte pieces, k 8c and 32 + 8c, so that each of
-%             -- its two mmas holds one 32-k block, folded in times both blocks' 2^(e−127)
-%             MX8 = SA == "mx" and not AE2,
 %             -- the mma: m16n8k16 in A's type for 16-bit tokens, m16n8k32 for 8-bit ones
 %             MMA = AB == 2 and string.format("m16n8k16.row.col.f32.%s.%s.f32", T, T) or
 %               (A == "s8" and "m16n8k32.row.col.s32.s8.s8.s32" or string.format("m16n8k32.row.col.f32.%s.%s.f32", B, A))}
@@ -218,7 +217,7 @@ using qc::u32;
 constexpr int KC = $(KC), STEP = 4 * KC;  // k per 16-byte chunk of B, per step
 constexpr int R = $(R), AB = $(AB);       // a chunk as mma registers; bytes of a token value
 constexpr int RA = $(RA);                  // 16-byte loads of a token chunk
-constexpr int ANUM = $(AE2 and 1 or AB), ADEN = $(AE2 and 2 or 1); // bytes of a token value as stored
+constexpr int ANUM = $(AMX and 1 or AB), ADEN = $(AE2 and 2 or 1); // bytes of a token value as stored
 constexpr int NT = $(NT), RB = $(RB);     // token tiles of 8, row blocks of 16
 constexpr int W = $(WN), D = $(DR);        // warps along K, steps in the register ring
 % if SR then
@@ -264,28 +263,7 @@ __device__ __forceinline__ void cp_async16_ca(u32 dst, const void *src, int src_
     asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
 % end
-% if MX8 then
-// Two 8-byte pieces, at ptr and ptr + 32 (a quad reads each 32-byte sector whole), as one
-// chunk: registers 0, 1 the first piece, 2, 3 the second; zeros where !p0 / !p1.
-%   for _, f in ipairs({{"ld8x2_stream", ".L1::no_allocate"}, {"ld8x2", ""}}) do
-template <bool G> __device__ __forceinline__ uint4 $(f[1])(const char *ptr, bool p0, bool p1)
-{
-    uint4 r;
-    if (!G)
-        asm volatile("ld.global.nc$(f[2]).v2.u32 {%0, %1}, [%4];\n"
-                     "ld.global.nc$(f[2]).v2.u32 {%2, %3}, [%4+32];\n"
-                     : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(ptr));
-    else
-        asm volatile("{\n.reg .pred q, u;\nsetp.ne.b32 q, %5, 0;\nsetp.ne.b32 u, %6, 0;\n"
-                     "mov.b32 %0, 0; mov.b32 %1, 0; mov.b32 %2, 0; mov.b32 %3, 0;\n"
-                     "@q ld.global.nc$(f[2]).v2.u32 {%0, %1}, [%4];\n"
-                     "@u ld.global.nc$(f[2]).v2.u32 {%2, %3}, [%4+32];\n}\n"
-                     : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(ptr), "r"((int)p0), "r"((int)p1));
-    return r;
-}
-%   end
-% end
-% if MX8 or E2M1 then
+% if BMX then
 // An e8m0 scale, 2^(e−127), as f32 (e = 0: 2^-127, 0xFF: NaN)
 __device__ __forceinline__ float e8m0(u16 e)
 {
@@ -301,7 +279,7 @@ using qc::gs_f32;
 % local loaders = {}
 % if (GROUPF and GS == "f32") or BLOCK then loaders[#loaders + 1] = {"float", "f32", "f", "b32"} end
 % if GROUPF and GS ~= "f32" then loaders[#loaders + 1] = {"u16", "u16", "h", "b16"} end
-% if E2M1 or MX8 then loaders[#loaders + 1] = {"u16", "u8", "h", "b16"} end
+% if BMX then loaders[#loaders + 1] = {"u16", "u8", "h", "b16"} end
 % for _, l in ipairs(loaders) do
 template <bool G> __device__ __forceinline__ $(l[1]) ld_$(l[2])(const void *ptr, bool p)
 {
@@ -344,8 +322,7 @@ __device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 sel)
 
 // One chunk of a weight row as R mma registers; register i stands for k positions order(i)
 // of the chunk, which the token side takes the same way (tok_regs).
-% if E2M1 then
-% local BF = T == "bf16"
+% if BMX then
 // An e8m0 scale as a pair of T (the 16-bit operands' type): 2^(e−127) (e = 0 is 2^-127, 0xFF
 // NaN), rounded to T (f16 holds 2^-24 to 2^15 of it).
 __device__ __forceinline__ u32 mx_scale(u16 e)
@@ -355,6 +332,8 @@ __device__ __forceinline__ u32 mx_scale(u16 e)
     return r;
 }
 
+%   if E2M1 then
+%     local BF = T == "bf16"
 // e2m1 (sign, two exponent bits, one mantissa bit) times a block's 2^(e−127), 32 values (a
 // 16-byte chunk) as R pairs of T, pairs (k, k+4) of a word as in the 4-bit integers: the bits
 // placed at the top of T's exponent and mantissa are the value times 2^-126 (bf16) or 2^-14
@@ -376,6 +355,31 @@ __device__ __forceinline__ void e2m1_regs(const uint4 &w, u32 (&p)[R], u16 e)
             asm("fma.rn.$(T)x2 %0, %1, %2, %3;\n" : "=r"(p[4 * i + j]) : "r"(t), "r"(sc), "r"(0x80008000u)); // + (−0): a product
         }
 }
+%   else
+// e4m3 (sign, four exponent bits, three mantissa bits) times a block's 2^(e−127), 16 values
+// (a 16-byte chunk) as R pairs of bf16, pairs (k, k+1) in order.  PRMT puts each byte beside
+// a byte of its sign (the selector's sign-replicating mode); one shift and one mask then leave
+// its seven low bits at the bottom of bf16's exponent and the top of its mantissa, under its
+// sign: the value times 2^-120, subnormals included (an e4m3 subnormal is a bf16 one).  One
+// fma by 2^120 takes that back exactly, one more the block's scale (exact where bf16 holds
+// the product: scale exponents −124 to +119 for every code).  The code S.1111.111, e4m3's NaN,
+// reads as ±480 here; qjit's quantizers never write it (a group with a NaN or an infinity
+// gets scale 0xFF, which is NaN in mx_scale, and codes 0).
+__device__ __forceinline__ void e4m3_regs(const uint4 &w, u32 (&p)[R], u16 e)
+{
+    const u32 v[4] = {w.x, w.y, w.z, w.w};
+    const u32 sc = mx_scale(e);
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            // bytes 2h, 2h + 1 of the word: [byte, its sign, byte, its sign]
+            u32 t = (prmt(v[i], 0u, h ? 0xB3A2u : 0x9180u) << 4) & 0x87f087f0u;
+            asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(t) : "r"(t), "r"(0x7b807b80u), "r"(0x80008000u)); // 2^120
+            asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(p[2 * i + h]) : "r"(t), "r"(sc), "r"(0x80008000u)); // + (−0): a product
+        }
+}
+%   end
 
 % else
 __device__ __forceinline__ void weight_regs(const uint4 &w, u32 (&p)[R])
@@ -450,7 +454,7 @@ __device__ __forceinline__ void weight_regs(const uint4 &w, u32 (&p)[R])
 }
 % end
 
-% if not AE2 then
+% if not AMX then
 // A token's chunk (a, as loaded: KC values in order) as R registers in weight_regs' order.
 __device__ __forceinline__ void tok_regs(const uint4 (&a)[R / 4], u32 (&t)[R])
 {
@@ -506,7 +510,7 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
         for (int h = 0; h < 2; ++h) {
             const int n = n0 + 16 * r + g + 8 * h;
             bok[r][h] = n < N;
-            brow[r][h] = static_cast<const char *>(p.b) + (long long)(n < N ? n : 0) * row_bytes + c * $(MX8 and 8 or 16);
+            brow[r][h] = static_cast<const char *>(p.b) + (long long)(n < N ? n : 0) * row_bytes + c * 16;
         }
     const char *arow[NT];
     bool aok[NT];
@@ -514,7 +518,7 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
     for (int t = 0; t < NT; ++t) {
         const int m = m0 + g + 8 * t;
         aok[t] = m < M;
-        arow[t] = static_cast<const char *>(p.a) + ((long long)(m < M ? m : 0) * p.lda + c * $(MX8 and 8 or "KC")) * ANUM / ADEN;
+        arow[t] = static_cast<const char *>(p.a) + ((long long)(m < M ? m : 0) * p.lda + c * KC) * ANUM / ADEN;
     }
 % if GROUPF then
     const int groups = K / $(GROUP);                 // scale entries a row
@@ -553,41 +557,23 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
     const float *fbrow = static_cast<const float *>(p.scale_b) + (long long)(n0 / 128) * kb;
 %   end
 % end
-% if MX8 then
-    // e8m0 scales of the two 32-k blocks of a step: rows g, g + 8 and the thread's tokens
-    const unsigned char *xrow[RB][2], *xtok[NT][2];
-    bool xok[NT][2];
-#pragma unroll
-    for (int r = 0; r < RB; ++r)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-            xrow[r][h] = static_cast<const unsigned char *>(p.scale_b) +
-                         (long long)(bok[r][h] ? n0 + 16 * r + g + 8 * h : 0) * (K / 32);
-#pragma unroll
-    for (int t = 0; t < NT; ++t)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            const int m = m0 + 8 * t + 2 * c + e;
-            xok[t][e] = m < M;
-            xtok[t][e] = static_cast<const unsigned char *>(p.scale_a) + (long long)(m < M ? m : 0) * (K / 32);
-        }
-% end
-% if E2M1 then
-    // e8m0 scales: this thread's chunk of a step is one 32-k block
+% if BMX then
+    // e8m0 scales: this thread's chunk of a step lies in one 32-k block (it is the block of
+    // 4-bit values, half of it of 8-bit ones)
     const unsigned char *erow[RB][2];
 #pragma unroll
     for (int r = 0; r < RB; ++r)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
             erow[r][h] = static_cast<const unsigned char *>(p.scale_b) +
-                         (long long)(bok[r][h] ? n0 + 16 * r + g + 8 * h : 0) * (K / 32) + c;
+                         (long long)(bok[r][h] ? n0 + 16 * r + g + 8 * h : 0) * (K / 32) + c * KC / 32;
 % end
-% if AE2 then
+% if AMX then
     // and the tokens' (rows m0 + g + 8t, as arow)
     const unsigned char *etok[NT];
 #pragma unroll
     for (int t = 0; t < NT; ++t)
-        etok[t] = static_cast<const unsigned char *>(p.scale_a) + (long long)(aok[t] ? m0 + g + 8 * t : 0) * (K / 32) + c;
+        etok[t] = static_cast<const unsigned char *>(p.scale_a) + (long long)(aok[t] ? m0 + g + 8 * t : 0) * (K / 32) + c * KC / 32;
 % end
 
 % if SR then
@@ -603,7 +589,7 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 % if not SR then
     uint4 ab[D][NT][RA];
 % end
-% if AE2 then
+% if AMX then
     u16 ea[D][NT];
 % end
 % if GROUPF then
@@ -618,28 +604,14 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 % if SB == "block" then
     float fb[D];
 % end
-% if E2M1 then
+% if BMX then
     u16 eb[D][RB][2];
-% end
-% if MX8 then
-    u16 xb[D][RB][2][2], xa[D][NT][2][2]; // [..][block]
 % end
     // step s into slot d: the weights (and their scales), then the tokens
     auto load_b = [&](int d, int s0, int rel, auto gd) {
         constexpr bool G = decltype(gd)::on;
         const int s = s0 + rel;
         (void)G;
-% if MX8 then
-        const bool in0 = s * STEP + 8 * c < K, in1 = s * STEP + 32 + 8 * c < K; // the two pieces
-#pragma unroll
-        for (int r = 0; r < RB; ++r)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                wb[d][r][h] = ld8x2_stream<G>(brow[r][h] + rel * 64, in0 && bok[r][h], in1 && bok[r][h]);
-                xb[d][r][h][0] = ld_u8<G>(xrow[r][h] + 2 * s, in0 && bok[r][h]);
-                xb[d][r][h][1] = ld_u8<G>(xrow[r][h] + 2 * s + 1, in1 && bok[r][h]);
-            }
-% else
         const bool in = s * STEP + c * KC < K; // this thread's chunk of step s
         (void)in;
 #pragma unroll
@@ -656,11 +628,10 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
                 zb[d][r][h] = $(LDG)<G>(zrow[r][h] + grp, s < nsteps && bok[r][h]);
 %   end
 % end
-% if E2M1 then
-                eb[d][r][h] = ld_u8<G>(erow[r][h] + 4 * s, in && bok[r][h]);
+% if BMX then
+                eb[d][r][h] = ld_u8<G>(erow[r][h] + s * (STEP / 32), in && bok[r][h]);
 % end
             }
-% end
 % if SB == "block" then
         fb[d] = ld_f32<G>(fbrow + s * STEP / 128, s < nsteps);
 % end
@@ -698,18 +669,6 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
         constexpr bool G = decltype(gd)::on;
         const int s = s0 + rel;
         (void)G;
-% if MX8 then
-        const bool in0 = s * STEP + 8 * c < K, in1 = s * STEP + 32 + 8 * c < K;
-#pragma unroll
-        for (int t = 0; t < NT; ++t) {
-            ab[d][t][0] = ld8x2<G>(arow[t] + rel * STEP, in0 && aok[t], in1 && aok[t]);
-#pragma unroll
-            for (int e = 0; e < 2; ++e)
-#pragma unroll
-                for (int b = 0; b < 2; ++b)
-                    xa[d][t][e][b] = ld_u8<G>(xtok[t][e] + 2 * s + b, s * STEP + 32 * b < K && xok[t][e]);
-        }
-% else
         const bool in = s * STEP + c * KC < K;
 % if not SR then
 #pragma unroll
@@ -719,11 +678,10 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
                 ab[d][t][i] = ld16<G>(arow[t] + rel * (STEP * ANUM / ADEN) + 16 * i, in && aok[t]);
 % end
         (void)in;
-% if AE2 then
+% if AMX then
 #pragma unroll
         for (int t = 0; t < NT; ++t)
-            ea[d][t] = ld_u8<G>(etok[t] + 4 * s, in && aok[t]);
-% end
+            ea[d][t] = ld_u8<G>(etok[t] + s * (STEP / 32), in && aok[t]);
 % end
 % if SA == "block" then
 #pragma unroll
@@ -821,8 +779,8 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
             u32 tp[NT][R];
 #pragma unroll
             for (int t = 0; t < NT; ++t)
-% if AE2 then
-                e2m1_regs($(SR and "acur" or "ab[d]")[t][0], tp[t], ea[d][t]);
+% if AMX then
+                $(DEC)($(SR and "acur" or "ab[d]")[t][0], tp[t], ea[d][t]);
 % else
                 tok_regs($(SR and "acur" or "ab[d]")[t], tp[t]);
 % end
@@ -851,26 +809,12 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
             for (int r = 0; r < RB; ++r) {
                 u32 w0[R], w1[R];
 % local WB = SR and "wcur" or "wb[d]" -- this step's weight chunks
-% if E2M1 then
-                e2m1_regs($(WB)[r][0], w0, eb[d][r][0]);
-                e2m1_regs($(WB)[r][1], w1, eb[d][r][1]);
+% if BMX then
+                $(DEC)($(WB)[r][0], w0, eb[d][r][0]);
+                $(DEC)($(WB)[r][1], w1, eb[d][r][1]);
 % else
                 weight_regs($(WB)[r][0], w0);
                 weight_regs($(WB)[r][1], w1);
-% end
-% if MX8 then
-                // each mma is one 32-k block: fold it in times the token's and the row's scales
-                // (each a power of two, so the two multiplies round nothing; one rounding in the add)
-#pragma unroll
-                for (int t = 0; t < NT; ++t)
-#pragma unroll
-                    for (int j = 0; j < 2; ++j) {
-                        float part[4] = {0.f, 0.f, 0.f, 0.f};
-                        mma(part, w0[2 * j], w1[2 * j], w0[2 * j + 1], w1[2 * j + 1], tp[t][2 * j], tp[t][2 * j + 1]);
-#pragma unroll
-                        for (int i = 0; i < 4; ++i)
-                            acc[r][t][i] = __fmaf_rn(part[i] * e8m0(xa[d][t][i & 1][j]), e8m0(xb[d][r][i >> 1][j]), acc[r][t][i]);
-                    }
 % end
 % if FOLD then
                 acc_t part[NT][4];
@@ -901,13 +845,11 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
                 qc::zero(part);
 %   end
 % end
-% if not MX8 then
 #pragma unroll
                 for (int t = 0; t < NT; ++t)
 #pragma unroll
                     for (int j = 0; j < R / 2; ++j)
                         mma($(FOLD and "part[t]" or "acc[r][t]"), w0[2 * j], w1[2 * j], w0[2 * j + 1], w1[2 * j + 1], tp[t][2 * j], tp[t][2 * j + 1]);
-% end
 % if GROUPF then
                 // fold the step (inside one group) in: acc += s·(part − z·asum)
                 const float s_g = gs_f32(sb[d][r][0]), s_g8 = gs_f32(sb[d][r][1]);
