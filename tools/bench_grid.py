@@ -10,7 +10,7 @@ cache (so tuned records there are used, as in a server); the named configuration
 the pair's sweep on sm_90a (small-m up to M = 64, default above) with the bucket's
 heuristic; auto is timed after them in turns with the fastest of them (three times each,
 the median of each compared: the minimum over a sweep is biased low, and the turns put a
-drift of the clocks on both), six turns more where auto is over the best by 3% (--confirm,
+drift of the clocks on both), six turns more where auto is over the best (or the --then auto) by 3% (--confirm,
 --confirm-above).  Each row names auto's configuration and whether a tuned record chose it,
 and gives auto's and the peer's share of the cell's ideal: its minimum bytes over the copy
 bandwidth measured at the start of the run (the decode issue's measure).  The summary gives, per
@@ -107,7 +107,7 @@ def main():
     ap.add_argument("--turns", type=int, default=3,
                     help="auto and the sweep's winner timed in turns, this many times each")
     ap.add_argument("--confirm", type=int, default=6,
-                    help="more turns for a cell whose auto is over the best by --confirm-above")
+                    help="more turns for a cell whose auto is over the best (or the --then auto) by --confirm-above")
     ap.add_argument("--confirm-above", type=float, default=0.03)
     ap.add_argument("--each", action="store_true", help="print each named configuration's time")
     ap.add_argument("--csv", default="")
@@ -223,8 +223,10 @@ def main():
                     # candidates within a few percent swap places with the SM clock, which
                     # swings 1515-1980 MHz at the board's power limit (docs/NOTES.md)
                     confirmed = False
-                    if tb and o.confirm > 0 and \
-                            statistics.median(ta) > (1 + o.confirm_above) * statistics.median(tb):
+                    # (and so does one where auto is over the earlier revision's auto by as much)
+                    if o.confirm > 0 and ta and (
+                            (tb and statistics.median(ta) > (1 + o.confirm_above) * statistics.median(tb)) or
+                            (tt and statistics.median(ta) > (1 + o.confirm_above) * statistics.median(tt))):
                         turns(o.confirm)
                         confirmed = True
                     t_auto = statistics.median(ta)
