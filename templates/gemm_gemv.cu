@@ -195,9 +195,9 @@
 %     return {threads = THREADS, smem = math.max(16, RED_BYTES + RING_BYTES), k_multiple = KC, SR = SR, DR = DR, RED_BYTES = RED_BYTES,
 %             ld_multiple = KC, align = 16, KC = KC, NT = NT, RB = RB, AB = AB, R = R, RA = RA, T = T, AMX = AMX,
 %             AE2 = A == "e2m1", Q4 = one_of(B, "s4", "u4"), E2M1 = B == "e2m1", INT = A == "s8",
-%             -- weights with e8m0 block scales, dequantized into T with them, and the function
-%             -- that does it (for the tokens of MXFP4 and MXFP8 too: a chunk is one block, or half)
-%             BMX = SB == "mx", DEC = B == "e2m1" and "e2m1_regs" or "e4m3_regs",
+%             -- weights with e8m0 block scales, dequantized into T with them by mx_regs (the
+%             -- tokens of MXFP4 and MXFP8 too: a chunk is one block, or half of one)
+%             BMX = SB == "mx",
 %             -- each step folded into f32 times its scales: groups (one a step), 128-k blocks
 %             GROUPF = SB == "group", SREL = SB == "group" and GROUP == BK, BLOCK = SA == "block" or SB == "block",
 %             FOLD = SB == "group" or SA == "block" or SB == "block" or MAGICF,
@@ -335,54 +335,49 @@ __device__ __forceinline__ u32 mx_scale(u16 e)
     return r;
 }
 
+// Bits placed as a value times 2^-b, taken back by k = 2^b and times the block's scale sc (pairs
+// of T): two fmas, each exact where T holds its result.
+__device__ __forceinline__ u32 unbias_scale(u32 t, u32 k, u32 sc)
+{
+    asm("fma.rn.$(T)x2 %0, %1, %2, %3;\n" : "=r"(t) : "r"(t), "r"(k), "r"(0x80008000u));
+    asm("fma.rn.$(T)x2 %0, %1, %2, %3;\n" : "=r"(t) : "r"(t), "r"(sc), "r"(0x80008000u)); // + (−0): a product
+    return t;
+}
+
+%   local BF = T == "bf16"
+// A chunk of MX weights (or tokens) as R pairs of T, times its block's 2^(e−127).
+// e2m1 (sign, two exponent bits, one mantissa bit), 32 values, pairs (k, k+4) of a word as in
+// the 4-bit integers: the bits placed at the top of T's exponent and mantissa are the value
+// times 2^-126 (bf16) or 2^-14 (f16), subnormals included; one fma takes that back exactly,
+// and one more the block's scale (exact where T holds the product).  (One fma by 2^(e−1)
+// where that is a number of T, chosen per warp by a vote, ran slower on the H100: the kernel
+// took more registers, and a CTA less of the SM.)
+// e4m3 (sign, four exponent bits, three mantissa bits), 16 values, pairs (k, k+1) in order, T
+// bf16: PRMT puts each byte beside a byte of its sign (the selector's sign-replicating mode);
+// one shift and one mask then leave its seven low bits at the bottom of bf16's exponent and
+// the top of its mantissa, under its sign: the value times 2^-120, subnormals included (an
+// e4m3 subnormal is a bf16 one).  One fma by 2^120 takes that back exactly, one more the
+// block's scale (exact where bf16 holds the product: scale exponents −124 to +119 for every
+// code).  The code S.1111.111, e4m3's NaN, reads as ±480 here; qjit's quantizers never write
+// it (a group with a NaN or an infinity gets scale 0xFF, which is NaN in mx_scale, and codes 0).
+__device__ __forceinline__ void mx_regs(const uint4 &w, u32 (&p)[R], u16 e)
+{
+    const u32 v[4] = {w.x, w.y, w.z, w.w};
+    const u32 sc = mx_scale(e);
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < R / 4; ++j) {
 %   if E2M1 then
-%     local BF = T == "bf16"
-// e2m1 (sign, two exponent bits, one mantissa bit) times a block's 2^(e−127), 32 values (a
-// 16-byte chunk) as R pairs of T, pairs (k, k+4) of a word as in the 4-bit integers: the bits
-// placed at the top of T's exponent and mantissa are the value times 2^-126 (bf16) or 2^-14
-// (f16), subnormals included; one fma takes that back exactly, and one more the block's scale
-// (exact where T holds the product).  (One fma by 2^(e−1) where that is a number of T, chosen
-// per warp by a vote, ran slower on the H100: the kernel took more registers, and a CTA less
-// of the SM.)
-__device__ __forceinline__ void e2m1_regs(const uint4 &w, u32 (&p)[R], u16 e)
-{
-    const u32 v[4] = {w.x, w.y, w.z, w.w};
-    const u32 sc = mx_scale(e);
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
             const u32 x = v[i] >> (4 * j);
-            u32 t = ((x << 12) & 0x80008000u) | ((x << $(BF and 6 or 9)) & $(BF and "0x01c001c0u" or "0x0e000e00u"));
-            asm("fma.rn.$(T)x2 %0, %1, %2, %3;\n" : "=r"(t) : "r"(t), "r"($(BF and "0x7e807e80u" or "0x74007400u")), "r"(0x80008000u)); // 2^126, 2^14
-            asm("fma.rn.$(T)x2 %0, %1, %2, %3;\n" : "=r"(p[4 * i + j]) : "r"(t), "r"(sc), "r"(0x80008000u)); // + (−0): a product
-        }
-}
+            const u32 t = ((x << 12) & 0x80008000u) | ((x << $(BF and 6 or 9)) & $(BF and "0x01c001c0u" or "0x0e000e00u"));
+            p[4 * i + j] = unbias_scale(t, $(BF and "0x7e807e80u" or "0x74007400u"), sc); // 2^126, 2^14
 %   else
-// e4m3 (sign, four exponent bits, three mantissa bits) times a block's 2^(e−127), 16 values
-// (a 16-byte chunk) as R pairs of bf16, pairs (k, k+1) in order.  PRMT puts each byte beside
-// a byte of its sign (the selector's sign-replicating mode); one shift and one mask then leave
-// its seven low bits at the bottom of bf16's exponent and the top of its mantissa, under its
-// sign: the value times 2^-120, subnormals included (an e4m3 subnormal is a bf16 one).  One
-// fma by 2^120 takes that back exactly, one more the block's scale (exact where bf16 holds
-// the product: scale exponents −124 to +119 for every code).  The code S.1111.111, e4m3's NaN,
-// reads as ±480 here; qjit's quantizers never write it (a group with a NaN or an infinity
-// gets scale 0xFF, which is NaN in mx_scale, and codes 0).
-__device__ __forceinline__ void e4m3_regs(const uint4 &w, u32 (&p)[R], u16 e)
-{
-    const u32 v[4] = {w.x, w.y, w.z, w.w};
-    const u32 sc = mx_scale(e);
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            // bytes 2h, 2h + 1 of the word: [byte, its sign, byte, its sign]
-            u32 t = (prmt(v[i], 0u, h ? 0xB3A2u : 0x9180u) << 4) & 0x87f087f0u;
-            asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(t) : "r"(t), "r"(0x7b807b80u), "r"(0x80008000u)); // 2^120
-            asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(p[2 * i + h]) : "r"(t), "r"(sc), "r"(0x80008000u)); // + (−0): a product
+            // bytes 2j, 2j + 1 of the word: [byte, its sign, byte, its sign]
+            p[2 * i + j] = unbias_scale((prmt(v[i], 0u, j ? 0xB3A2u : 0x9180u) << 4) & 0x87f087f0u, 0x7b807b80u, sc); // 2^120
+%   end
         }
 }
-%   end
 
 % else
 __device__ __forceinline__ void weight_regs(const uint4 &w, u32 (&p)[R])
@@ -783,7 +778,7 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 #pragma unroll
             for (int t = 0; t < NT; ++t)
 % if AMX then
-                $(DEC)($(SR and "acur" or "ab[d]")[t][0], tp[t], ea[d][t]);
+                mx_regs($(SR and "acur" or "ab[d]")[t][0], tp[t], ea[d][t]);
 % else
                 tok_regs($(SR and "acur" or "ab[d]")[t], tp[t]);
 % end
@@ -813,8 +808,8 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
                 u32 w0[R], w1[R];
 % local WB = SR and "wcur" or "wb[d]" -- this step's weight chunks
 % if BMX then
-                $(DEC)($(WB)[r][0], w0, eb[d][r][0]);
-                $(DEC)($(WB)[r][1], w1, eb[d][r][1]);
+                mx_regs($(WB)[r][0], w0, eb[d][r][0]);
+                mx_regs($(WB)[r][1], w1, eb[d][r][1]);
 % else
                 weight_regs($(WB)[r][0], w0);
                 weight_regs($(WB)[r][1], w1);

@@ -312,7 +312,7 @@ static const struct {
     /* one tile of 32 or 64 tokens (M = 33-64) */
     {" kernel=gemv tile=64x64x64 warps=4x2 stages=2", "a=s8 b=s8|" GEMV_F8, true},
     {" kernel=gemv tile=32x64x128 warps=4x2 stages=2", "16 b=s4 sb=group:128|a=s8 b=s4 sa=row sb=group:128", true},
-    /* MXFP8 on gemv: both sides dequantized into bf16 with their block scales (e4m3_regs),
+    /* MXFP8 on gemv: both sides dequantized into bf16 with their block scales (mx_regs),
      * the register ring, eight warps along K, and the shared-memory ring */
     {" kernel=gemv", "a=e4m3 b=e4m3 sa=mx", true},
     {" kernel=gemv tile=16x32x64 warps=1x8 stages=3", "a=e4m3 b=e4m3 sa=mx", true},
