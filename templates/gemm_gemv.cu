@@ -94,7 +94,7 @@
 %     local c = config(bm, (bm == 16 and not deep) and 32 or 16, 4 * chunk_k(), 1, 4, deep and (bm == 8 and 8 or 6) or 2)
 %     -- MXFP8: qjit-tune's winners on the H100 (8B and 70B layers): 4 steps and 8 warps along
 %     -- K to M = 8 (1.08-1.16x the 8-step tile there), 32 rows of 2 steps at M = 9-16 (up to 1.46x)
-%     if SA == "mx" and A == "e4m3" then c = bm == 8 and config(8, 16, 64, 1, 8, 4) or config(16, 32, 64, 1, 4, 2) end
+%     if SA == "mx" and A == "e4m3" then c = bm == 8 and config(8, 16, c.bk, 1, 8, 4) or config(16, 32, c.bk, 1, 4, 2) end
 %     if BM ~= 0 then c.bm, c.bn, c.bk = BM, BN, BK end
 %     if WM ~= 0 then
 %       c.wm, c.wn = WM, WN

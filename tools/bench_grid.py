@@ -10,8 +10,8 @@ cache (so tuned records there are used, as in a server); the named configuration
 the pair's sweep on sm_90a (small-m up to M = 64, default above) with the bucket's
 heuristic; auto is timed after them in turns with the fastest of them (three times each,
 the median of each compared: the minimum over a sweep is biased low, and the turns put a
-drift of the clocks on both), six turns more where auto is over the best (or the --then auto) by 3% (--confirm,
---confirm-above).  Each row names auto's configuration and whether a tuned record chose it,
+drift of the clocks on both), six turns more where auto is over the best (or the --then
+auto) by 3% (--confirm, --confirm-above).  Each row names auto's configuration and whether a tuned record chose it,
 and gives auto's and the peer's share of the cell's ideal: its minimum bytes over the copy
 bandwidth measured at the start of the run (the decode issue's measure).  The summary gives, per
 pair and model, auto's worst and median ratio to the peer across M and auto's worst ratio
