@@ -198,16 +198,25 @@ struct no_side {
 // swizzle phase, so the destination offset is fixed and steps by 16 rows. Rows past M or N
 // and chunks past K copy 0 source bytes (zeros; their addresses are never read). K·ES,
 // lda·ES and ldb·ES are multiples of 16.
-template <int BM, int BN, int STAGES, int ES, class Side = no_side>
+// PB_ROW (packed B, 0: none): B is stored in 4 bits a value (two a byte along K) and copied as
+// stored, PB_ROW = 32 bytes a row a K tile, into rows of the stage after A's tiles: thread t
+// copies chunk t%2 of rows t/2 + 64*i, its two halves swapped in rows whose bit 2 is set
+// (pb_half), so that eight rows' same half read by eight lanes fall on different banks.
+// ldb then counts 4-bit values, and K and ldb are multiples of 32.
+__device__ __forceinline__ int pb_half(int row, int half) { return half ^ ((row >> 2) & 1); }
+template <int BM, int BN, int STAGES, int ES, class Side = no_side, int PB_ROW = 0>
 __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM, BN, ES> &w, u32 ring,
                                         u32 full0, u32 empty0, int tid, Side side = Side())
 {
-    constexpr int A_BYTES = BM * ROW_BYTES, STAGE_BYTES = (BM + BN) * ROW_BYTES;
+    constexpr int A_BYTES = BM * ROW_BYTES, STAGE_BYTES = BM * ROW_BYTES + BN * (PB_ROW ? PB_ROW : ROW_BYTES);
     const int M = (int)p.m, N = (int)p.n;
     const long long K_BYTES = p.k * ES;
     const int ld_row = tid >> 3, ld_chunk = tid & 7;
     const u32 ld_off = ld_row * ROW_BYTES + ((ld_chunk ^ (ld_row & 7)) << 4);
     const long long a_pass = LD_ROWS * p.lda * ES, b_pass = LD_ROWS * p.ldb * ES;
+    static_assert(PB_ROW == 0 || PB_ROW == 32, "produce: a packed B row is 32 bytes a K tile");
+    const int pb_row = tid >> 1, pb_chunk = tid & 1; // packed B: 64 rows a pass
+    const u32 pb_off = A_BYTES + pb_row * PB_ROW + (pb_half(pb_row, pb_chunk) << 4);
     // (a PREFETCH side is produce_packed's: no family gives one to this producer)
     static_assert(!Side::PREFETCH, "produce: side data with PREFETCH goes with produce_packed");
     int s = 0, n = 0; // stage, K tiles issued
@@ -217,8 +226,16 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
         int m0, n0;
         w.origin(t, m0, n0);
         const char *a_src = static_cast<const char *>(p.a) + (long long)(m0 + ld_row) * p.lda * ES + ld_chunk * 16;
-        const char *b_src = static_cast<const char *>(p.b) + (long long)(n0 + ld_row) * p.ldb * ES + ld_chunk * 16;
-        const int a_rows = M - m0 - ld_row, b_rows = N - n0 - ld_row; // pass i is in while 16*i < rows
+        const int a_rows = M - m0 - ld_row; // pass i is in while 16*i < rows
+        const char *b_src;
+        int b_rows;
+        if constexpr (PB_ROW) {
+            b_src = static_cast<const char *>(p.b) + (long long)(n0 + pb_row) * (p.ldb / 2) + pb_chunk * 16;
+            b_rows = N - n0 - pb_row;
+        } else {
+            b_src = static_cast<const char *>(p.b) + (long long)(n0 + ld_row) * p.ldb * ES + ld_chunk * 16;
+            b_rows = N - n0 - ld_row;
+        }
         for (int kt = 0; kt < w.k_tiles; ++kt, ++n) {
             if (n >= STAGES)
                 mbar_wait(empty0 + 8 * s, phase ^ 1);
@@ -226,7 +243,13 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
             const int k = kt * ROW_BYTES;
             const bool k_ok = k + ld_chunk * 16 < K_BYTES; // a chunk is all in or all out
             issue_rows<BM, LD_ROWS, ROW_BYTES>(st, a_src + k, a_pass, a_rows, k_ok);
-            issue_rows<BN, LD_ROWS, ROW_BYTES>(st + A_BYTES, b_src + k, b_pass, b_rows, k_ok);
+            if constexpr (PB_ROW) {
+                const int kb = kt * PB_ROW; // bytes of packed K
+                issue_rows<BN, 128 / 2, PB_ROW>(ring + s * STAGE_BYTES + pb_off, b_src + kb, 64 * (p.ldb / 2), b_rows,
+                                                kb + pb_chunk * 16 < p.k / 2);
+            } else {
+                issue_rows<BN, LD_ROWS, ROW_BYTES>(st + A_BYTES, b_src + k, b_pass, b_rows, k_ok);
+            }
             cp_async_arrive(full0 + 8 * s);
             if constexpr (Side::ARRIVES && Side::RAW) {
                 // copied now, decoded RAW_LAG passes later (this thread's own words): the

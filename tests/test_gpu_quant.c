@@ -256,6 +256,7 @@ static void test_tma_twins(qjit_context *ctx)
  * required ones must be supported; the others run where the kernel supports them and are
  * reported where not.  The kernels named by name are those `auto` does not choose yet. */
 #define WEIGHT_ONLY "a=f16 b=|a=bf16 b=" /* W4A16, W8A16, f16/bf16 x e2m1 */
+#define WQR_PAIRS "b=s4|b=u4" /* 4-bit weights: wgmma_wqr runs those it serves */
 #define FP8_PAIRS "b=e4m3 sa=tensor|b=e4m3 sa=row|b=e4m3 sa=block" /* FP8, not MX */
 #define TMA_PAIRS FP8_PAIRS "|a=s8 b=s8" /* FP8 (not MX), W8A8 */
 /* the pairs the decode kernel serves: weight-only 4-bit col and group 128/256, s8 col, e2m1
@@ -287,6 +288,14 @@ static const struct {
     {" kernel=wgmma_wq tile=128x128x64 warps=2x1 stages=5", WEIGHT_ONLY, true},
     /* the heuristic's tile past M = 256 */
     {" kernel=wgmma_wq tile=256x128x64 warps=2x1 stages=4", WEIGHT_ONLY, true},
+    /* the weights dequantized in registers (4-bit, col or group scales of A's type): its
+     * heuristic, the 128- and 64-token tiles with two consumers, one consumer of 256 and
+     * of 64 tokens */
+    {" kernel=wgmma_wqr", WQR_PAIRS, false},
+    {" kernel=wgmma_wqr tile=128x128x64 warps=1x2 stages=6", WQR_PAIRS, false},
+    {" kernel=wgmma_wqr tile=64x128x64 warps=1x2 stages=8", WQR_PAIRS, false},
+    {" kernel=wgmma_wqr tile=256x64x64 warps=1x1 stages=5", WQR_PAIRS, false},
+    {" kernel=wgmma_wqr tile=64x64x64 warps=1x1 stages=3", WQR_PAIRS, false},
     /* packed producers with 3 and 4 staging slots (loads two and three K tiles ahead) */
     {" kernel=wgmma_i8 tile=128x128x128 warps=2x1 stages=5", "a=s8 b=s4", true},
     {" kernel=wgmma_mx tile=64x128x128 warps=1x1 stages=5", "a=e2m1", true},

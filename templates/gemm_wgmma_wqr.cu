@@ -1,0 +1,411 @@
+// gemm_wgmma_wqr.cu — Hopper GEMM for W4A16 with the weights dequantized in registers, sm_90a
+// only: A f16|bf16 (the tokens) × B s4|u4 (the weights) with col or group:g scales (zeros for
+// u4 groups).  The weights are wgmma's A operand, taken from registers, and the tokens its B
+// operand, from shared memory: each consumer warpgroup computes Dᵀ for its 64 or 128 weight
+// rows and all BM tokens of the tile (wgmma m64nBMk16), so that a weight row is dequantized
+// once for BM tokens, in the consumer's own registers, while the tensor cores run the K tile
+// before it.  No dequantized copy of B is written to shared memory, and no producer waits on
+// an expansion.
+//
+// The producer warpgroup copies each K tile's BM token rows (64 values, one 128-byte swizzled
+// row) and the tile's BN packed weight rows (32 bytes each, as stored) into a stage of the
+// ring with cp.async (qh::produce with PB_ROW).  A consumer thread holds, for each of its
+// m64 blocks, rows g and g + 8 of its warp's 16 (g = lane/4) at k = 2t, 2t + 1, 2t + 8, 2t + 9
+// of each k16 step (t = lane%4): byte t of each 4-byte word of a packed row.  One prmt puts
+// that byte in both halves of a word (bf16: its high nibble from the word shifted by 4, as
+// bf16's 7 mantissa bits hold one nibble, not 16 times one), one lop3 puts the two nibbles
+// into the mantissas of 128.0 (bf16) or 1024.0 (f16), whose ulp is 1, one fma in A's two-lane
+// arithmetic leaves q − z exactly, and one multiply by the group's scale rounds (q − z)·s
+// once: the reference's B̂.  col: B̂ = q exactly, the scale in the epilogue.  K tile kt + 1
+// is dequantized into the second register set while K tile kt's wgmma run.
+//
+// The accumulators hold Dᵀ (weights along the wgmma's M); the epilogue pairs two weights of
+// one token through a lane exchange and stages the tile as D's rows (tokens) in the staging
+// buffer of the other Hopper kernels, which leaves by bulk copies.
+//
+// Parameters: BK = 64.  WM = 1 and WN = 1 or 2 consumer warpgroups along N, each owning
+// BN/WN = 64 weight rows (one m64 block; the code is written for NI blocks, but two made ptxas
+// serialize the wgmma) and all BM tokens (a multiple of 16 up to 256: the wgmma's N); BM/2
+// accumulator registers and 32 for the two register sets of weights, beside ~56.  STAGES 2..8; the output staged in one pass.
+// Block: 128·(WN + 1) threads.  Shared memory: the ring (STAGES·(BM·128 + BN·32) bytes), 2 KB
+// of alignment slack and mbarriers, and the output staging buffer, BM·(BN·OUT_BYTES + 16).
+//
+// Not yet run on the H100: outside auto (measured = false) until its GPU tests pass there.
+% -- qjit family: name=wgmma_wqr id=12 order=25
+% include("gemm_hopper_plan.cuh")
+% -- the pairs and scale modes the register dequantization is exact for: 4-bit weights, col
+% -- scales, or group scales of A's own type (and zero points of it, u4 only) in groups of a
+% -- multiple of 32 values
+% local function wqr_pair()
+%   if not (one_of(A, "f16", "bf16") and SA == "none" and one_of(B, "s4", "u4")) then return false end
+%   if SB == "col" then return not ZEROS end
+%   return SB == "group" and GS == A and GROUP % 32 == 0 and (not ZEROS or B == "u4")
+% end
+% -- a configuration: BM tokens by BN weights, the consumers along N; a named tile without named
+% -- warps gets a warpgroup for every 64 weights (at most two), a named one keeps its warps
+% local function wqr_choose(bm, bn, wn, stages)
+%   local c = config(bm, bn, 64, 1, wn, stages)
+%   if BM ~= 0 then c.bm, c.bn, c.bk, c.wm, c.wn = BM, BN, BK, 1, math.max(1, math.min(2, BN // 64)) end
+%   if WM ~= 0 then c.wm, c.wn = WM, WN end
+%   if STAGES ~= 0 then c.stages = STAGES end
+%   return c
+% end
+% family {
+%   floor = 90,
+%   measured = false,
+%   serves = wqr_pair,
+%   -- Past M = 256: 256 tokens by 128 weights, two consumers of 64 weights: a weight row is
+%   -- dequantized once for 256 tokens.  Up to 256, and for f32 output (whose staged 256-token
+%   -- tile does not fit beside the ring): 128x128, twice the CTAs.  Decode (M <= 64): gemv and
+%   -- mma_wq under auto; named, 64 tokens by 128 weights.
+%   default = function(m)
+%     if m ~= 0 and m <= 64 and BM == 0 then return NAMED and wqr_choose(64, 128, 2, 8) or nil end
+%     if (m ~= 0 and m <= 256) or OUT == "f32" then return wqr_choose(128, 128, 2, 6) end
+%     return wqr_choose(256, 128, 2, 4)
+%   end,
+%   space = spaces{
+%     default = {config(256, 128, 64, 1, 2, 4), config(256, 128, 64, 1, 2, 3), config(128, 128, 64, 1, 2, 6),
+%                config(128, 128, 64, 1, 2, 4), config(64, 128, 64, 1, 2, 8), config(256, 64, 64, 1, 1, 5),
+%                config(128, 64, 64, 1, 1, 8)},
+%     ["small-m"] = {config(64, 128, 64, 1, 2, 8), config(128, 128, 64, 1, 2, 6), config(64, 64, 64, 1, 1, 8)},
+%   },
+%   plan = function()
+%     if not wqr_pair() then
+%       unsupported(string.format("gemm_wgmma_wqr takes a=f16|bf16 sa=none with b=s4|u4 and sb=col, or sb=group:g (g a multiple of 32) with gs=%s (zeros for u4) (got a=%s b=%s sa=%s sb=%s gs=%s group=%d zeros=%d)", A, A, B, SA, SB, GS or "-", GROUP or 0, ZEROS and 1 or 0))
+%     end
+%     if not one_of(OUT, "f16", "bf16", "f32") then unsupported("gemm_wgmma_wqr: out must be f16, bf16 or f32") end
+%     if ARCH ~= 90 then unsupported(string.format("gemm_wgmma_wqr: needs sm_90a (wgmma, setmaxnreg) (arch=sm_%d)", ARCH)) end
+%     if BK ~= 64 then unsupported(string.format("gemm_wgmma_wqr: BK must be 64 (tile=%dx%dx%d)", BM, BN, BK)) end
+%     if WM ~= 1 or WN < 1 or WN > 2 then unsupported(string.format("gemm_wgmma_wqr: the consumers split the weights: warps=1x1 or 1x2 (warps=%dx%d)", WM, WN)) end
+%     local WGN = BN // WN
+%     -- one m64 block of weights a consumer: with two, ptxas serialized the wgmma (C7520,
+%     -- nvcc 13.0) and the tokens' shared-memory reads a FLOP are the same either way
+%     if BN % WN ~= 0 or WGN ~= 64 then unsupported(string.format("gemm_wgmma_wqr: BN/WN must be 64, one m64 block of weights a consumer (tile=%dx%d warps=1x%d)", BM, BN, WN)) end
+%     if BM < 16 or BM > 256 or BM % 16 ~= 0 then unsupported(string.format("gemm_wgmma_wqr: BM must be a multiple of 16 up to 256, the wgmma's N (tile=%dx%d)", BM, BN)) end
+%     if STAGES < 2 or STAGES > 8 then unsupported("gemm_wgmma_wqr: STAGES must be 2..8") end
+%     if SPLIT_K ~= 1 then unsupported("gemm_wgmma_wqr: SPLIT_K must be 1") end
+%     local NC = WN
+%     local THREADS, PRODUCER_REGS, CONSUMER_REGS, REG_BUDGET = hopper_regs(NC)
+%     local NI = WGN // 64
+%     if NI * BM // 2 + 32 * NI + 56 > REG_BUDGET then
+%       unsupported(string.format("gemm_wgmma_wqr: a consumer of %d weights by %d tokens needs %d accumulator and %d weight registers, more than fit in %d", WGN, BM, NI * BM // 2, 32 * NI, REG_BUDGET - 40))
+%     end
+%     local NP, SMEM = hopper_staging("gemm_wgmma_wqr", STAGES * (BM * 128 + BN * 32) + 2048, WGN)
+%     if NP ~= 1 then unsupported(string.format("gemm_wgmma_wqr: %d stages of %dx%dx%d leave too little shared memory to stage the %s output in one pass", STAGES, BM, BN, BK, OUT)) end
+%     return {threads = THREADS, smem = SMEM, k_multiple = 32, ld_multiple = 32, align = 16, persistent = 1,
+%             NC = NC, NP = NP, NI = NI, PRODUCER_REGS = PRODUCER_REGS, CONSUMER_REGS = CONSUMER_REGS, PB_ROW = 32}
+%   end,
+% }
+% include("gemm_common.cuh")
+% include("gemm_hopper.cuh")
+
+namespace {
+
+using qc::u16;
+
+% include("gemm_hopper_tile.cuh")
+constexpr int BK = 64;        // values of K a stage
+constexpr int PROW = $(PB_ROW); // packed bytes of a weight row a K tile
+constexpr int NI = $(NI);     // m64 blocks of weights a consumer
+constexpr int QJIT_SMEM_BYTES = RING_BYTES + 2048 + BM * EPI_PITCH;
+static_assert(QJIT_SMEM_BYTES <= 227 * 1024, "gemm_wgmma_wqr: tile and stages need more shared memory than an SM has");
+static_assert(NP == 1 && WM == 1 && WGN == 64 * NI, "gemm_wgmma_wqr: one output pass, consumers along N");
+
+% local GROUPED = SB == "group"
+% local MV = A == "bf16" and 128 or 1024 -- the magic's value: 0x4300 (bf16) or 0x6400 (f16)
+% local O = B == "s4" and 8 or 0          -- s4 is stored as q ^ 8 = q + 8 after the lop3
+% -- f16 (10 mantissa bits) takes a byte's high nibble where it stands, 16 times its value; bf16
+% -- (7 bits) takes it from the word shifted right by 4, at its value
+% local HI = A == "bf16" and 1 or 16
+% local XOR = (A == "bf16" and 0x43004300 or 0x64006400) ~ (B == "s4" and (HI == 16 and 0x00800008 or 0x00080008) or 0)
+% local GK = GROUPED and math.max(1, 64 // GROUP) or 1 -- scale groups a K tile
+% if GROUPED then
+using qc::gs_t;
+using qc::gs_f32;
+% end
+
+// Two f32 as A's two-lane type, lo in the low half (exact for the small integers used here).
+__device__ __forceinline__ u32 pack2(float lo, float hi)
+{
+    u32 r;
+    asm("cvt.rn.$(A)x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+// This consumer thread's weights: rows g and g + 8 (g = lane/4) of its warp's 16 in each of
+// its NI m64 blocks, dequantized K tile by K tile into wgmma A fragments f[ni][ks][r]: r = 0,
+// 1 rows g, g + 8 at k = 16ks + 2t, + 1; r = 2, 3 the same rows at k = 16ks + 2t + 8, + 9.
+struct wqr_weights {
+    u32 rows;  // row g of block 0 in stage 0 (its first half; the halves swap with pb_half)
+    u32 sel;   // prmt: byte t of a word into byte 0, and byte t of it (f16) or of it >> 4 (bf16) into byte 2
+    u32 mulc;  // (1, 1/$(HI)): the high lane holds $(HI)·q
+% if GROUPED then
+    const gs_t *__restrict__ sg;
+%   if ZEROS then
+    const gs_t *__restrict__ zg;
+    gs_t z[NI][2][$(GK)];
+%   end
+    gs_t s[NI][2][$(GK)]; // K tile kt's scales (and zeros) as stored, loaded a K tile ahead
+    long long at[NI][2];  // each row's first group
+    bool in[NI][2];       // the row is inside N
+    int NG;               // groups a row
+% else
+    u32 addc;             // (−(magic + o), −(magic/$(HI) + o)), o = $(O)
+% end
+
+    __device__ __forceinline__ wqr_weights(const qjit_params &p, u32 stage0_b, int wg_n, int warp, int lane)
+    {
+        const int g = lane >> 2, t = lane & 3;
+        const int r0 = wg_n * WGN + 16 * warp + g; // the tile's row of block 0, row g
+        rows = stage0_b + r0 * PROW + (qh::pb_half(r0, 0) << 4);
+        sel = (u32)t | ((u32)(t + $(HI == 16 and 0 or 4)) << 8);
+        mulc = pack2(1.f, $(HI == 16 and "0.0625f" or "1.f"));
+% if GROUPED then
+        sg = static_cast<const gs_t *>(p.scale_b);
+%   if ZEROS then
+        zg = static_cast<const gs_t *>(p.zeros_b);
+%   end
+        NG = (int)(p.k / $(GROUP));
+% else
+        addc = pack2(-$(MV + O).f, -$(MV // HI + O).f);
+% end
+    }
+% if GROUPED then
+    // The output tile at n0: each row's first group, and whether it is inside N.
+    __device__ __forceinline__ void tile(int n0, int wg_n, int warp, int lane, int N)
+    {
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int n = n0 + wg_n * WGN + 64 * ni + 16 * warp + (lane >> 2) + 8 * h;
+                in[ni][h] = n < N;
+                at[ni][h] = (long long)(n < N ? n : 0) * NG;
+            }
+    }
+    // K tile kt's scales (and zeros) into registers, 0 past K; called a K tile ahead of use.
+    __device__ __forceinline__ void fetch(int kt)
+    {
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int j = 0; j < $(GK); ++j) {
+                    const int grp = (kt * 64 + j * 32) / $(GROUP);
+                    const bool ok = in[ni][h] && grp < NG;
+                    s[ni][h][j] = ok ? sg[at[ni][h] + grp] : (gs_t)0;
+%   if ZEROS then
+                    z[ni][h][j] = ok ? zg[at[ni][h] + grp] : (gs_t)0;
+%   end
+                }
+    }
+% else
+    __device__ __forceinline__ void tile(int, int, int, int, int) {}
+    __device__ __forceinline__ void fetch(int) {}
+% end
+    // One pair of values: byte t of packed word w (k, k + 1 in its low and high nibble) as
+    // B̂ in A's type, k in the low half.
+    __device__ __forceinline__ u32 pair(u32 w, u32 addc, u32 sc) const
+    {
+        u32 y, v, h;
+        asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(y) : "r"(w), "r"(w$(HI == 16 and "" or " >> 4")), "r"(sel));
+        asm("lop3.b32 %0, %1, %2, %3, 0x6a;\n" : "=r"(v) : "r"(y), "r"($(HI == 16 and "0x00F0000Fu" or "0x000F000Fu")), "r"($(string.format("0x%08Xu", XOR))));
+        asm("fma.rn.$(A)x2 %0, %1, %2, %3;\n" : "=r"(h) : "r"(v), "r"(mulc), "r"(addc));
+% if GROUPED then
+        asm("mul.rn.$(A)x2 %0, %1, %2;\n" : "=r"(h) : "r"(h), "r"(sc));
+% else
+        (void)sc;
+% end
+        return h;
+    }
+    // Stage st's packed rows, K tile kt, into f; then the next K tile's scales are fetched.
+    __device__ __forceinline__ void decode(u32 (&f)[NI][4][4], int st, int kt)
+    {
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                // rows g and g + 8 are 8 rows apart: the same half order (pb_half)
+                const u32 at_row = rows + st * STAGE_BYTES + (64 * ni + 8 * h) * PROW;
+                const uint4 lo = qc::lds16(at_row), hi = qc::lds16(at_row ^ 16u);
+                const u32 w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+                for (int j = 0; j < $(GK); ++j) {
+% if GROUPED then
+%   if ZEROS then
+                    const float zf = gs_f32(z[ni][h][j]);
+                    const u32 addc = pack2(-($(MV).f + zf), -($(MV // HI).f + zf));
+%   else
+                    const u32 addc = pack2(-$(MV + O).f, -$(MV // HI + O).f);
+%   end
+                    const u32 sc = (u32)s[ni][h][j] * 0x10001u;
+% else
+                    const u32 sc = 0;
+% end
+#pragma unroll
+                    for (int ks = j * 4 / $(GK); ks < (j + 1) * 4 / $(GK); ++ks) {
+                        f[ni][ks][h] = pair(w[2 * ks], addc, sc);
+                        f[ni][ks][2 + h] = pair(w[2 * ks + 1], addc, sc);
+                    }
+                }
+            }
+        fetch(kt + 1);
+    }
+};
+
+// d (64×BM f32, this thread's BM/2) += A(64×64, registers)·B(BM×64, shared)ᵀ: one K tile as
+// four k16 wgmma, the tokens' descriptor of step ks being b + 2·ks (32 bytes into the rows).
+__device__ __forceinline__ void wgmma_ktile(float (&d)[BM / 2], const u32 (&a)[4][4], u64 b)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %$(BM // 2 + 20), 0;\n"
+% for ks = 0, 3 do
+                 "wgmma.mma_async.sync.aligned.m64n$(BM)k16.f32.$(A).$(A) {"
+%   for i = 0, BM // 2 - 1 do
+                 "%$(i)$(i + 1 < BM // 2 and "," or "")"
+%   end
+                 "}, {%$(BM // 2 + 4 * ks), %$(BM // 2 + 4 * ks + 1), %$(BM // 2 + 4 * ks + 2), %$(BM // 2 + 4 * ks + 3)}, %$(BM // 2 + 16 + ks), p, 1, 1, 0;\n"
+% end
+                 "}\n"
+                 :
+% for i = 0, BM // 2 - 1 do
+                 "+f"(d[$(i)])$(i + 1 < BM // 2 and "," or "")
+% end
+                 : "r"(a[0][0]), "r"(a[0][1]), "r"(a[0][2]), "r"(a[0][3]), "r"(a[1][0]), "r"(a[1][1]), "r"(a[1][2]), "r"(a[1][3]),
+                   "r"(a[2][0]), "r"(a[2][1]), "r"(a[2][2]), "r"(a[2][3]), "r"(a[3][0]), "r"(a[3][1]), "r"(a[3][2]), "r"(a[3][3]),
+                   "l"(b), "l"(b + 2), "l"(b + 4), "l"(b + 6), "r"(1)); // scale-d true: d += a·b
+}
+
+} // namespace
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const qjit_params p)
+{
+    extern __shared__ __align__(1024) unsigned char smem[];
+    qc::pdl_wait(); // the next kernel is let start after the main loops (below)
+    const int M = (int)p.m, N = (int)p.n;
+    const int tid = threadIdx.x;
+    const qh::tile_walk<BM, BN, 2> w(p);
+    const int first = w.first, tiles = w.tiles, stride = w.stride, KT = w.k_tiles;
+
+    // The ring (gemm_hopper.cuh) runs on across a CTA's tiles.
+    const qh::ring_addrs rg = qh::make_ring<STAGES, NC>(smem, RING_BYTES, tid);
+    const u32 ring = rg.base, full0 = rg.full0, empty0 = rg.empty0;
+
+    if (tid < 128) {
+% if NC > 1 then
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 $(PRODUCER_REGS);\n" ::: "memory");
+% end
+        qh::produce<BM, BN, STAGES, 2, qh::no_side, PROW>(p, w, ring, full0, empty0, tid);
+    } else {
+% include("gemm_hopper_consumer.cuh")
+        auto release = [&](int q) { // frees stage q for the producer
+            if (lane == 0)
+                mbar_arrive(empty0 + 8 * q);
+        };
+        auto next = [&]() {
+            if (++s == STAGES) {
+                s = 0;
+                phase ^= 1;
+            }
+        };
+        wqr_weights wt(p, ring + A_BYTES, wg_n, warp, lane);
+        u32 fa[NI][4][4], fb[NI][4][4]; // K tiles kt (even) and kt + 1
+        for (int t = first; t < tiles; t += stride) {
+            int m0, n0;
+            w.origin(t, m0, n0);
+            float acc[NI][BM / 2];
+            qc::zero(acc);
+            wt.tile(n0, wg_n, warp, lane, N);
+            wt.fetch(0);
+            // The K tile in one register set is issued, then the next one's stage is waited for
+            // and dequantized into the other set once the wgmma that read it last are done; the
+            // loop is straight-line over two K tiles so that ptxas sees which set is in flight.
+% -- issue(R, S): the K tile in register set R, its tokens in stage S
+% local function issue(R, S)
+            fence_proxy_async(); // wgmma reads what cp.async wrote
+            wgmma_fence();       // and the registers written since the last wgmma
+#pragma unroll
+            for (int ni = 0; ni < NI; ++ni)
+                wgmma_ktile(acc[ni], $(R)[ni], smem_desc(a_tile + $(S) * STAGE_BYTES));
+            wgmma_commit();
+% end
+% -- step(R, S, KT_, OLD): K tile KT_ into register set R once its stage is full and the
+% -- wgmma that read R last are done (their stage S freed when OLD), then issued
+% local function step(R, S, KT_, OLD)
+            mbar_wait(full0 + 8 * s, phase);
+            wgmma_wait<1>(); // the wgmma of two K tiles ago (set $(R)) are done
+%   if OLD then
+            release($(S));
+%   end
+            wt.decode($(R), s, $(KT_));
+            $(S) = s;
+            next();
+%   issue(R, S)
+% end
+            // K tiles alternate between the register sets fa and fb: each is dequantized once
+            // the wgmma that last read its set are done, while the other set's wgmma run.  The
+            // code is straight-line over two K tiles (the first two and the last one apart), so
+            // that ptxas sees which set each wgmma reads.
+            int sa = s, sb = s; // the stages of fa's and fb's K tiles
+            int kt = 1;         // the next K tile
+            if (KT > 0) {
+                mbar_wait(full0 + 8 * s, phase);
+                wt.decode(fa, s, 0);
+                sa = s;
+                next();
+% issue("fa", "sa")
+            }
+            if (KT > 1) {
+% step("fb", "sb", "1", false)
+                kt = 2;
+            }
+#pragma unroll 1
+            for (; kt + 1 < KT; kt += 2) {
+% step("fa", "sa", "kt", true)
+% step("fb", "sb", "kt + 1", true)
+            }
+            if (kt < KT) { // an odd count of three or more: the last one in fa
+% step("fa", "sa", "kt", true)
+            }
+            wgmma_wait<0>(); // on every path, so that ptxas sees the accumulators settled
+            if (KT > 1)
+                release(sb);
+            if (KT > 0)
+                release(sa);
+            w.main_loops_done(t);
+
+            // Epilogue: acc[ni][4j + 2h + e] is weight 64ni + 16warp + g + 8h (g = lane/4) and
+            // token 8j + 2t + e (t = lane%4) of the consumer's part.  Each value is finished in
+            // f32 (col scale, bias), then lanes g and g ^ 1 trade one value so that each holds
+            // two adjacent weights of one token: even g those of token 8j + 2t, odd g of
+            // 8j + 2t + 1, which it stages as one pair of D's row.
+            out_t *__restrict__ D = static_cast<out_t *>(p.d);
+            const bool bulk = vec && m0 + BM <= M && n0 + BN <= N;
+            const u32 own = epi + wg_n * WGN * (int)sizeof(out_t);
+            const int g = lane >> 2, tq = lane & 3, odd = g & 1;
+            const qc::factors f(p);
+            qh::pass_open(sender, 1 + c);
+#pragma unroll
+            for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int col = 64 * ni + 16 * warp + g + 8 * h; // the consumer's weight row
+                    float sb0, sb1, b0, b1;
+                    f.cols(n0 + wg_n * WGN + col, N, sb0, sb1, b0, b1); // sb0, b0: this row's
+                    (void)sb1, (void)b1;
+                    const u32 at = own + (col - odd) * (int)sizeof(out_t) + (2 * tq + odd) * EPI_PITCH;
+#pragma unroll
+                    for (int j = 0; j < BM / 8; ++j) {
+                        float x = acc[ni][4 * j + 2 * h], y = acc[ni][4 * j + 2 * h + 1];
+                        qc::finish2(x, y, f.sa_t, sb0, sb0, b0, b0);
+                        const float other = __shfl_xor_sync(0xffffffffu, odd ? x : y, 4);
+                        qc::stage2(at + 8 * j * EPI_PITCH, odd ? other : x, odd ? y : other);
+                    }
+                }
+            qh::pass_send<BM, WGN>(1 + c, 0, bulk, D, p.ldd, own, EPI_PITCH, m0, n0 + wg_n * WGN, M, N, vec,
+                                   tid & 127);
+        }
+        if (sender)
+            bulk_wait<true>();
+    }
+}
