@@ -241,27 +241,14 @@ __device__ __forceinline__ void split_finish(const float (&acc)[MI][NSPLIT][IN /
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const qjit_params p)
 {
-    extern __shared__ __align__(1024) unsigned char smem[];
-    qc::pdl_wait(); // the next kernel is let start after the main loops (below)
-    const int M = (int)p.m, N = (int)p.n;
-    const int tid = threadIdx.x;
-
-% local P = SPLIT and "q" or "p" -- the GEMM the producer and the walk see
-% if SPLIT then
-    const qjit_params q = gridDim.z > 1 ? rank_part(p) : p; // this rank's part of K
-% end
-    const qh::tile_walk<BM, BN, 2> w($(P));
-    const int first = w.first, tiles = w.tiles, stride = w.stride, KT = w.k_tiles;
-
-    // The ring (gemm_hopper.cuh) runs on across a CTA's tiles.
-    const qh::ring_addrs rg = qh::make_ring<STAGES, NC>(smem, RING_BYTES, tid);
-    const u32 ring = rg.base, full0 = rg.full0, empty0 = rg.empty0;
+% WALK_P = SPLIT and "q" or "p" -- the GEMM the producer and the walk see
+% include("gemm_hopper_start.cuh")
 
     if (tid < 128) {
 % if NC > 1 then
         asm volatile("setmaxnreg.dec.sync.aligned.u32 $(PRODUCER_REGS);\n" ::: "memory");
 % end
-        qh::produce<BM, BN, STAGES, 2>($(P), w, ring, full0, empty0, tid);
+        qh::produce<BM, BN, STAGES, 2>($(WALK_P), w, ring, full0, empty0, tid);
 % if SPLIT then
         if (gridDim.z > 1 && first < tiles) { // the consumers' two cluster barriers (split_finish)
             qc::cluster_sync();

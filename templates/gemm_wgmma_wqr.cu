@@ -30,7 +30,9 @@
 // Block: 128·(WN + 1) threads.  Shared memory: the ring (STAGES·(BM·128 + BN·32) bytes), 2 KB
 // of alignment slack and mbarriers, and the output staging buffer, BM·(BN·OUT_BYTES + 16).
 //
-// Not yet run on the H100: outside auto (measured = false) until its GPU tests pass there.
+// Correct on the H100 (test_gpu_quant: 1076 checks over its tiles, every 4-bit pair and scale
+// mode it serves, tails and padded leading dimensions); auto runs it past M = 64, before
+// wgmma_wq, which keeps the pairs this family does not serve (s8, e2m1, scales of another type).
 % -- qjit family: name=wgmma_wqr id=12 order=25
 % include("gemm_hopper_plan.cuh")
 % -- the pairs and scale modes the register dequantization is exact for: 4-bit weights, col
@@ -52,7 +54,8 @@
 % end
 % family {
 %   floor = 90,
-%   measured = false,
+%   -- its GPU tests ran clean on the H100 (test_gpu_quant)
+%   measured = true,
 %   serves = wqr_pair,
 %   -- Past M = 256: 256 tokens by 128 weights, two consumers of 64 weights: a weight row is
 %   -- dequantized once for 256 tokens.  Up to 256, and for f32 output (whose staged 256-token
@@ -60,6 +63,8 @@
 %   -- mma_wq under auto; named, 64 tokens by 128 weights.
 %   default = function(m)
 %     if m ~= 0 and m <= 64 and BM == 0 then return NAMED and wqr_choose(64, 128, 2, 8) or nil end
+%     -- a named tile or named warps: one configuration at every M, 4 stages
+%     if BM ~= 0 or WM ~= 0 then return wqr_choose(128, 128, 2, 4) end
 %     if (m ~= 0 and m <= 256) or OUT == "f32" then return wqr_choose(128, 128, 2, 6) end
 %     return wqr_choose(256, 128, 2, 4)
 %   end,
@@ -100,8 +105,6 @@
 % include("gemm_hopper.cuh")
 
 namespace {
-
-using qc::u16;
 
 % include("gemm_hopper_tile.cuh")
 constexpr int BK = 64;        // values of K a stage
@@ -280,16 +283,8 @@ __device__ __forceinline__ void wgmma_ktile(float (&d)[BM / 2], const u32 (&a)[4
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const qjit_params p)
 {
-    extern __shared__ __align__(1024) unsigned char smem[];
-    qc::pdl_wait(); // the next kernel is let start after the main loops (below)
-    const int M = (int)p.m, N = (int)p.n;
-    const int tid = threadIdx.x;
-    const qh::tile_walk<BM, BN, 2> w(p);
-    const int first = w.first, tiles = w.tiles, stride = w.stride, KT = w.k_tiles;
-
-    // The ring (gemm_hopper.cuh) runs on across a CTA's tiles.
-    const qh::ring_addrs rg = qh::make_ring<STAGES, NC>(smem, RING_BYTES, tid);
-    const u32 ring = rg.base, full0 = rg.full0, empty0 = rg.empty0;
+% WALK_P = "p"
+% include("gemm_hopper_start.cuh")
 
     if (tid < 128) {
 % if NC > 1 then

@@ -191,9 +191,12 @@ static void test_heuristics(qjit_context *ctx)
     n = variants(ctx, "gemm a=bf16 b=s4 sb=col out=bf16 kernel=mma_wq tile=64x64x64 warps=2x2 "
                       "stages=3 split=1", QJIT_ARCH_SM90A, v, 32);
     CHECK(n == 1 && v[0].desc.bm == 64 && v[0].m_max == INT64_MAX, "named: %zu %s", n, v[0].text);
-    /* a named tile holds for every bucket: the auto fields around it do not move */
+    /* a named tile holds for every bucket: the auto fields around it do not move (wgmma_wqr:
+     * its two consumer warpgroups split the 128 weights) */
     n = variants(ctx, "gemm a=bf16 b=s4 sb=col out=bf16 tile=128x128x64", QJIT_ARCH_SM90A, v, 32);
-    CHECK(n == 1 && v[0].desc.bm == 128 && v[0].desc.wm == 2, "named tile: %zu %s", n, v[0].text);
+    CHECK(n == 1 && v[0].desc.bm == 128 && v[0].desc.wm == 1 && v[0].desc.wn == 2 &&
+              strstr(v[0].text, "kernel=wgmma_wqr"),
+          "named tile: %zu %s", n, v[0].text);
     /* wgmma_wq: named tiles and warps keep 3 stages at every M (4 stages of 128x256x64 do
      * not fit with s8 weights), while the unnamed tiles follow the tuning */
     static const char *const wq_named[] = {

@@ -1,0 +1,19 @@
+// gemm_hopper_start.cuh — the start of the body of the Hopper GEMMs of one ring of cp.async
+// tiles (gemm_wgmma.cu, gemm_wgmma_wqr.cu): the shared memory, the wait for the kernel before
+// (qc::pdl_wait; the kernel lets the next one start with w.main_loops_done after its main
+// loops), the sizes, the persistent tile walk over the GEMM the producer sees (WALK_P: p, or
+// a split rank's part q, which the includer declares first), and the ring of STAGES stages
+// with its mbarriers.  Included first in the kernel body.
+    extern __shared__ __align__(1024) unsigned char smem[];
+    qc::pdl_wait(); // the next kernel is let start after the main loops (below)
+    const int M = (int)p.m, N = (int)p.n;
+    const int tid = threadIdx.x;
+% if SPLIT then
+    const qjit_params q = gridDim.z > 1 ? rank_part(p) : p; // this rank's part of K
+% end
+    const qh::tile_walk<BM, BN, 2> w($(WALK_P));
+    const int first = w.first, tiles = w.tiles, stride = w.stride, KT = w.k_tiles;
+
+    // The ring (gemm_hopper.cuh) runs on across a CTA's tiles.
+    const qh::ring_addrs rg = qh::make_ring<STAGES, NC>(smem, RING_BYTES, tid);
+    const u32 ring = rg.base, full0 = rg.full0, empty0 = rg.empty0;
