@@ -26,7 +26,8 @@
 // Parameters: BK = 64.  WM = 1 and WN = 1 or 2 consumer warpgroups along N, each owning
 // BN/WN = 64 weight rows (one m64 block; the code is written for NI blocks, but two made ptxas
 // serialize the wgmma) and all BM tokens (a multiple of 16 up to 256: the wgmma's N); BM/2
-// accumulator registers and 32 for the two register sets of weights, beside ~56.  STAGES 2..8; the output staged in one pass.
+// accumulator registers and 32 for the two register sets of weights, beside ~56.  STAGES 3..8;
+// the output staged in one pass.
 // Block: 128·(WN + 1) threads.  Shared memory: the ring (STAGES·(BM·128 + BN·32) bytes), 2 KB
 // of alignment slack and mbarriers, and the output staging buffer, BM·(BN·OUT_BYTES + 16).
 //
@@ -87,7 +88,9 @@
 %     -- nvcc 13.0) and the tokens' shared-memory reads a FLOP are the same either way
 %     if BN % WN ~= 0 or WGN ~= 64 then unsupported(string.format("gemm_wgmma_wqr: BN/WN must be 64, one m64 block of weights a consumer (tile=%dx%d warps=1x%d)", BM, BN, WN)) end
 %     if BM < 16 or BM > 256 or BM % 16 ~= 0 then unsupported(string.format("gemm_wgmma_wqr: BM must be a multiple of 16 up to 256, the wgmma's N (tile=%dx%d)", BM, BN)) end
-%     if STAGES < 2 or STAGES > 8 then unsupported("gemm_wgmma_wqr: STAGES must be 2..8") end
+%     -- a consumer waits for K tile j's stage before it frees K tile j − 2's: two stages
+%     -- would wait on each other
+%     if STAGES < 3 or STAGES > 8 then unsupported(string.format("gemm_wgmma_wqr: STAGES must be 3..8 (stages=%d)", STAGES)) end
 %     if SPLIT_K ~= 1 then unsupported("gemm_wgmma_wqr: SPLIT_K must be 1") end
 %     local NC = WN
 %     local THREADS, PRODUCER_REGS, CONSUMER_REGS, REG_BUDGET = hopper_regs(NC)
