@@ -596,6 +596,48 @@ static void test_auto_lines(const char *dir)
     result_free(&r);
 }
 
+/* A descriptor tuned on many layers has more variants than the tool's fixed array once held
+ * (64, which dropped the rest): a winner recorded last, of a configuration no earlier one
+ * has, is still stored. */
+static void test_many_variants(const char *dir)
+{
+    char manifest[1200], cache[1200], log[1200];
+    snprintf(manifest, sizeof manifest, "%s/many.txt", dir);
+    snprintf(cache, sizeof cache, "%s/many", dir);
+    snprintf(log, sizeof log, "%s/many.log", dir);
+    CHECK(write_file(manifest, "gemm a=bf16 b=bf16 out=bf16 arch=sm_90a\n"), "write %s", manifest);
+    qjit_options o;
+    qjit_options_init(&o);
+    o.cache_dir = cache;
+    qjit_context *ctx = NULL;
+    qjit_gemm_desc d0, win, last;
+    CHECK_OK(qjit_gemm_desc_parse("gemm a=bf16 b=bf16 out=bf16 arch=sm_90a", &d0));
+    CHECK_OK(qjit_gemm_desc_parse("gemm a=bf16 b=bf16 out=bf16 arch=sm_90a kernel=wgmma "
+                                  "tile=128x128x64 warps=2x1 stages=5 split=1", &win));
+    CHECK_OK(qjit_gemm_desc_parse("gemm a=bf16 b=bf16 out=bf16 arch=sm_90a kernel=wgmma "
+                                  "tile=256x128x64 warps=2x1 stages=4 split=1", &last));
+    CHECK_OK(qjit_context_create(&o, &ctx));
+    const int problems = 80;
+    for (int i = 0; ctx && i < problems; i++) {
+        const qjit_tune_measurement m = {"NVIDIA H100 80GB HBM3", 1024, 256 * (i + 1), 4096,
+                                         i + 1 < problems ? &win : &last, 10.0, 1};
+        CHECK_OK(qjit_tune_record(ctx, &d0, &m));
+    }
+    size_t nv = 0;
+    CHECK_OK(qjit_gemm_variants(ctx, &d0, QJIT_ARCH_SM90A, NULL, 0, &nv));
+    CHECK(nv > 64, "%zu variants: the test needs more than 64", nv);
+    qjit_context_destroy(ctx);
+    const char *args[] = {"--quiet", "--cache-dir", cache, manifest, NULL};
+    result r = run_tool(args, log);
+    CHECK(r.rc == 0 && r.failed == 0, "many variants: exit %d:\n%s", r.rc, r.out);
+    CHECK_OK(qjit_context_create(&o, &ctx));
+    int cached = 0;
+    CHECK_OK(qjit_gemm_precompile(ctx, &last, QJIT_ARCH_SM90A, &cached));
+    CHECK(cached == 1, "the winner recorded last (variant %zu of %zu) was not stored", nv, nv);
+    qjit_context_destroy(ctx);
+    result_free(&r);
+}
+
 int main(void)
 {
     if (access(TOOL, X_OK) != 0) {
@@ -614,6 +656,7 @@ int main(void)
     test_usage(dir);
     test_sweep(dir);
     test_auto_lines(dir);
+    test_many_variants(dir);
     test_quant_lines(dir);
     test_killed(dir);
     return tl_finish("test_precompile");

@@ -242,25 +242,37 @@ static job *push_job(run *R, const char *text, qjit_arch arch, const char *where
 }
 
 /* Queue every kernel a get of d loads on arch (one per run of M buckets, and the tuned
- * winners this cache holds for d, of every GPU), each unless the same kernel is queued. */
+ * winners this cache holds for d, of every GPU), each unless the same kernel is queued.
+ * The variants are counted first: a descriptor tuned on many layers has hundreds. */
 static void add_job(run *R, const qjit_gemm_desc *d, qjit_arch arch, const char *where)
 {
-    qjit_gemm_variant v[64];
-    size_t n = 0;
+    size_t n = 0, got = 0;
     char text[TEXT_CAP];
-    if (qjit_gemm_variants(R->ctx, d, arch, v, sizeof v / sizeof v[0], &n) != QJIT_OK) {
+    qjit_gemm_variant *v = NULL;
+    qjit_status st = qjit_gemm_variants(R->ctx, d, arch, NULL, 0, &n);
+    if (st == QJIT_OK) {
+        v = calloc(n ? n : 1, sizeof *v);
+        if (!v) {
+            fputs("qjit-precompile: out of memory\n", stderr);
+            exit(1);
+        }
+        st = qjit_gemm_variants(R->ctx, d, arch, v, n, &got);
+    }
+    if (st != QJIT_OK) {
         char *err = xstrdup(qjit_last_error());
         fmt_desc(d, text);
         refuse(R, text, arch, where, err);
         free(err);
+        free(v);
         return;
     }
-    for (size_t i = 0; i < n && i < sizeof v / sizeof v[0]; i++) {
+    for (size_t i = 0; i < got && i < n; i++) {
         fmt_desc(&v[i].desc, text);
         job *j = push_job(R, text, arch, where);
         if (j)
             j->desc = v[i].desc;
     }
+    free(v);
 }
 
 /* Queue a quantization kernel for arch (its own arch when it names one), unless queued. */
