@@ -594,6 +594,83 @@ __device__ __forceinline__ void pass_send(int bar, int q, bool bulk, out_t *D, l
     send_pass<ROWS, SEG>(bulk, D, ldd, own, pitch, row0, col0 + q * SEG, M, N, vec, t);
 }
 
+% if SPLIT then
+// K split across the gridDim.z CTAs of a cluster, once every rank has left its f32 tile in
+// its ring as D's tile (row-major, SUM_PITCH floats a row: 8 rows of a warp's stores fall on
+// different banks) and the cluster has synchronized: rank r finishes rows
+// [BM·r/c, BM·(r+1)/c), each value the ranks' sums added in rank order 0, 1, ... (so it
+// depends neither on timing nor on which rank adds), finished in f32 as every epilogue
+// (qc::finish2: its column's B scale, the bias), rounded once to OUT and stored to D.  ct:
+// this thread's index among the NT consumer threads.  The caller synchronizes the cluster
+// again before its ring is reused or left.
+__host__ __device__ constexpr int sum_pitch(int bn) { return bn + 8; }
+template <int BM, int BN, int NT>
+__device__ __forceinline__ void split_sum(u32 ring, int ct, const qjit_params &p, int m0, int n0, bool vec)
+{
+    constexpr int SUM_PITCH = sum_pitch(BN);
+    const int c = (int)gridDim.z, r = (int)blockIdx.z;
+    const int M = (int)p.m, N = (int)p.n;
+    const int r0 = BM * r / c, r1 = min(BM * (r + 1) / c, M - m0); // rows past M: nothing to add
+    out_t *__restrict__ D = static_cast<out_t *>(p.d);
+    const qc::factors f(p);
+#pragma unroll 1
+    for (int i = ct; i < (r1 - r0) * (BN / 4); i += NT) {
+        const int row = r0 + i / (BN / 4), col = (i % (BN / 4)) * 4;
+        const int grow = m0 + row, gcol = n0 + col;
+        if (gcol >= N)
+            continue;
+        const u32 at = ring + (row * SUM_PITCH + col) * 4;
+        // every rank's four values in flight at once, then added in rank order
+        float x[8][4];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            x[k][0] = x[k][1] = x[k][2] = x[k][3] = 0.f;
+            if (k < c) {
+                u32 peer;
+                asm("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(peer) : "r"(at), "r"(k));
+                asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                             : "=f"(x[k][0]), "=f"(x[k][1]), "=f"(x[k][2]), "=f"(x[k][3]) : "r"(peer) : "memory");
+            }
+        }
+        float v[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            v[e] = x[0][e];
+#pragma unroll
+            for (int k = 1; k < 8; ++k)
+                if (k < c)
+                    v[e] += x[k][e];
+        }
+        float s[4], b[4];
+        f.cols(gcol, N, s[0], s[1], b[0], b[1]);
+        f.cols(gcol + 2, N, s[2], s[3], b[2], b[3]);
+        qc::finish2(v[0], v[1], f.sa_t, s[0], s[1], b[0], b[1]);
+        qc::finish2(v[2], v[3], f.sa_t, s[2], s[3], b[2], b[3]);
+        out_t *dst = D + (long long)grow * p.ldd + gcol;
+%   if OUT == "f32" then
+        if (vec && gcol + 4 <= N) {
+            asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n"
+                         :: "l"(dst), "f"(v[0]), "f"(v[1]), "f"(v[2]), "f"(v[3]) : "memory");
+        } else {
+            for (int e = 0; e < 4 && gcol + e < N; ++e)
+                dst[e] = v[e];
+        }
+%   else
+        u32 w0, w1; // the first operand goes to the upper half
+        asm("cvt.rn.$(OUT)x2.f32 %0, %1, %2;\n" : "=r"(w0) : "f"(v[1]), "f"(v[0]));
+        asm("cvt.rn.$(OUT)x2.f32 %0, %1, %2;\n" : "=r"(w1) : "f"(v[3]), "f"(v[2]));
+        if (vec && gcol + 4 <= N) {
+            asm volatile("st.global.v2.b32 [%0], {%1, %2};\n" :: "l"(dst), "r"(w0), "r"(w1) : "memory");
+        } else {
+            const qc::u16 h[4] = {(qc::u16)w0, (qc::u16)(w0 >> 16), (qc::u16)w1, (qc::u16)(w1 >> 16)};
+            for (int e = 0; e < 4 && gcol + e < N; ++e)
+                dst[e] = h[e];
+        }
+%   end
+    }
+}
+% end
+
 } // namespace qh
 
 // The names the Hopper kernel bodies (gemm_wgmma.cu, gemm_wgmma_q.cuh) use unqualified.

@@ -138,16 +138,13 @@ __device__ __forceinline__ qjit_params rank_part(const qjit_params &p)
     return q;
 }
 
-constexpr int SUM_PITCH = BN + 8; // f32 a row of a rank's tile in its ring: 8 rows of a warp's
-                                  // stores fall on different banks
+constexpr int SUM_PITCH = qh::sum_pitch(BN); // f32 a row of a rank's tile in its ring
 
 // The split tile's end, for every consumer thread (ct of NC*128): once every consumer's wgmma
-// are done with the ring, each rank leaves its f32 tile there row-major; then rank r finishes
-// rows [BM·r/c, BM·(r+1)/c): each value the ranks' sums added in rank order 0, 1, ... (so it
-// depends neither on timing nor on which rank adds), plus the bias, rounded once to OUT and
-// stored to D.  The second cluster barrier keeps every ring alive until the others have read
-// it.  acc[mi][ni][4*j + 2*h + e] is row wg_m*WGM + 64*mi + 16*warp + lane/4 + 8*h, column
-// wg_n*WGN + IN*ni + 8*j + 2*(lane%4) + e of the tile.
+// are done with the ring, each rank leaves its f32 tile there row-major, then qh::split_sum
+// finishes this rank's rows from every rank's.  The second cluster barrier keeps every ring
+// alive until the others have read it.  acc[mi][ni][4*j + 2*h + e] is row wg_m*WGM + 64*mi +
+// 16*warp + lane/4 + 8*h, column wg_n*WGN + IN*ni + 8*j + 2*(lane%4) + e of the tile.
 __device__ __forceinline__ void split_finish(const float (&acc)[MI][NSPLIT][IN / 2], u32 ring, int ct, int wg_m,
                                              int wg_n, int warp, int lane, const qjit_params &p, int m0, int n0,
                                              bool vec)
@@ -168,71 +165,7 @@ __device__ __forceinline__ void split_finish(const float (&acc)[MI][NSPLIT][IN /
                                     "f"(acc[mi][ni][4 * j + 2 * h + 1]) : "memory");
                 }
     qc::cluster_sync();
-    const int c = (int)gridDim.z, r = (int)blockIdx.z;
-    const int M = (int)p.m, N = (int)p.n;
-    const int r0 = BM * r / c, r1 = min(BM * (r + 1) / c, M - m0); // rows past M: nothing to add
-    out_t *__restrict__ D = static_cast<out_t *>(p.d);
-% if BIAS then
-    const out_t *__restrict__ bias = static_cast<const out_t *>(p.bias);
-% end
-#pragma unroll 1
-    for (int i = ct; i < (r1 - r0) * (BN / 4); i += NC * 128) {
-        const int row = r0 + i / (BN / 4), col = (i % (BN / 4)) * 4;
-        const int grow = m0 + row, gcol = n0 + col;
-        if (gcol >= N)
-            continue;
-        const u32 at = ring + (row * SUM_PITCH + col) * 4;
-        // every rank's four values in flight at once, then added in rank order
-        float x[8][4];
-#pragma unroll
-        for (int k = 0; k < 8; ++k) {
-            x[k][0] = x[k][1] = x[k][2] = x[k][3] = 0.f;
-            if (k < c) {
-                u32 peer;
-                asm("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(peer) : "r"(at), "r"(k));
-                asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-                             : "=f"(x[k][0]), "=f"(x[k][1]), "=f"(x[k][2]), "=f"(x[k][3]) : "r"(peer) : "memory");
-            }
-        }
-        float v[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            v[e] = x[0][e];
-#pragma unroll
-            for (int k = 1; k < 8; ++k)
-                if (k < c)
-                    v[e] += x[k][e];
-        }
-% if BIAS then
-        float b[4];
-        qc::bias_pair(bias, gcol, N, b[0], b[1]);
-        qc::bias_pair(bias, gcol + 2, N, b[2], b[3]);
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-            v[e] += b[e];
-% end
-        out_t *dst = D + (long long)grow * p.ldd + gcol;
-% if OUT == "f32" then
-        if (vec && gcol + 4 <= N) {
-            asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n"
-                         :: "l"(dst), "f"(v[0]), "f"(v[1]), "f"(v[2]), "f"(v[3]) : "memory");
-        } else {
-            for (int e = 0; e < 4 && gcol + e < N; ++e)
-                dst[e] = v[e];
-        }
-% else
-        u32 w0, w1; // the first operand goes to the upper half
-        asm("cvt.rn.$(OUT)x2.f32 %0, %1, %2;\n" : "=r"(w0) : "f"(v[1]), "f"(v[0]));
-        asm("cvt.rn.$(OUT)x2.f32 %0, %1, %2;\n" : "=r"(w1) : "f"(v[3]), "f"(v[2]));
-        if (vec && gcol + 4 <= N) {
-            asm volatile("st.global.v2.b32 [%0], {%1, %2};\n" :: "l"(dst), "r"(w0), "r"(w1) : "memory");
-        } else {
-            const u16 h[4] = {(u16)w0, (u16)(w0 >> 16), (u16)w1, (u16)(w1 >> 16)};
-            for (int e = 0; e < 4 && gcol + e < N; ++e)
-                dst[e] = h[e];
-        }
-% end
-    }
+    qh::split_sum<BM, BN, NC * 128>(ring, ct, p, m0, n0, vec);
     qc::cluster_sync();
 }
 % end

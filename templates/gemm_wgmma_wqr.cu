@@ -72,7 +72,11 @@
 %   space = spaces{
 %     default = {config(256, 128, 64, 1, 2, 4), config(256, 128, 64, 1, 2, 3), config(128, 128, 64, 1, 2, 6),
 %                config(128, 128, 64, 1, 2, 4), config(64, 128, 64, 1, 2, 8), config(256, 64, 64, 1, 1, 5),
-%                config(128, 64, 64, 1, 1, 8)},
+%                config(128, 64, 64, 1, 1, 8),
+%                -- K split across a cluster where the tiles leave SMs idle (M = 128-256 on
+%                -- 4096-8192-wide layers)
+%                config(128, 64, 64, 1, 1, 8, 4), config(128, 128, 64, 1, 2, 6, 2), config(256, 128, 64, 1, 2, 4, 2),
+%                config(256, 64, 64, 1, 1, 5, 4)},
 %     ["small-m"] = {config(64, 128, 64, 1, 2, 8), config(128, 128, 64, 1, 2, 6), config(64, 64, 64, 1, 1, 8)},
 %   },
 %   plan = function()
@@ -91,7 +95,14 @@
 %     -- a consumer waits for K tile j's stage before it frees K tile j − 2's: two stages
 %     -- would wait on each other
 %     if STAGES < 3 or STAGES > 8 then unsupported(string.format("gemm_wgmma_wqr: STAGES must be 3..8 (stages=%d)", STAGES)) end
-%     if SPLIT_K ~= 1 then unsupported("gemm_wgmma_wqr: SPLIT_K must be 1") end
+%     -- split=S (2..4): K split across a cluster of up to S CTAs per output tile when the tiles
+%     -- leave SMs idle (the launch chooses how many: one tile a CTA), the ranks' f32 tiles
+%     -- added in rank order (qh::split_sum), each rank finishing a band of the tile's rows
+%     if not (SPLIT_K >= 1 and SPLIT_K <= 4) then unsupported("gemm_wgmma_wqr: split must be 1..4 (split=" .. SPLIT_K .. ")") end
+%     local SPLIT = SPLIT_K > 1
+%     if SPLIT and STAGES * (BM * 128 + BN * 32) < BM * (BN + 8) * 4 then
+%       unsupported(string.format("gemm_wgmma_wqr: split=%d keeps the f32 tile (%d bytes) in the ring, which holds %d at stages=%d", SPLIT_K, BM * (BN + 8) * 4, STAGES * (BM * 128 + BN * 32), STAGES))
+%     end
 %     local NC = WN
 %     local THREADS, PRODUCER_REGS, CONSUMER_REGS, REG_BUDGET = hopper_regs(NC)
 %     local NI = WGN // 64
@@ -101,7 +112,8 @@
 %     local NP, SMEM = hopper_staging("gemm_wgmma_wqr", STAGES * (BM * 128 + BN * 32) + 2048, WGN)
 %     if NP ~= 1 then unsupported(string.format("gemm_wgmma_wqr: %d stages of %dx%dx%d leave too little shared memory to stage the %s output in one pass", STAGES, BM, BN, BK, OUT)) end
 %     return {threads = THREADS, smem = SMEM, k_multiple = 32, ld_multiple = 32, align = 16, persistent = 1,
-%             NC = NC, NP = NP, NI = NI, PRODUCER_REGS = PRODUCER_REGS, CONSUMER_REGS = CONSUMER_REGS, PB_ROW = 32}
+%             NC = NC, NP = NP, NI = NI, PRODUCER_REGS = PRODUCER_REGS, CONSUMER_REGS = CONSUMER_REGS, PB_ROW = 32,
+%             cluster_k = SPLIT and SPLIT_K or 1, k_chunk = SPLIT and BK or 0, SPLIT = SPLIT}
 %   end,
 % }
 % include("gemm_common.cuh")
@@ -155,6 +167,9 @@ struct wqr_weights {
     long long at[NI][2];  // each row's first group
     bool in[NI][2];       // the row is inside N
     int NG;               // groups a row
+%   if SPLIT then
+    int k0;               // the first value of K this CTA sums (a rank of a split: its part's)
+%   end
 % else
     u32 addc;             // (−(magic + o), −(magic/$(HI) + o)), o = $(O)
 % end
@@ -172,6 +187,9 @@ struct wqr_weights {
         zg = static_cast<const gs_t *>(p.zeros_b);
 %   end
         NG = (int)(p.k / $(GROUP));
+%   if SPLIT then
+        k0 = 0;
+%   end
 % else
         addc = pack2(-$(MV + O).f, -$(MV // HI + O).f);
 % end
@@ -198,7 +216,7 @@ struct wqr_weights {
             for (int h = 0; h < 2; ++h)
 #pragma unroll
                 for (int j = 0; j < $(GK); ++j) {
-                    const int grp = (kt * 64 + j * 32) / $(GROUP);
+                    const int grp = ($(SPLIT and "k0 + " or "")kt * 64 + j * 32) / $(GROUP);
                     const bool ok = in[ni][h] && grp < NG;
                     s[ni][h][j] = ok ? sg[at[ni][h] + grp] : (gs_t)0;
 %   if ZEROS then
@@ -282,18 +300,70 @@ __device__ __forceinline__ void wgmma_ktile(float (&d)[BM / 2], const u32 (&a)[4
                    "l"(b), "l"(b + 2), "l"(b + 4), "l"(b + 6), "r"(1)); // scale-d true: d += a·b
 }
 
+% if SPLIT then
+
+// K split across the gridDim.z CTAs of a cluster (rank blockIdx.z; the launch gives each CTA
+// one tile).  Rank r sums whole K tiles [KT·r/c, KT·(r+1)/c) of 64 values: a GEMM of its own
+// over the tokens and the packed weights from value 64·kt0 on (kt0·32 bytes of a packed row),
+// whose scales are the groups from there (wqr_weights::k0).
+__device__ __forceinline__ qjit_params rank_part(const qjit_params &p)
+{
+    qjit_params q = p;
+    const int c = (int)gridDim.z, r = (int)blockIdx.z;
+    const long long kt_all = (p.k + BK - 1) / BK, kt0 = kt_all * r / c, kt1 = kt_all * (r + 1) / c;
+    q.a = static_cast<const qc::u16 *>(p.a) + kt0 * BK;
+    q.b = static_cast<const char *>(p.b) + kt0 * PROW;
+    q.k = (kt1 * BK < p.k ? kt1 * BK : p.k) - kt0 * BK;
+    return q;
+}
+
+// The split tile's end, for every consumer thread (ct of NC*128): once every consumer's wgmma
+// are done with the ring, each rank leaves its f32 tile there as D's tile (Dᵀ's acc[ni][4j +
+// 2h + e], weight 64ni + 16warp + g + 8h of consumer wg_n and token 8j + 2t + e, at row
+// token, column wg_n·WGN + weight), then qh::split_sum finishes this rank's rows.
+__device__ __forceinline__ void split_finish(const float (&acc)[NI][BM / 2], u32 ring, int ct, int wg_n, int warp,
+                                             int lane, const qjit_params &p, int m0, int n0, bool vec)
+{
+    constexpr int SUM_PITCH = qh::sum_pitch(BN);
+    asm volatile("bar.sync 14, $(NC * 128);\n" ::: "memory"); // the consumers' wgmma have read the ring
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int col = wg_n * WGN + 64 * ni + 16 * warp + (lane >> 2) + 8 * h;
+#pragma unroll
+            for (int j = 0; j < BM / 8; ++j)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int row = 8 * j + 2 * (lane & 3) + e;
+                    asm volatile("st.shared.f32 [%0], %1;\n" :: "r"(ring + (row * SUM_PITCH + col) * 4),
+                                 "f"(acc[ni][4 * j + 2 * h + e]) : "memory");
+                }
+        }
+    qc::cluster_sync();
+    qh::split_sum<BM, BN, NC * 128>(ring, ct, p, m0, n0, vec);
+    qc::cluster_sync();
+}
+% end
+
 } // namespace
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const qjit_params p)
 {
-% WALK_P = "p"
+% WALK_P = SPLIT and "q" or "p" -- the GEMM the producer and the walk see
 % include("gemm_hopper_start.cuh")
 
     if (tid < 128) {
 % if NC > 1 then
         asm volatile("setmaxnreg.dec.sync.aligned.u32 $(PRODUCER_REGS);\n" ::: "memory");
 % end
-        qh::produce<BM, BN, STAGES, 2, qh::no_side, PROW>(p, w, ring, full0, empty0, tid);
+        qh::produce<BM, BN, STAGES, 2, qh::no_side, PROW>($(WALK_P), w, ring, full0, empty0, tid);
+% if SPLIT then
+        if (gridDim.z > 1 && first < tiles) { // the consumers' two cluster barriers (split_finish)
+            qc::cluster_sync();
+            qc::cluster_sync();
+        }
+% end
     } else {
 % include("gemm_hopper_consumer.cuh")
         auto release = [&](int q) { // frees stage q for the producer
@@ -307,6 +377,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
             }
         };
         wqr_weights wt(p, ring + A_BYTES, wg_n, warp, lane);
+% if SPLIT and GROUPED then
+        if (gridDim.z > 1) // this rank's groups
+            wt.k0 = (int)(((p.k + BK - 1) / BK) * blockIdx.z / gridDim.z) * BK;
+% end
         u32 fa[NI][4][4], fb[NI][4][4]; // K tiles kt (even) and kt + 1
         for (int t = first; t < tiles; t += stride) {
             int m0, n0;
@@ -371,6 +445,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
             if (KT > 0)
                 release(sa);
             w.main_loops_done(t);
+% if SPLIT then
+            if (gridDim.z > 1) {
+                split_finish(acc, ring, tid - 128, wg_n, warp, lane, p, m0, n0, vec);
+                continue;
+            }
+% end
 
             // Epilogue: acc[ni][4j + 2h + e] is weight 64ni + 16warp + g + 8h (g = lane/4) and
             // token 8j + 2t + e (t = lane%4) of the consumer's part.  Each value is finished in

@@ -296,6 +296,10 @@ static const struct {
     {" kernel=wgmma_wqr tile=64x128x64 warps=1x2 stages=8", WQR_PAIRS, false},
     {" kernel=wgmma_wqr tile=256x64x64 warps=1x1 stages=5", WQR_PAIRS, false},
     {" kernel=wgmma_wqr tile=64x64x64 warps=1x1 stages=3", WQR_PAIRS, false},
+    /* and with K split across a cluster of up to 2 and 4 (the launch splits where the tiles
+     * leave SMs idle: the tests' narrow N) */
+    {" kernel=wgmma_wqr tile=128x128x64 warps=1x2 stages=6 split=2", WQR_PAIRS, false},
+    {" kernel=wgmma_wqr tile=128x64x64 warps=1x1 stages=8 split=4", WQR_PAIRS, false},
     /* packed producers with 3 and 4 staging slots (loads two and three K tiles ahead) */
     {" kernel=wgmma_i8 tile=128x128x128 warps=2x1 stages=5", "a=s8 b=s4", true},
     {" kernel=wgmma_mx tile=64x128x128 warps=1x1 stages=5", "a=e2m1", true},
@@ -591,6 +595,8 @@ int main(int argc, char **argv)
         "gemm a=bf16 b=bf16 out=bf16 bias=1 kernel=wgmma tile=128x256x64 warps=2x1 stages=3 split=8",
         "gemm a=f16 b=f16 out=f32 bias=0 kernel=wgmma tile=128x128x64 warps=2x1 stages=5 split=4",
         "gemm a=bf16 b=bf16 out=f16 kernel=wgmma tile=64x256x64 warps=1x1 stages=4 split=8",
+        "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 kernel=wgmma_wqr tile=128x64x64 warps=1x1 stages=8 split=4",
+        "gemm a=bf16 b=u4 sb=group:128 gs=bf16 zeros=1 out=f32 bias=1 kernel=wgmma_wqr tile=128x128x64 warps=1x2 stages=6 split=2",
         "gemm a=s8 b=s8 sa=row sb=col out=bf16 kernel=mma_i8 tile=16x128x128 warps=1x4 stages=4 split=8",
         "gemm a=s8 b=s4 sa=row sb=col out=bf16 kernel=mma_i8 tile=16x128x128 warps=1x4 stages=4 split=8",
         "gemm a=s8 b=s4 sa=row sb=group:128 gs=f32 out=bf16 kernel=mma_i8 tile=16x128x128 warps=1x4 stages=4 split=8",
