@@ -595,19 +595,22 @@ __device__ __forceinline__ void pass_send(int bar, int q, bool bulk, out_t *D, l
 }
 
 % if SPLIT then
-// K split across the gridDim.z CTAs of a cluster, once every rank has left its f32 tile in
-// its ring as D's tile (row-major, SUM_PITCH floats a row: 8 rows of a warp's stores fall on
-// different banks) and the cluster has synchronized: rank r finishes rows
+// K split across the gridDim.z CTAs of a cluster, once every consumer thread of every rank
+// has left its part of the f32 tile in its ring as D's tile (row-major, SUM_PITCH floats a
+// row: 8 rows of a warp's stores fall on different banks): after a cluster barrier, rank r
+// finishes rows
 // [BM·r/c, BM·(r+1)/c), each value the ranks' sums added in rank order 0, 1, ... (so it
 // depends neither on timing nor on which rank adds), finished in f32 as every epilogue
 // (qc::finish2: its column's B scale, the bias), rounded once to OUT and stored to D.  ct:
-// this thread's index among the NT consumer threads.  The caller synchronizes the cluster
-// again before its ring is reused or left.
+// this thread's index among the NT consumer threads.  A second cluster barrier keeps every
+// ring alive until the others have read it (the producers take part in both: the
+// start of the kernel, gemm_hopper_start.cuh).
 __host__ __device__ constexpr int sum_pitch(int bn) { return bn + 8; }
 template <int BM, int BN, int NT>
 __device__ __forceinline__ void split_sum(u32 ring, int ct, const qjit_params &p, int m0, int n0, bool vec)
 {
     constexpr int SUM_PITCH = sum_pitch(BN);
+    qc::cluster_sync();
     const int c = (int)gridDim.z, r = (int)blockIdx.z;
     const int M = (int)p.m, N = (int)p.n;
     const int r0 = BM * r / c, r1 = min(BM * (r + 1) / c, M - m0); // rows past M: nothing to add
@@ -668,6 +671,7 @@ __device__ __forceinline__ void split_sum(u32 ring, int ct, const qjit_params &p
         }
 %   end
     }
+    qc::cluster_sync();
 }
 % end
 

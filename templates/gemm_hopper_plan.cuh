@@ -78,6 +78,13 @@
 %   while slots > 2 and smem2 + (slots - 2) * per_slot > SMEM_LIMIT do slots = slots - 1 end
 %   return slots
 % end
+% -- hopper_split(plan): the plan with the launch fields of a K split across a cluster of up
+% -- to SPLIT_K CTAs in chunks of BK (none where SPLIT_K is 1), and SPLIT for the kernel text.
+% function hopper_split(plan)
+%   local split = SPLIT_K > 1
+%   plan.cluster_k, plan.k_chunk, plan.SPLIT = split and SPLIT_K or 1, split and BK or 0, split
+%   return plan
+% end
 % function hopper_tile_plan(o)
 %   local name, es = o.name, o.es or 1
 %   if ARCH ~= 90 then unsupported(string.format("%s: needs sm_90a (wgmma, setmaxnreg) (arch=sm_%d)", name, ARCH)) end

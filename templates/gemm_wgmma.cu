@@ -79,9 +79,8 @@
 %     local IN = (THREADS > 384 and WGN > 128) and WGN // 2 or WGN
 %     if not ((BM // WM // 64) * (WGN // 2) + 32 <= REG_BUDGET) then unsupported("gemm_wgmma: the consumer tile's accumulators do not fit in its registers") end
 %     local NP, SMEM = hopper_staging("gemm_wgmma", RING + 2048, WGN)
-%     return {threads = THREADS, smem = SMEM, k_multiple = 8, ld_multiple = 8, align = 16, persistent = 1,
-%             NC = NC, IN = IN, NP = NP, PRODUCER_REGS = PRODUCER_REGS, CONSUMER_REGS = CONSUMER_REGS,
-%             cluster_k = SPLIT and SPLIT_K or 1, k_chunk = SPLIT and BK or 0, SPLIT = SPLIT}
+%     return hopper_split{threads = THREADS, smem = SMEM, k_multiple = 8, ld_multiple = 8, align = 16, persistent = 1,
+%                         NC = NC, IN = IN, NP = NP, PRODUCER_REGS = PRODUCER_REGS, CONSUMER_REGS = CONSUMER_REGS}
 %   end,
 % }
 % include("gemm_common.cuh")
@@ -142,8 +141,8 @@ constexpr int SUM_PITCH = qh::sum_pitch(BN); // f32 a row of a rank's tile in it
 
 // The split tile's end, for every consumer thread (ct of NC*128): once every consumer's wgmma
 // are done with the ring, each rank leaves its f32 tile there row-major, then qh::split_sum
-// finishes this rank's rows from every rank's.  The second cluster barrier keeps every ring
-// alive until the others have read it.  acc[mi][ni][4*j + 2*h + e] is row wg_m*WGM + 64*mi +
+// finishes this rank's rows from every rank's (between two cluster barriers).
+// acc[mi][ni][4*j + 2*h + e] is row wg_m*WGM + 64*mi +
 // 16*warp + lane/4 + 8*h, column wg_n*WGN + IN*ni + 8*j + 2*(lane%4) + e of the tile.
 __device__ __forceinline__ void split_finish(const float (&acc)[MI][NSPLIT][IN / 2], u32 ring, int ct, int wg_m,
                                              int wg_n, int warp, int lane, const qjit_params &p, int m0, int n0,
@@ -164,9 +163,7 @@ __device__ __forceinline__ void split_finish(const float (&acc)[MI][NSPLIT][IN /
                                  :: "r"(ring + (row * SUM_PITCH + col) * 4), "f"(acc[mi][ni][4 * j + 2 * h]),
                                     "f"(acc[mi][ni][4 * j + 2 * h + 1]) : "memory");
                 }
-    qc::cluster_sync();
     qh::split_sum<BM, BN, NC * 128>(ring, ct, p, m0, n0, vec);
-    qc::cluster_sync();
 }
 % end
 
@@ -174,21 +171,8 @@ __device__ __forceinline__ void split_finish(const float (&acc)[MI][NSPLIT][IN /
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const qjit_params p)
 {
-% WALK_P = SPLIT and "q" or "p" -- the GEMM the producer and the walk see
+% PRODUCE_ARGS = "" -- B as A: 128-byte rows
 % include("gemm_hopper_start.cuh")
-
-    if (tid < 128) {
-% if NC > 1 then
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 $(PRODUCER_REGS);\n" ::: "memory");
-% end
-        qh::produce<BM, BN, STAGES, 2>($(WALK_P), w, ring, full0, empty0, tid);
-% if SPLIT then
-        if (gridDim.z > 1 && first < tiles) { // the consumers' two cluster barriers (split_finish)
-            qc::cluster_sync();
-            qc::cluster_sync();
-        }
-% end
-    } else {
 % include("gemm_hopper_consumer.cuh")
         auto release = [&](int q) { // frees stage q for the producer
             if (lane == 0)

@@ -99,8 +99,7 @@
 %     -- leave SMs idle (the launch chooses how many: one tile a CTA), the ranks' f32 tiles
 %     -- added in rank order (qh::split_sum), each rank finishing a band of the tile's rows
 %     if not (SPLIT_K >= 1 and SPLIT_K <= 4) then unsupported("gemm_wgmma_wqr: split must be 1..4 (split=" .. SPLIT_K .. ")") end
-%     local SPLIT = SPLIT_K > 1
-%     if SPLIT and STAGES * (BM * 128 + BN * 32) < BM * (BN + 8) * 4 then
+%     if SPLIT_K > 1 and STAGES * (BM * 128 + BN * 32) < BM * (BN + 8) * 4 then
 %       unsupported(string.format("gemm_wgmma_wqr: split=%d keeps the f32 tile (%d bytes) in the ring, which holds %d at stages=%d", SPLIT_K, BM * (BN + 8) * 4, STAGES * (BM * 128 + BN * 32), STAGES))
 %     end
 %     local NC = WN
@@ -111,9 +110,8 @@
 %     end
 %     local NP, SMEM = hopper_staging("gemm_wgmma_wqr", STAGES * (BM * 128 + BN * 32) + 2048, WGN)
 %     if NP ~= 1 then unsupported(string.format("gemm_wgmma_wqr: %d stages of %dx%dx%d leave too little shared memory to stage the %s output in one pass", STAGES, BM, BN, BK, OUT)) end
-%     return {threads = THREADS, smem = SMEM, k_multiple = 32, ld_multiple = 32, align = 16, persistent = 1,
-%             NC = NC, NP = NP, NI = NI, PRODUCER_REGS = PRODUCER_REGS, CONSUMER_REGS = CONSUMER_REGS, PB_ROW = 32,
-%             cluster_k = SPLIT and SPLIT_K or 1, k_chunk = SPLIT and BK or 0, SPLIT = SPLIT}
+%     return hopper_split{threads = THREADS, smem = SMEM, k_multiple = 32, ld_multiple = 32, align = 16, persistent = 1,
+%                         NC = NC, NP = NP, NI = NI, PRODUCER_REGS = PRODUCER_REGS, CONSUMER_REGS = CONSUMER_REGS, PB_ROW = 32}
 %   end,
 % }
 % include("gemm_common.cuh")
@@ -340,9 +338,7 @@ __device__ __forceinline__ void split_finish(const float (&acc)[NI][BM / 2], u32
                                  "f"(acc[ni][4 * j + 2 * h + e]) : "memory");
                 }
         }
-    qc::cluster_sync();
     qh::split_sum<BM, BN, NC * 128>(ring, ct, p, m0, n0, vec);
-    qc::cluster_sync();
 }
 % end
 
@@ -350,21 +346,8 @@ __device__ __forceinline__ void split_finish(const float (&acc)[NI][BM / 2], u32
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const qjit_params p)
 {
-% WALK_P = SPLIT and "q" or "p" -- the GEMM the producer and the walk see
+% PRODUCE_ARGS = ", qh::no_side, PROW" -- B as stored, 32 bytes a row a K tile
 % include("gemm_hopper_start.cuh")
-
-    if (tid < 128) {
-% if NC > 1 then
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 $(PRODUCER_REGS);\n" ::: "memory");
-% end
-        qh::produce<BM, BN, STAGES, 2, qh::no_side, PROW>($(WALK_P), w, ring, full0, empty0, tid);
-% if SPLIT then
-        if (gridDim.z > 1 && first < tiles) { // the consumers' two cluster barriers (split_finish)
-            qc::cluster_sync();
-            qc::cluster_sync();
-        }
-% end
-    } else {
 % include("gemm_hopper_consumer.cuh")
         auto release = [&](int q) { // frees stage q for the producer
             if (lane == 0)
