@@ -27,7 +27,7 @@
 // BN/WN = 64 weight rows (one m64 block; the code is written for NI blocks, but two made ptxas
 // serialize the wgmma) and all BM tokens (a multiple of 16 up to 256: the wgmma's N); BM/2
 // accumulator registers and 32 for the two register sets of weights, beside ~56.  STAGES 3..8;
-// the output staged in one pass.
+// the output staged in one pass, or two where the tile does not fit beside the ring.
 // Block: 128·(WN + 1) threads.  Shared memory: the ring (STAGES·(BM·128 + BN·32) bytes), 2 KB
 // of alignment slack and mbarriers, and the output staging buffer, BM·(BN·OUT_BYTES + 16).
 //
@@ -109,7 +109,7 @@
 %       unsupported(string.format("gemm_wgmma_wqr: a consumer of %d weights by %d tokens needs %d accumulator and %d weight registers, more than fit in %d", WGN, BM, NI * BM // 2, 32 * NI, REG_BUDGET - 40))
 %     end
 %     local NP, SMEM = hopper_staging("gemm_wgmma_wqr", STAGES * (BM * 128 + BN * 32) + 2048, WGN)
-%     if NP ~= 1 then unsupported(string.format("gemm_wgmma_wqr: %d stages of %dx%dx%d leave too little shared memory to stage the %s output in one pass", STAGES, BM, BN, BK, OUT)) end
+%     if NP > 2 then unsupported(string.format("gemm_wgmma_wqr: %d stages of %dx%dx%d leave too little shared memory to stage the %s output in two passes", STAGES, BM, BN, BK, OUT)) end
 %     return hopper_split{threads = THREADS, smem = SMEM, k_multiple = 32, ld_multiple = 32, align = 16, persistent = 1,
 %                         NC = NC, NP = NP, NI = NI, PRODUCER_REGS = PRODUCER_REGS, CONSUMER_REGS = CONSUMER_REGS, PB_ROW = 32}
 %   end,
@@ -125,7 +125,7 @@ constexpr int PROW = $(PB_ROW); // packed bytes of a weight row a K tile
 constexpr int NI = $(NI);     // m64 blocks of weights a consumer
 constexpr int QJIT_SMEM_BYTES = RING_BYTES + 2048 + BM * EPI_PITCH;
 static_assert(QJIT_SMEM_BYTES <= 227 * 1024, "gemm_wgmma_wqr: tile and stages need more shared memory than an SM has");
-static_assert(NP == 1 && WM == 1 && WGN == 64 * NI, "gemm_wgmma_wqr: one output pass, consumers along N");
+static_assert(NP <= 2 && WM == 1 && WGN == 64 * NI, "gemm_wgmma_wqr: one or two output passes, consumers along N");
 
 % local GROUPED = SB == "group"
 % local MV = A == "bf16" and 128 or 1024 -- the magic's value: 0x4300 (bf16) or 0x6400 (f16)
@@ -439,32 +439,39 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
             // token 8j + 2t + e (t = lane%4) of the consumer's part.  Each value is finished in
             // f32 (col scale, bias), then lanes g and g ^ 1 trade one value so that each holds
             // two adjacent weights of one token: even g those of token 8j + 2t, odd g of
-            // 8j + 2t + 1, which it stages as one pair of D's row.
+            // 8j + 2t + 1, which it stages as one pair of D's row.  In NP passes of SEG weights
+            // (two where the whole tile does not fit beside the ring: the warps of the first
+            // half, then of the second).
             out_t *__restrict__ D = static_cast<out_t *>(p.d);
             const bool bulk = vec && m0 + BM <= M && n0 + BN <= N;
-            const u32 own = epi + wg_n * WGN * (int)sizeof(out_t);
+            const u32 own = epi + wg_n * SEG * (int)sizeof(out_t);
             const int g = lane >> 2, tq = lane & 3, odd = g & 1;
             const qc::factors f(p);
-            qh::pass_open(sender, 1 + c);
 #pragma unroll
-            for (int ni = 0; ni < NI; ++ni)
+            for (int q = 0; q < NP; ++q) {
+                qh::pass_open(sender, 1 + c);
+                if (NP == 1 || 16 * warp / SEG == q) { // this warp's 16 weights are in pass q
 #pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const int col = 64 * ni + 16 * warp + g + 8 * h; // the consumer's weight row
-                    float sb0, sb1, b0, b1;
-                    f.cols(n0 + wg_n * WGN + col, N, sb0, sb1, b0, b1); // sb0, b0: this row's
-                    (void)sb1, (void)b1;
-                    const u32 at = own + (col - odd) * (int)sizeof(out_t) + (2 * tq + odd) * EPI_PITCH;
+                    for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
-                    for (int j = 0; j < BM / 8; ++j) {
-                        float x = acc[ni][4 * j + 2 * h], y = acc[ni][4 * j + 2 * h + 1];
-                        qc::finish2(x, y, f.sa_t, sb0, sb0, b0, b0);
-                        const float other = __shfl_xor_sync(0xffffffffu, odd ? x : y, 4);
-                        qc::stage2(at + 8 * j * EPI_PITCH, odd ? other : x, odd ? y : other);
-                    }
+                        for (int h = 0; h < 2; ++h) {
+                            const int col = 64 * ni + 16 * warp + g + 8 * h; // the consumer's weight row
+                            float sb0, sb1, b0, b1;
+                            f.cols(n0 + wg_n * WGN + col, N, sb0, sb1, b0, b1); // sb0, b0: this row's
+                            (void)sb1, (void)b1;
+                            const u32 at = own + (col - q * SEG - odd) * (int)sizeof(out_t) + (2 * tq + odd) * EPI_PITCH;
+#pragma unroll
+                            for (int j = 0; j < BM / 8; ++j) {
+                                float x = acc[ni][4 * j + 2 * h], y = acc[ni][4 * j + 2 * h + 1];
+                                qc::finish2(x, y, f.sa_t, sb0, sb0, b0, b0);
+                                const float other = __shfl_xor_sync(0xffffffffu, odd ? x : y, 4);
+                                qc::stage2(at + 8 * j * EPI_PITCH, odd ? other : x, odd ? y : other);
+                            }
+                        }
                 }
-            qh::pass_send<BM, WGN>(1 + c, 0, bulk, D, p.ldd, own, EPI_PITCH, m0, n0 + wg_n * WGN, M, N, vec,
-                                   tid & 127);
+                qh::pass_send<BM, SEG>(1 + c, q, bulk, D, p.ldd, own, EPI_PITCH, m0, n0 + wg_n * WGN, M, N, vec,
+                                       tid & 127);
+            }
         }
         if (sender)
             bulk_wait<true>();
