@@ -9,6 +9,46 @@
 // full0 + 8s) completes when the stage's data has landed; empty[s] (at empty0 + 8s) when
 // every consumer warp is done with it.
 
+% -- wgmma_k64(N, TYPES, REG_A): writes wgmma_ktile(d, a, b), which adds one K tile of 64
+% -- 16-bit values to d (64×N f32, this thread's N/2) as four k16 wgmma in one asm statement
+% -- (an asm with 128 operands costs NVVM as much as four): A from shared memory through
+% -- descriptor a (REG_A false; step ks at a + 2ks, 32 bytes into the swizzled rows) or from
+% -- registers a[ks][0..3] (REG_A true: each step's m16n8k16-shaped A fragment), B through
+% -- descriptor b (b + 2ks); TYPES the wgmma's A and B type suffix ("bf16.bf16").  Called in a
+% -- template's namespace, where u32 and u64 are named.
+% function wgmma_k64(N, TYPES, REG_A)
+%   local H = N // 2                 -- accumulator operands %0 .. %(H - 1)
+%   local P = H + (REG_A and 20 or 8) -- the operand that sets scale-d
+__device__ __forceinline__ void wgmma_ktile(float (&d)[$(H)], $(REG_A and "const u32 (&a)[4][4]" or "u64 a"), u64 b)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %$(P), 0;\n"
+%   for ks = 0, 3 do
+                 "wgmma.mma_async.sync.aligned.m64n$(N)k16.f32.$(TYPES) {"
+%     for i = 0, H - 1 do
+                 "%$(i)$(i + 1 < H and "," or "")"
+%     end
+%     if REG_A then
+                 "}, {%$(H + 4 * ks), %$(H + 4 * ks + 1), %$(H + 4 * ks + 2), %$(H + 4 * ks + 3)}, %$(H + 16 + ks), p, 1, 1, 0;\n"
+%     else
+                 "}, %$(H + 2 * ks), %$(H + 2 * ks + 1), p, 1, 1, 0, 0;\n"
+%     end
+%   end
+                 "}\n"
+                 :
+%   for i = 0, H - 1 do
+                 "+f"(d[$(i)])$(i + 1 < H and "," or "")
+%   end
+%   if REG_A then
+                 : "r"(a[0][0]), "r"(a[0][1]), "r"(a[0][2]), "r"(a[0][3]), "r"(a[1][0]), "r"(a[1][1]), "r"(a[1][2]), "r"(a[1][3]),
+                   "r"(a[2][0]), "r"(a[2][1]), "r"(a[2][2]), "r"(a[2][3]), "r"(a[3][0]), "r"(a[3][1]), "r"(a[3][2]), "r"(a[3][3]),
+                   "l"(b), "l"(b + 2), "l"(b + 4), "l"(b + 6), "r"(1)); // scale-d true: d += a·b
+%   else
+                 : "l"(a), "l"(b), "l"(a + 2), "l"(b + 2), "l"(a + 4), "l"(b + 4), "l"(a + 6), "l"(b + 6),
+                   "r"(1)); // scale-d true: d += a·b
+%   end
+}
+% end
+
 namespace qh {
 
 using qc::u32;

@@ -96,27 +96,8 @@ constexpr int IN = $(IN), NSPLIT = WGN / IN; // wgmma N, wgmma per m64 row and k
 constexpr int QJIT_SMEM_BYTES = RING_BYTES + 2048 + BM * EPI_PITCH;
 static_assert(QJIT_SMEM_BYTES <= 227 * 1024, "gemm_wgmma: tile and stages need more shared memory than an SM has");
 
-// d (64×$(IN) f32, this thread's $(IN // 2) of it) += A(64×64)·B($(IN)×64)ᵀ: one K tile as four
-// k16 wgmma in one asm statement (an asm with 128 operands costs NVVM as much as four), the
-// descriptors of step ks being a + 2*ks and b + 2*ks (32 bytes into the swizzled rows).
-__device__ __forceinline__ void wgmma_ktile(float (&d)[IN / 2], u64 a, u64 b)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %$(IN // 2 + 8), 0;\n"
-% for ks = 0, 3 do
-                 "wgmma.mma_async.sync.aligned.m64n$(IN)k16.f32.$(A).$(B) {"
-%   for i = 0, IN // 2 - 1 do
-                 "%$(i)$(i + 1 < IN // 2 and "," or "")"
-%   end
-                 "}, %$(IN // 2 + 2 * ks), %$(IN // 2 + 2 * ks + 1), p, 1, 1, 0, 0;\n"
-% end
-                 "}\n"
-                 :
-% for i = 0, IN // 2 - 1 do
-                 "+f"(d[$(i)])$(i + 1 < IN // 2 and "," or "")
-% end
-                 : "l"(a), "l"(b), "l"(a + 2), "l"(b + 2), "l"(a + 4), "l"(b + 4), "l"(a + 6), "l"(b + 6),
-                   "r"(1)); // scale-d true: d += a·b
-}
+// d (64×$(IN) f32) += A(64×64)·B($(IN)×64)ᵀ, both from the ring: one K tile (gemm_hopper.cuh)
+% wgmma_k64(IN, A .. "." .. B, false)
 
 % if BIAS then
 using qc::bias_at;

@@ -276,27 +276,9 @@ struct wqr_weights {
     }
 };
 
-// d (64×BM f32, this thread's BM/2) += A(64×64, registers)·B(BM×64, shared)ᵀ: one K tile as
-// four k16 wgmma, the tokens' descriptor of step ks being b + 2·ks (32 bytes into the rows).
-__device__ __forceinline__ void wgmma_ktile(float (&d)[BM / 2], const u32 (&a)[4][4], u64 b)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %$(BM // 2 + 20), 0;\n"
-% for ks = 0, 3 do
-                 "wgmma.mma_async.sync.aligned.m64n$(BM)k16.f32.$(A).$(A) {"
-%   for i = 0, BM // 2 - 1 do
-                 "%$(i)$(i + 1 < BM // 2 and "," or "")"
-%   end
-                 "}, {%$(BM // 2 + 4 * ks), %$(BM // 2 + 4 * ks + 1), %$(BM // 2 + 4 * ks + 2), %$(BM // 2 + 4 * ks + 3)}, %$(BM // 2 + 16 + ks), p, 1, 1, 0;\n"
-% end
-                 "}\n"
-                 :
-% for i = 0, BM // 2 - 1 do
-                 "+f"(d[$(i)])$(i + 1 < BM // 2 and "," or "")
-% end
-                 : "r"(a[0][0]), "r"(a[0][1]), "r"(a[0][2]), "r"(a[0][3]), "r"(a[1][0]), "r"(a[1][1]), "r"(a[1][2]), "r"(a[1][3]),
-                   "r"(a[2][0]), "r"(a[2][1]), "r"(a[2][2]), "r"(a[2][3]), "r"(a[3][0]), "r"(a[3][1]), "r"(a[3][2]), "r"(a[3][3]),
-                   "l"(b), "l"(b + 2), "l"(b + 4), "l"(b + 6), "r"(1)); // scale-d true: d += a·b
-}
+// d (64×BM f32) += A(64×64, the weights in registers)·B(BM×64, the tokens in the ring)ᵀ:
+// one K tile (gemm_hopper.cuh)
+% wgmma_k64(BM, A .. "." .. A, true)
 
 % if SPLIT then
 
