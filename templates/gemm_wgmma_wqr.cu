@@ -1,8 +1,8 @@
 // gemm_wgmma_wqr.cu — Hopper GEMM for W4A16 with the weights dequantized in registers, sm_90a
 // only: A f16|bf16 (the tokens) × B s4|u4 (the weights) with col or group:g scales (zeros for
 // u4 groups).  The weights are wgmma's A operand, taken from registers, and the tokens its B
-// operand, from shared memory: each consumer warpgroup computes Dᵀ for its 64 or 128 weight
-// rows and all BM tokens of the tile (wgmma m64nBMk16), so that a weight row is dequantized
+// operand, from shared memory: each consumer warpgroup computes Dᵀ for its 64 weight rows
+// and all BM tokens of the tile (wgmma m64nBMk16), so that a weight row is dequantized
 // once for BM tokens, in the consumer's own registers, while the tensor cores run the K tile
 // before it.  No dequantized copy of B is written to shared memory, and no producer waits on
 // an expansion.
@@ -99,16 +99,17 @@
 %     -- leave SMs idle (the launch chooses how many: one tile a CTA), the ranks' f32 tiles
 %     -- added in rank order (qh::split_sum), each rank finishing a band of the tile's rows
 %     if not (SPLIT_K >= 1 and SPLIT_K <= 4) then unsupported("gemm_wgmma_wqr: split must be 1..4 (split=" .. SPLIT_K .. ")") end
-%     if SPLIT_K > 1 and STAGES * (BM * 128 + BN * 32) < BM * (BN + 8) * 4 then
-%       unsupported(string.format("gemm_wgmma_wqr: split=%d keeps the f32 tile (%d bytes) in the ring, which holds %d at stages=%d", SPLIT_K, BM * (BN + 8) * 4, STAGES * (BM * 128 + BN * 32), STAGES))
+%     local RING = STAGES * (BM * 128 + BN * 32)
+%     if SPLIT_K > 1 and RING < BM * (BN + 8) * 4 then
+%       unsupported(string.format("gemm_wgmma_wqr: split=%d keeps the f32 tile (%d bytes) in the ring, which holds %d at stages=%d", SPLIT_K, BM * (BN + 8) * 4, RING, STAGES))
 %     end
 %     local NC = WN
 %     local THREADS, PRODUCER_REGS, CONSUMER_REGS, REG_BUDGET = hopper_regs(NC)
 %     local NI = WGN // 64
 %     if NI * BM // 2 + 32 * NI + 56 > REG_BUDGET then
-%       unsupported(string.format("gemm_wgmma_wqr: a consumer of %d weights by %d tokens needs %d accumulator and %d weight registers, more than fit in %d", WGN, BM, NI * BM // 2, 32 * NI, REG_BUDGET - 40))
+%       unsupported(string.format("gemm_wgmma_wqr: a consumer of %d weights by %d tokens needs %d accumulator and %d weight registers, more than fit in %d", WGN, BM, NI * BM // 2, 32 * NI, REG_BUDGET - 56))
 %     end
-%     local NP, SMEM = hopper_staging("gemm_wgmma_wqr", STAGES * (BM * 128 + BN * 32) + 2048, WGN)
+%     local NP, SMEM = hopper_staging("gemm_wgmma_wqr", RING + 2048, WGN)
 %     if NP > 2 then unsupported(string.format("gemm_wgmma_wqr: %d stages of %dx%dx%d leave too little shared memory to stage the %s output in two passes", STAGES, BM, BN, BK, OUT)) end
 %     return hopper_split{threads = THREADS, smem = SMEM, k_multiple = 32, ld_multiple = 32, align = 16, persistent = 1,
 %                         NC = NC, NP = NP, NI = NI, PRODUCER_REGS = PRODUCER_REGS, CONSUMER_REGS = CONSUMER_REGS, PB_ROW = 32}
@@ -343,8 +344,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
         };
         wqr_weights wt(p, ring + A_BYTES, wg_n, warp, lane);
 % if SPLIT and GROUPED then
-        if (gridDim.z > 1) // this rank's groups
-            wt.k0 = (int)(((p.k + BK - 1) / BK) * blockIdx.z / gridDim.z) * BK;
+        wt.k0 = (int)(static_cast<const qc::u16 *>(q.a) - static_cast<const qc::u16 *>(p.a)); // this rank's groups
 % end
         u32 fa[NI][4][4], fb[NI][4][4]; // K tiles kt (even) and kt + 1
         for (int t = first; t < tiles; t += stride) {
@@ -354,9 +354,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
             qc::zero(acc);
             wt.tile(n0, wg_n, warp, lane, N);
             wt.fetch(0);
-            // The K tile in one register set is issued, then the next one's stage is waited for
-            // and dequantized into the other set once the wgmma that read it last are done; the
-            // loop is straight-line over two K tiles so that ptxas sees which set is in flight.
 % -- issue(R, S): the K tile in register set R, its tokens in stage S
 % local function issue(R, S)
             fence_proxy_async(); // wgmma reads what cp.async wrote
