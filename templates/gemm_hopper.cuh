@@ -9,25 +9,36 @@
 // full0 + 8s) completes when the stage's data has landed; empty[s] (at empty0 + 8s) when
 // every consumer warp is done with it.
 
-% -- wgmma_k64(N, TYPES, REG_A): writes wgmma_ktile(d, a, b), which adds one K tile of 64
-% -- 16-bit values to d (64×N f32, this thread's N/2) as four k16 wgmma in one asm statement
+% -- wgmma_k64(N, TYPES, REG_A, INT): writes wgmma_ktile(d, a, b), which adds one K tile (one
+% -- 128-byte row of K: 64 16-bit values, or with INT 128 8-bit ones) to d (64×N, this
+% -- thread's N/2: f32, or with INT s32) as four k16 (INT: k32) wgmma in one asm statement
 % -- (an asm with 128 operands costs NVVM as much as four): A from shared memory through
 % -- descriptor a (REG_A false; step ks at a + 2ks, 32 bytes into the swizzled rows) or from
-% -- registers a[ks][0..3] (REG_A true: each step's m16n8k16-shaped A fragment), B through
-% -- descriptor b (b + 2ks); TYPES the wgmma's A and B type suffix ("bf16.bf16").  Called in a
+% -- registers a[ks][0..3] (REG_A true: each step's m16n8k16-shaped A fragment; with INT
+% -- m16n8k32's, the same bytes), B through descriptor b (b + 2ks); TYPES the wgmma's A and B
+% -- type suffix ("bf16.bf16", "s8.s8").  With INT (register A only) wgmma_ktile takes a
+% -- fourth argument: fresh, where the K tile's first wgmma starts d from zero.  Called in a
 % -- template's namespace, where u32 and u64 are named.
-% function wgmma_k64(N, TYPES, REG_A)
+% function wgmma_k64(N, TYPES, REG_A, INT)
 %   local H = N // 2                 -- accumulator operands %0 .. %(H - 1)
 %   local P = H + (REG_A and 20 or 8) -- the operand that sets scale-d
-__device__ __forceinline__ void wgmma_ktile(float (&d)[$(H)], $(REG_A and "const u32 (&a)[4][4]" or "u64 a"), u64 b)
+%   local ACC = INT and "int" or "float"
+%   local SIG = INT and "const u32 (&a)[4][4], u64 b, int fresh" or (REG_A and "const u32 (&a)[4][4]" or "u64 a") .. ", u64 b"
+__device__ __forceinline__ void wgmma_ktile($(ACC) (&d)[$(H)], $(SIG))
 {
+%   if INT then
+    asm volatile("{\n.reg .pred p, q;\nsetp.eq.b32 p, %$(P), 0;\nsetp.ne.b32 q, %$(P + 1), 0;\n"
+%   else
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %$(P), 0;\n"
+%   end
 %   for ks = 0, 3 do
-                 "wgmma.mma_async.sync.aligned.m64n$(N)k16.f32.$(TYPES) {"
+                 "wgmma.mma_async.sync.aligned.m64n$(N)$(INT and "k32.s32." or "k16.f32.")$(TYPES) {"
 %     for i = 0, H - 1 do
                  "%$(i)$(i + 1 < H and "," or "")"
 %     end
-%     if REG_A then
+%     if INT then
+                 "}, {%$(H + 4 * ks), %$(H + 4 * ks + 1), %$(H + 4 * ks + 2), %$(H + 4 * ks + 3)}, %$(H + 16 + ks), $(ks == 0 and "p" or "q");\n"
+%     elseif REG_A then
                  "}, {%$(H + 4 * ks), %$(H + 4 * ks + 1), %$(H + 4 * ks + 2), %$(H + 4 * ks + 3)}, %$(H + 16 + ks), p, 1, 1, 0;\n"
 %     else
                  "}, %$(H + 2 * ks), %$(H + 2 * ks + 1), p, 1, 1, 0, 0;\n"
@@ -36,12 +47,16 @@ __device__ __forceinline__ void wgmma_ktile(float (&d)[$(H)], $(REG_A and "const
                  "}\n"
                  :
 %   for i = 0, H - 1 do
-                 "+f"(d[$(i)])$(i + 1 < H and "," or "")
+                 "$(INT and "+r" or "+f")"(d[$(i)])$(i + 1 < H and "," or "")
 %   end
 %   if REG_A then
                  : "r"(a[0][0]), "r"(a[0][1]), "r"(a[0][2]), "r"(a[0][3]), "r"(a[1][0]), "r"(a[1][1]), "r"(a[1][2]), "r"(a[1][3]),
                    "r"(a[2][0]), "r"(a[2][1]), "r"(a[2][2]), "r"(a[2][3]), "r"(a[3][0]), "r"(a[3][1]), "r"(a[3][2]), "r"(a[3][3]),
+%     if INT then
+                   "l"(b), "l"(b + 2), "l"(b + 4), "l"(b + 6), "r"(fresh), "r"(1)); // scale-d: d += a·b; a fresh K tile's first: d = a·b
+%     else
                    "l"(b), "l"(b + 2), "l"(b + 4), "l"(b + 6), "r"(1)); // scale-d true: d += a·b
+%     end
 %   else
                  : "l"(a), "l"(b), "l"(a + 2), "l"(b + 2), "l"(a + 4), "l"(b + 4), "l"(a + 6), "l"(b + 6),
                    "r"(1)); // scale-d true: d += a·b
@@ -239,11 +254,17 @@ struct no_side {
 // and chunks past K copy 0 source bytes (zeros; their addresses are never read). K·ES,
 // lda·ES and ldb·ES are multiples of 16.
 // PB_ROW (packed B, 0: none): B is stored in 4 bits a value (two a byte along K) and copied as
-// stored, PB_ROW = 32 bytes a row a K tile, into rows of the stage after A's tiles: thread t
-// copies chunk t%2 of rows t/2 + 64*i, its two halves swapped in rows whose bit 2 is set
-// (pb_half), so that eight rows' same half read by eight lanes fall on different banks.
+// stored, PB_ROW = 32 bytes a row a K tile (64 values of 16 bits in A's row) or 64 (128 of 8
+// bits), into rows of the stage after A's tiles: thread t copies 16-byte chunk t%C of rows
+// t/C + (128/C)*i (C = PB_ROW/16 chunks a row), the chunks placed by pb_chunk, so that eight
+// rows' same chunk read by eight lanes fall on different banks: with 32-byte rows the two
+// halves swapped in rows whose bit 2 is set, with 64-byte rows chunk c at c ^ (row/2 % 4).
 // ldb then counts 4-bit values, and K and ldb are multiples of 32.
 __device__ __forceinline__ int pb_half(int row, int half) { return half ^ ((row >> 2) & 1); }
+template <int PB_ROW> __device__ __forceinline__ int pb_chunk(int row, int c)
+{
+    return PB_ROW == 32 ? pb_half(row, c) : c ^ ((row >> 1) & 3);
+}
 template <int BM, int BN, int STAGES, int ES, class Side = no_side, int PB_ROW = 0>
 __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM, BN, ES> &w, u32 ring,
                                         u32 full0, u32 empty0, int tid, Side side = Side())
@@ -254,9 +275,10 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
     const int ld_row = tid >> 3, ld_chunk = tid & 7;
     const u32 ld_off = ld_row * ROW_BYTES + ((ld_chunk ^ (ld_row & 7)) << 4);
     const long long a_pass = LD_ROWS * p.lda * ES, b_pass = LD_ROWS * p.ldb * ES;
-    static_assert(PB_ROW == 0 || PB_ROW == 32, "produce: a packed B row is 32 bytes a K tile");
-    const int pb_row = tid >> 1, pb_chunk = tid & 1; // packed B: 64 rows a pass
-    const u32 pb_off = A_BYTES + pb_row * PB_ROW + (pb_half(pb_row, pb_chunk) << 4);
+    static_assert(PB_ROW == 0 || PB_ROW == 32 || PB_ROW == 64, "produce: a packed B row is 32 or 64 bytes a K tile");
+    constexpr int PB_LOG = PB_ROW == 64 ? 2 : 1, PB_CH = 1 << PB_LOG; // packed B: 16-byte chunks a row
+    const int pb_row = tid >> PB_LOG, pb_ch = tid & (PB_CH - 1);      // 128/PB_CH rows a pass
+    const u32 pb_off = A_BYTES + pb_row * PB_ROW + (pb_chunk<PB_ROW>(pb_row, pb_ch) << 4);
     // (a PREFETCH side is produce_packed's: no family gives one to this producer)
     static_assert(!Side::PREFETCH, "produce: side data with PREFETCH goes with produce_packed");
     int s = 0, n = 0; // stage, K tiles issued
@@ -270,7 +292,7 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
         const char *b_src;
         int b_rows;
         if constexpr (PB_ROW) {
-            b_src = static_cast<const char *>(p.b) + (long long)(n0 + pb_row) * (p.ldb / 2) + pb_chunk * 16;
+            b_src = static_cast<const char *>(p.b) + (long long)(n0 + pb_row) * (p.ldb / 2) + pb_ch * 16;
             b_rows = N - n0 - pb_row;
         } else {
             b_src = static_cast<const char *>(p.b) + (long long)(n0 + ld_row) * p.ldb * ES + ld_chunk * 16;
@@ -285,8 +307,8 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
             issue_rows<BM, LD_ROWS, ROW_BYTES>(st, a_src + k, a_pass, a_rows, k_ok);
             if constexpr (PB_ROW) {
                 const int kb = kt * PB_ROW; // bytes of packed K
-                issue_rows<BN, 128 / 2, PB_ROW>(ring + s * STAGE_BYTES + pb_off, b_src + kb, 64 * (p.ldb / 2), b_rows,
-                                                kb + pb_chunk * 16 < p.k / 2);
+                issue_rows<BN, 128 / PB_CH, PB_ROW>(ring + s * STAGE_BYTES + pb_off, b_src + kb,
+                                                    (128 / PB_CH) * (p.ldb / 2), b_rows, kb + pb_ch * 16 < p.k / 2);
             } else {
                 issue_rows<BN, LD_ROWS, ROW_BYTES>(st + A_BYTES, b_src + k, b_pass, b_rows, k_ok);
             }

@@ -36,23 +36,47 @@
 // wgmma_wq, which keeps the pairs this family does not serve (s8, e2m1, scales of another type).
 % -- qjit family: name=wgmma_wqr id=12 order=25
 % include("gemm_hopper_plan.cuh")
-% -- the pairs and scale modes the register dequantization is exact for: 4-bit weights, col
-% -- scales, or group scales of A's own type (and zero points of it, u4 only) in groups of a
-% -- multiple of 32 values
+% -- the pairs and scale modes the register dequantization is exact for.  W4A16: 4-bit
+% -- weights, col scales, or group scales of A's own type (and zero points of it, u4 only) in
+% -- groups of a multiple of 32 values.  W4A8 (int8 wgmma): s8 tokens with none|tensor|row
+% -- scales, s4 weights with none|tensor|col scales, or group scales (any type) in groups of a
+% -- multiple of 128, one K tile: each K tile's exact int32 sums are promoted into f32.
 % local function wqr_pair()
+%   if A == "s8" then
+%     if not (one_of(SA, "none", "tensor", "row") and B == "s4" and not ZEROS) then return false end
+%     return one_of(SB, "none", "tensor", "col") or (SB == "group" and GROUP % 128 == 0)
+%   end
 %   if not (one_of(A, "f16", "bf16") and SA == "none" and one_of(B, "s4", "u4")) then return false end
 %   if SB == "col" then return not ZEROS end
 %   return SB == "group" and GS == A and GROUP % 32 == 0 and (not ZEROS or B == "u4")
 % end
 % -- a configuration: BM tokens by BN weights, the consumers along N; a named tile without named
 % -- warps gets a warpgroup for every 64 weights (at most two), a named one keeps its warps
+% local function wqr_bk() return A == "s8" and 128 or 64 end -- values of K a K tile: one 128-byte token row
 % local function wqr_choose(bm, bn, wn, stages)
-%   local c = config(bm, bn, 64, 1, wn, stages)
+%   local c = config(bm, bn, wqr_bk(), 1, wn, stages)
 %   if BM ~= 0 then c.bm, c.bn, c.bk, c.wm, c.wn = BM, BN, BK, 1, math.max(1, math.min(2, BN // 64)) end
 %   if WM ~= 0 then c.wm, c.wn = WM, WN end
 %   if STAGES ~= 0 then c.stages = STAGES end
 %   return c
 % end
+% -- the tuner's candidates: W4A16 (BK = 64) and W4A8 (BK = 128)
+% local wqr_space16 = {
+%   default = {config(256, 128, 64, 1, 2, 4), config(256, 128, 64, 1, 2, 3), config(128, 128, 64, 1, 2, 6),
+%              config(128, 128, 64, 1, 2, 4), config(64, 128, 64, 1, 2, 8), config(256, 64, 64, 1, 1, 5),
+%              config(128, 64, 64, 1, 1, 8),
+%              -- K split across a cluster where the tiles leave SMs idle (M = 128-256 on
+%              -- 4096-8192-wide layers)
+%              config(128, 64, 64, 1, 1, 8, 4), config(128, 128, 64, 1, 2, 6, 2), config(256, 128, 64, 1, 2, 4, 2),
+%              config(256, 64, 64, 1, 1, 5, 4)},
+%   ["small-m"] = {config(64, 128, 64, 1, 2, 8), config(128, 128, 64, 1, 2, 6), config(64, 64, 64, 1, 1, 8)},
+% }
+% local wqr_space8 = {
+%   default = {config(256, 128, 128, 1, 2, 3), config(256, 128, 128, 1, 2, 4), config(128, 128, 128, 1, 2, 6),
+%              config(128, 128, 128, 1, 2, 4), config(64, 128, 128, 1, 2, 8), config(256, 64, 128, 1, 1, 5),
+%              config(128, 64, 128, 1, 1, 8)},
+%   ["small-m"] = {config(64, 128, 128, 1, 2, 8), config(128, 128, 128, 1, 2, 6), config(64, 64, 128, 1, 1, 8)},
+% }
 % family {
 %   floor = 90,
 %   -- its GPU tests ran clean on the H100 (test_gpu_quant)
@@ -66,26 +90,32 @@
 %     if m ~= 0 and m <= 64 and BM == 0 then return NAMED and wqr_choose(64, 128, 2, 8) or nil end
 %     -- a named tile or named warps: one configuration at every M, 4 stages
 %     if BM ~= 0 or WM ~= 0 then return wqr_choose(128, 128, 2, 4) end
+%     -- W4A8: by name only until its GPU tests have run on the H100
+%     if A == "s8" and not NAMED then return nil end
+%     -- W4A8 with groups: a part and a total of 64 registers each for 128 tokens; without, the
+%     -- 256-token tile of three stages (four need the output in two passes)
+%     if A == "s8" and SB == "group" then return wqr_choose(128, 128, 2, 6) end
+%     if A == "s8" and (m == 0 or m > 256) and OUT ~= "f32" then return wqr_choose(256, 128, 2, 3) end
 %     if (m ~= 0 and m <= 256) or OUT == "f32" then return wqr_choose(128, 128, 2, 6) end
 %     return wqr_choose(256, 128, 2, 4)
 %   end,
-%   space = spaces{
-%     default = {config(256, 128, 64, 1, 2, 4), config(256, 128, 64, 1, 2, 3), config(128, 128, 64, 1, 2, 6),
-%                config(128, 128, 64, 1, 2, 4), config(64, 128, 64, 1, 2, 8), config(256, 64, 64, 1, 1, 5),
-%                config(128, 64, 64, 1, 1, 8),
-%                -- K split across a cluster where the tiles leave SMs idle (M = 128-256 on
-%                -- 4096-8192-wide layers)
-%                config(128, 64, 64, 1, 1, 8, 4), config(128, 128, 64, 1, 2, 6, 2), config(256, 128, 64, 1, 2, 4, 2),
-%                config(256, 64, 64, 1, 1, 5, 4)},
-%     ["small-m"] = {config(64, 128, 64, 1, 2, 8), config(128, 128, 64, 1, 2, 6), config(64, 64, 64, 1, 1, 8)},
-%   },
+%   space = function(name)
+%     if A ~= "s8" then return wqr_space16[name] end
+%     local t = {}
+%     for _, c in ipairs(wqr_space8[name] or {}) do
+%       -- a part and a total of 256 tokens do not fit a consumer's registers
+%       if not (SB == "group" and c.bm > 128) then t[#t + 1] = c end
+%     end
+%     return t
+%   end,
 %   plan = function()
 %     if not wqr_pair() then
-%       unsupported(string.format("gemm_wgmma_wqr takes a=f16|bf16 sa=none with b=s4|u4 and sb=col, or sb=group:g (g a multiple of 32) with gs=%s (zeros for u4) (got a=%s b=%s sa=%s sb=%s gs=%s group=%d zeros=%d)", A, A, B, SA, SB, GS or "-", GROUP or 0, ZEROS and 1 or 0))
+%       unsupported(string.format("gemm_wgmma_wqr takes a=f16|bf16 sa=none with b=s4|u4 and sb=col, or sb=group:g (g a multiple of 32) with gs=a (zeros for u4); or a=s8 sa=none|tensor|row with b=s4 and sb=none|tensor|col or sb=group:g (g a multiple of 128) (got a=%s b=%s sa=%s sb=%s gs=%s group=%d zeros=%d)", A, B, SA, SB, GS or "-", GROUP or 0, ZEROS and 1 or 0))
 %     end
 %     if not one_of(OUT, "f16", "bf16", "f32") then unsupported("gemm_wgmma_wqr: out must be f16, bf16 or f32") end
 %     if ARCH ~= 90 then unsupported(string.format("gemm_wgmma_wqr: needs sm_90a (wgmma, setmaxnreg) (arch=sm_%d)", ARCH)) end
-%     if BK ~= 64 then unsupported(string.format("gemm_wgmma_wqr: BK must be 64 (tile=%dx%dx%d)", BM, BN, BK)) end
+%     local INT, PROMOTE = A == "s8", A == "s8" and SB == "group"
+%     if BK ~= wqr_bk() then unsupported(string.format("gemm_wgmma_wqr: BK must be %d for a=%s, one 128-byte row of tokens (tile=%dx%dx%d)", wqr_bk(), A, BM, BN, BK)) end
 %     if WM ~= 1 or WN < 1 or WN > 2 then unsupported(string.format("gemm_wgmma_wqr: the consumers split the weights: warps=1x1 or 1x2 (warps=%dx%d)", WM, WN)) end
 %     local WGN = BN // WN
 %     -- one m64 block of weights a consumer: with two, ptxas serialized the wgmma (C7520,
@@ -99,20 +129,24 @@
 %     -- leave SMs idle (the launch chooses how many: one tile a CTA), the ranks' f32 tiles
 %     -- added in rank order (qh::split_sum), each rank finishing a band of the tile's rows
 %     if not (SPLIT_K >= 1 and SPLIT_K <= 4) then unsupported("gemm_wgmma_wqr: split must be 1..4 (split=" .. SPLIT_K .. ")") end
-%     local RING = STAGES * (BM * 128 + BN * 32)
+%     if INT and SPLIT_K ~= 1 then unsupported("gemm_wgmma_wqr: a=s8 takes no K split (split=" .. SPLIT_K .. ")") end
+%     local PROW = BK // 2 -- packed bytes of a weight row a K tile
+%     local RING = STAGES * (BM * 128 + BN * PROW)
 %     if SPLIT_K > 1 and RING < BM * (BN + 8) * 4 then
 %       unsupported(string.format("gemm_wgmma_wqr: split=%d keeps the f32 tile (%d bytes) in the ring, which holds %d at stages=%d", SPLIT_K, BM * (BN + 8) * 4, RING, STAGES))
 %     end
 %     local NC = WN
 %     local THREADS, PRODUCER_REGS, CONSUMER_REGS, REG_BUDGET = hopper_regs(NC)
 %     local NI = WGN // 64
-%     if NI * BM // 2 + 32 * NI + 56 > REG_BUDGET then
-%       unsupported(string.format("gemm_wgmma_wqr: a consumer of %d weights by %d tokens needs %d accumulator and %d weight registers, more than fit in %d", WGN, BM, NI * BM // 2, 32 * NI, REG_BUDGET - 56))
+%     -- W4A8 with groups: each K tile's int32 part beside the f32 total
+%     local ACC = NI * BM // 2 * (PROMOTE and 2 or 1)
+%     if ACC + 32 * NI + 56 > REG_BUDGET then
+%       unsupported(string.format("gemm_wgmma_wqr: a consumer of %d weights by %d tokens needs %d accumulator and %d weight registers, more than fit in %d", WGN, BM, ACC, 32 * NI, REG_BUDGET - 56))
 %     end
 %     local NP, SMEM = hopper_staging("gemm_wgmma_wqr", RING + 2048, WGN)
 %     if NP > 2 then unsupported(string.format("gemm_wgmma_wqr: %d stages of %dx%dx%d leave too little shared memory to stage the %s output in two passes", STAGES, BM, BN, BK, OUT)) end
 %     return hopper_split{threads = THREADS, smem = SMEM, k_multiple = 32, ld_multiple = 32, align = 16, persistent = 1,
-%                         NC = NC, NP = NP, NI = NI, PRODUCER_REGS = PRODUCER_REGS, CONSUMER_REGS = CONSUMER_REGS, PB_ROW = 32}
+%                         NC = NC, NP = NP, NI = NI, PRODUCER_REGS = PRODUCER_REGS, CONSUMER_REGS = CONSUMER_REGS, PB_ROW = PROW}
 %   end,
 % }
 % include("gemm_common.cuh")
@@ -121,7 +155,7 @@
 namespace {
 
 % include("gemm_hopper_tile.cuh")
-constexpr int BK = 64;        // values of K a stage
+constexpr int BK = $(BK);       // values of K a stage: one 128-byte row of tokens
 constexpr int PROW = $(PB_ROW); // packed bytes of a weight row a K tile
 constexpr int NI = $(NI);     // m64 blocks of weights a consumer
 constexpr int QJIT_SMEM_BYTES = RING_BYTES + 2048 + BM * EPI_PITCH;
@@ -129,18 +163,21 @@ static_assert(QJIT_SMEM_BYTES <= 227 * 1024, "gemm_wgmma_wqr: tile and stages ne
 static_assert(NP <= 2 && WM == 1 && WGN == 64 * NI, "gemm_wgmma_wqr: one or two output passes, consumers along N");
 
 % local GROUPED = SB == "group"
+% local INT = A == "s8"                   -- W4A8: int8 wgmma on the weights as s8 bytes 16·q
+% local PROMOTE = INT and GROUPED         -- each K tile's int32 sums promoted into an f32 total
 % local MV = A == "bf16" and 128 or 1024 -- the magic's value: 0x4300 (bf16) or 0x6400 (f16)
 % local O = B == "s4" and 8 or 0          -- s4 is stored as q ^ 8 = q + 8 after the lop3
 % -- f16 (10 mantissa bits) takes a byte's high nibble where it stands, 16 times its value; bf16
 % -- (7 bits) takes it from the word shifted right by 4, at its value
 % local HI = A == "bf16" and 1 or 16
 % local XOR = (A == "bf16" and 0x43004300 or 0x64006400) ~ (B == "s4" and (HI == 16 and 0x00800008 or 0x00080008) or 0)
-% local GK = GROUPED and math.max(1, 64 // GROUP) or 1 -- scale groups a K tile
+% local GK = GROUPED and math.max(1, BK // GROUP) or 1 -- scale groups a K tile
 % if GROUPED then
 using qc::gs_t;
 using qc::gs_f32;
 % end
 
+% if not INT then
 // Two f32 as A's two-lane type, lo in the low half (exact for the small integers used here).
 __device__ __forceinline__ u32 pack2(float lo, float hi)
 {
@@ -148,14 +185,22 @@ __device__ __forceinline__ u32 pack2(float lo, float hi)
     asm("cvt.rn.$(A)x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
 }
+% end
 
 // This consumer thread's weights: rows g and g + 8 (g = lane/4) of its warp's 16 in each of
-// its NI m64 blocks, dequantized K tile by K tile into wgmma A fragments f[ni][ks][r]: r = 0,
-// 1 rows g, g + 8 at k = 16ks + 2t, + 1; r = 2, 3 the same rows at k = 16ks + 2t + 8, + 9.
+// its NI m64 blocks, dequantized K tile by K tile into wgmma A fragments f[ni][ks][r].  W4A16:
+// r = 0, 1 rows g, g + 8 at k = 16ks + 2t, + 1; r = 2, 3 the same rows at k = 16ks + 2t + 8,
+// + 9.  W4A8: r = 0, 1 rows g, g + 8 at k = 32ks + 4t .. + 3; r = 2, 3 at k = 32ks + 4t + 16
+// .. + 19: the same bytes of a 32-byte step, a k32 step's s8 values.
 struct wqr_weights {
+% if INT then
+    u32 rows;  // row g of block 0 in stage 0, at its chunk 0 (chunk c at c ^ (row/2 % 4): pb_chunk)
+    u32 sel;   // prmt: bytes 2t, 2t, 2t + 1, 2t + 1 of a word pair (k = 4t, 4t + 1 | 4t + 2, 4t + 3)
+% else
     u32 rows;  // row g of block 0 in stage 0 (its first half; the halves swap with pb_half)
     u32 sel;   // prmt: byte t of a word into byte 0, and byte t of it (f16) or of it >> 4 (bf16) into byte 2
     u32 mulc;  // (1, 1/$(HI)): the high lane holds $(HI)·q
+% end
 % if GROUPED then
     const gs_t *__restrict__ sg;
 %   if ZEROS then
@@ -169,17 +214,25 @@ struct wqr_weights {
 %   if SPLIT then
     int k0;               // the first value of K this CTA sums (a rank of a split: its part's)
 %   end
-% else
+% elseif not INT then
     u32 addc;             // (−(magic + o), −(magic/$(HI) + o)), o = $(O)
+% end
+% if PROMOTE then
+    float ps[NI][2];      // the scales of the K tile in flight over 16 (its s8 bytes are 16·q)
 % end
 
     __device__ __forceinline__ wqr_weights(const qjit_params &p, u32 stage0_b, int wg_n, int warp, int lane)
     {
         const int g = lane >> 2, t = lane & 3;
         const int r0 = wg_n * WGN + 16 * warp + g; // the tile's row of block 0, row g
+% if INT then
+        rows = stage0_b + r0 * PROW + (qh::pb_chunk<PROW>(r0, 0) << 4);
+        sel = (u32)(2 * t) * 0x11u | (u32)(2 * t + 1) * 0x1100u;
+% else
         rows = stage0_b + r0 * PROW + (qh::pb_half(r0, 0) << 4);
         sel = (u32)t | ((u32)(t + $(HI == 16 and 0 or 4)) << 8);
         mulc = pack2(1.f, $(HI == 16 and "0.0625f" or "1.f"));
+% end
 % if GROUPED then
         sg = static_cast<const gs_t *>(p.scale_b);
 %   if ZEROS then
@@ -189,7 +242,7 @@ struct wqr_weights {
 %   if SPLIT then
         k0 = 0;
 %   end
-% else
+% elseif not INT then
         addc = pack2(-$(MV + O).f, -$(MV // HI + O).f);
 % end
     }
@@ -215,7 +268,7 @@ struct wqr_weights {
             for (int h = 0; h < 2; ++h)
 #pragma unroll
                 for (int j = 0; j < $(GK); ++j) {
-                    const int grp = ($(SPLIT and "k0 + " or "")kt * 64 + j * 32) / $(GROUP);
+                    const int grp = ($(SPLIT and "k0 + " or "")kt * $(BK) + j * 32) / $(GROUP);
                     const bool ok = in[ni][h] && grp < NG;
                     s[ni][h][j] = ok ? sg[at[ni][h] + grp] : (gs_t)0;
 %   if ZEROS then
@@ -227,6 +280,60 @@ struct wqr_weights {
     __device__ __forceinline__ void tile(int, int, int, int, int) {}
     __device__ __forceinline__ void fetch(int) {}
 % end
+% if INT then
+    // Four values of a row, k = 4t .. 4t + 3 (bytes 2t, 2t + 1 of the word pair w0, w1, low
+    // nibble first), as the s8 bytes 16·q, k in the low byte: each nibble moved to the high
+    // half of its own byte, exactly (the 1/16 is taken back in f32, exactly).
+    __device__ __forceinline__ u32 s8x4(u32 w0, u32 w1) const
+    {
+        const u32 v = __byte_perm(w0, w1, sel); // bytes b, b, c, c: k, k + 1 in b; k + 2, k + 3 in c
+        return ((v << 4) & 0x00F000F0u) | (v & 0xF000F000u);
+    }
+    // Stage st's packed rows into f: a row's K tile is 64 bytes, four 16-byte chunks, chunk ks
+    // the 32 values of k32 step ks, its first 8 bytes r = 0, 1 and its last 8 r = 2, 3.
+    __device__ __forceinline__ void decode(u32 (&f)[NI][4][4], int st, int)
+    {
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                // rows g and g + 8 (and 64 rows on) have the same chunk order (pb_chunk)
+                const u32 at_row = rows + st * STAGE_BYTES + (64 * ni + 8 * h) * PROW;
+#pragma unroll
+                for (int ks = 0; ks < 4; ++ks) {
+                    const uint4 c = qc::lds16(at_row ^ (u32)(ks << 4));
+                    f[ni][ks][h] = s8x4(c.x, c.y);
+                    f[ni][ks][2 + h] = s8x4(c.z, c.w);
+                }
+            }
+    }
+%   if PROMOTE then
+    // The K tile kt − 1's scales (fetched a K tile ahead) for its promotion, and K tile kt's
+    // loads issued.  Called as K tile kt − 1 is issued.
+    __device__ __forceinline__ void next_scales(int kt)
+    {
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                ps[ni][h] = gs_f32(s[ni][h][0]) * 0.0625f;
+        fetch(kt);
+    }
+    // tot += the K tile's exact int32 sums (16·q·a, within ±2^21) as f32, times their row's
+    // scale over 16: bit for bit fma((float)sum, s, tot).  The sum becomes f32 by adding it
+    // to the bits of 1.5·2^23 and subtracting that float (an IADD and an FADD, not an I2F).
+    __device__ __forceinline__ void promote(float (&tot)[NI][BM / 2], const int (&part)[NI][BM / 2]) const
+    {
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+            for (int i = 0; i < BM / 2; ++i) {
+                const float x = __int_as_float(part[ni][i] + 0x4B400000) - 12582912.f;
+                tot[ni][i] = __fmaf_rn(x, ps[ni][(i >> 1) & 1], tot[ni][i]);
+            }
+    }
+%   end
+% else
     // One pair of values: byte t of packed word w (k, k + 1 in its low and high nibble) as
     // B̂ in A's type, k in the low half.
     __device__ __forceinline__ u32 pair(u32 w, u32 addc, u32 sc) const
@@ -275,11 +382,12 @@ struct wqr_weights {
             }
         fetch(kt + 1);
     }
+% end
 };
 
-// d (64×BM f32) += A(64×64, the weights in registers)·B(BM×64, the tokens in the ring)ᵀ:
-// one K tile (gemm_hopper.cuh)
-% wgmma_k64(BM, A .. "." .. A, true)
+// d (64×BM: f32, W4A8 s32) += A(64×BK, the weights in registers)·B(BM×BK, the tokens in the
+// ring)ᵀ: one K tile (gemm_hopper.cuh)
+% wgmma_k64(BM, INT and "s8.s8" or A .. "." .. A, true, INT)
 
 % if SPLIT then
 
@@ -329,8 +437,10 @@ __device__ __forceinline__ void split_finish(const float (&acc)[NI][BM / 2], u32
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const qjit_params p)
 {
-% PRODUCE_ARGS = ", qh::no_side, PROW" -- B as stored, 32 bytes a row a K tile
+% PRODUCE_ARGS = ", qh::no_side, PROW" -- B as stored, PROW bytes a row a K tile
+% PRODUCE_ES = INT and 1 or 2
 % include("gemm_hopper_start.cuh")
+% PRODUCE_ES = nil
 % include("gemm_hopper_consumer.cuh")
         auto release = [&](int q) { // frees stage q for the producer
             if (lane == 0)
@@ -350,8 +460,17 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
         for (int t = first; t < tiles; t += stride) {
             int m0, n0;
             w.origin(t, m0, n0);
+% if INT then
+            int acc[NI][BM / 2]; // W4A8: the exact int32 sums of 16·q·a (with groups, a K tile's)
+            qc::zero(acc);
+%   if PROMOTE then
+            float tot[NI][BM / 2]; // and their f32 total, each K tile's promoted with its scales
+            qc::zero(tot);
+%   end
+% else
             float acc[NI][BM / 2];
             qc::zero(acc);
+% end
             wt.tile(n0, wg_n, warp, lane, N);
             wt.fetch(0);
 % -- issue(R, S): the K tile in register set R, its tokens in stage S
@@ -360,7 +479,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
             wgmma_fence();       // and the registers written since the last wgmma
 #pragma unroll
             for (int ni = 0; ni < NI; ++ni)
-                wgmma_ktile(acc[ni], $(R)[ni], smem_desc(a_tile + $(S) * STAGE_BYTES));
+                wgmma_ktile(acc[ni], $(R)[ni], smem_desc(a_tile + $(S) * STAGE_BYTES)$(INT and (PROMOTE and ", 1" or ", 0") or ""));
             wgmma_commit();
 % end
 % -- step(R, S, KT_, OLD): K tile KT_ into register set R once its stage is full and the
@@ -376,11 +495,53 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
             next();
 %   issue(R, S)
 % end
+            int sa = s, sb = s; // the stages of fa's and fb's K tiles
+% if PROMOTE then
+% -- load(R, S, KT_): K tile KT_ into register set R once its stage is full
+% local function load(R, S, KT_)
+            mbar_wait(full0 + 8 * s, phase);
+            wt.decode($(R), s, $(KT_));
+            $(S) = s;
+            next();
+% end
+% -- retire(S, KT_): the K tile of stage S done, its stage freed and its sums promoted, and
+% -- the scales of K tile KT_ − 1 made ready for its promotion
+% local function retire(S, KT_)
+            wgmma_wait<0>();
+            release($(S));
+            wt.promote(tot, acc);
+            wt.next_scales($(KT_));
+% end
+            // W4A8 with groups: each K tile's sums start from zero and are promoted once its
+            // wgmma are done.  K tiles alternate between the register sets fa and fb: K tile
+            // kt + 1 is dequantized while kt's wgmma run, and kt's sums are waited for and
+            // promoted before kt + 1 is issued.  No wgmma stays in flight across iterations:
+            // where one did, ptxas serialized the wgmma (C7514), unable to see which a wait
+            // had retired before the promotion reads its accumulators.
+            if (KT > 0) {
+% load("fa", "sa", "0")
+                wt.next_scales(1);
+            }
+#pragma unroll 1
+            for (int kt = 0; kt < KT; kt += 2) {
+% issue("fa", "sa")
+                if (kt + 1 < KT) {
+% load("fb", "sb", "kt + 1")
+                }
+% retire("sa", "kt + 2")
+                if (kt + 1 >= KT)
+                    break;
+% issue("fb", "sb")
+                if (kt + 2 < KT) {
+% load("fa", "sa", "kt + 2")
+                }
+% retire("sb", "kt + 3")
+            }
+% else
             // K tiles alternate between the register sets fa and fb: each is dequantized once
             // the wgmma that last read its set are done, while the other set's wgmma run.  The
             // code is straight-line over two K tiles (the first two and the last one apart), so
             // that ptxas sees which set each wgmma reads.
-            int sa = s, sb = s; // the stages of fa's and fb's K tiles
             int kt = 1;         // the next K tile
             if (KT > 0) {
                 mbar_wait(full0 + 8 * s, phase);
@@ -406,6 +567,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                 release(sb);
             if (KT > 0)
                 release(sa);
+% end
             w.main_loops_done(t);
 % if SPLIT then
             if (gridDim.z > 1) {
@@ -416,7 +578,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 
             // Epilogue: acc[ni][4j + 2h + e] is weight 64ni + 16warp + g + 8h (g = lane/4) and
             // token 8j + 2t + e (t = lane%4) of the consumer's part.  Each value is finished in
-            // f32 (col scale, bias), then lanes g and g ^ 1 trade one value so that each holds
+            // f32 (row scale, col scale, bias), then lanes g and g ^ 1 trade one value so that each holds
             // two adjacent weights of one token: even g those of token 8j + 2t, odd g of
             // 8j + 2t + 1, which it stages as one pair of D's row.  In NP passes of SEG weights
             // (two where the whole tile does not fit beside the ring: the warps of the first
@@ -441,8 +603,22 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
                             const u32 at = own + (col - q * SEG - odd) * (int)sizeof(out_t) + (2 * tq + odd) * EPI_PITCH;
 #pragma unroll
                             for (int j = 0; j < BM / 8; ++j) {
+% if PROMOTE then
+                                float x = tot[ni][4 * j + 2 * h], y = tot[ni][4 * j + 2 * h + 1];
+% elseif INT then
+                                // (float)(16·sum)/16 = (float)sum exactly
+                                float x = (float)acc[ni][4 * j + 2 * h] * 0.0625f, y = (float)acc[ni][4 * j + 2 * h + 1] * 0.0625f;
+% else
                                 float x = acc[ni][4 * j + 2 * h], y = acc[ni][4 * j + 2 * h + 1];
+% end
+% if SA == "row" then
+                                // x and y are two tokens: each its own row scale first, as finish2 would
+                                x = __fmul_rn(x, f.row(m0 + 8 * j + 2 * tq, M));
+                                y = __fmul_rn(y, f.row(m0 + 8 * j + 2 * tq + 1, M));
+                                qc::finish2(x, y, 1.f, sb0, sb0, b0, b0);
+% else
                                 qc::finish2(x, y, f.sa_t, sb0, sb0, b0, b0);
+% end
                                 const float other = __shfl_xor_sync(0xffffffffu, odd ? x : y, 4);
                                 qc::stage2(at + 8 * j * EPI_PITCH, odd ? other : x, odd ? y : other);
                             }

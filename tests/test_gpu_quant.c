@@ -302,6 +302,13 @@ static const struct {
      * leave SMs idle: the tests' narrow N) */
     {" kernel=wgmma_wqr tile=128x128x64 warps=1x2 stages=6 split=2", WQR_PAIRS, false},
     {" kernel=wgmma_wqr tile=128x64x64 warps=1x1 stages=8 split=4", WQR_PAIRS, false},
+    /* W4A8 (int8 wgmma, 128 of K a tile): the 128-token tile of two consumers (with groups: a
+     * part and a total), 256 tokens in one and in two output passes, one consumer of 64 */
+    {" kernel=wgmma_wqr tile=128x128x128 warps=1x2 stages=6", "a=s8 b=s4", false},
+    {" kernel=wgmma_wqr tile=256x128x128 warps=1x2 stages=3", "a=s8 b=s4", false},
+    {" kernel=wgmma_wqr tile=256x128x128 warps=1x2 stages=4", "a=s8 b=s4", false},
+    {" kernel=wgmma_wqr tile=64x64x128 warps=1x1 stages=3", "a=s8 b=s4", false},
+    {" kernel=wgmma_wqr tile=256x64x128 warps=1x1 stages=5", "a=s8 b=s4", false},
     /* packed producers with 3 and 4 staging slots (loads two and three K tiles ahead) */
     {" kernel=wgmma_i8 tile=128x128x128 warps=2x1 stages=5", "a=s8 b=s4", true},
     {" kernel=wgmma_mx tile=64x128x128 warps=1x1 stages=5", "a=e2m1", true},
@@ -624,6 +631,8 @@ int main(int argc, char **argv)
         "gemm a=f16 b=f16 out=f32 bias=1 kernel=gemv tile=32x16x32 warps=1x8 stages=2",
         "gemm a=s8 b=s8 sa=row sb=col out=bf16 kernel=gemv",
         "gemm a=s8 b=s4 sa=row sb=group:128 gs=f32 out=bf16 kernel=gemv",
+        "gemm a=s8 b=s4 sa=row sb=group:128 gs=f32 out=bf16 kernel=wgmma_wqr tile=128x128x128 warps=1x2 stages=6",
+        "gemm a=s8 b=s4 sa=row sb=col out=f16 bias=1 kernel=wgmma_wqr tile=256x128x128 warps=1x2 stages=4",
         "gemm a=e4m3 b=e4m3 sa=row sb=col out=bf16 bias=1 kernel=gemv tile=16x32x64 warps=1x8 stages=3",
         "gemm a=e4m3 b=e4m3 sa=block sb=block out=bf16 kernel=gemv",
         "gemm a=bf16 b=e2m1 sb=mx out=bf16 kernel=gemv",
