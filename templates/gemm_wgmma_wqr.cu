@@ -1,39 +1,50 @@
-// gemm_wgmma_wqr.cu — Hopper GEMM for W4A16 with the weights dequantized in registers, sm_90a
-// only: A f16|bf16 (the tokens) × B s4|u4 (the weights) with col or group:g scales (zeros for
-// u4 groups).  The weights are wgmma's A operand, taken from registers, and the tokens its B
-// operand, from shared memory: each consumer warpgroup computes Dᵀ for its 64 weight rows
-// and all BM tokens of the tile (wgmma m64nBMk16), so that a weight row is dequantized
-// once for BM tokens, in the consumer's own registers, while the tensor cores run the K tile
-// before it.  No dequantized copy of B is written to shared memory, and no producer waits on
-// an expansion.
+// gemm_wgmma_wqr.cu — Hopper GEMM for 4-bit weights dequantized in registers, sm_90a only:
+// W4A16, A f16|bf16 (the tokens) × B s4|u4 (the weights) with col or group:g scales (zeros for
+// u4 groups), and W4A8, A s8 (none|tensor|row scales) × B s4 with col or group:g scales (g a
+// multiple of 128).  The weights are wgmma's A operand, taken from registers, and the tokens
+// its B operand, from shared memory: each consumer warpgroup computes Dᵀ for its 64 weight
+// rows and all BM tokens of the tile (wgmma m64nBMk16, W4A8 m64nBMk32 on the int8 tensor
+// cores), so that a weight row is dequantized once for BM tokens, in the consumer's own
+// registers, while the tensor cores run the K tile before it.  No dequantized copy of B is
+// written to shared memory, and no producer waits on an expansion.
 //
-// The producer warpgroup copies each K tile's BM token rows (64 values, one 128-byte swizzled
-// row) and the tile's BN packed weight rows (32 bytes each, as stored) into a stage of the
-// ring with cp.async (qh::produce with PB_ROW).  A consumer thread holds, for each of its
-// m64 blocks, rows g and g + 8 of its warp's 16 (g = lane/4) at k = 2t, 2t + 1, 2t + 8, 2t + 9
-// of each k16 step (t = lane%4): byte t of each 4-byte word of a packed row.  One prmt puts
-// that byte in both halves of a word (bf16: its high nibble from the word shifted by 4, as
-// bf16's 7 mantissa bits hold one nibble, not 16 times one), one lop3 puts the two nibbles
-// into the mantissas of 128.0 (bf16) or 1024.0 (f16), whose ulp is 1, one fma in A's two-lane
-// arithmetic leaves q − z exactly, and one multiply by the group's scale rounds (q − z)·s
-// once: the reference's B̂.  col: B̂ = q exactly, the scale in the epilogue.  K tile kt + 1
-// is dequantized into the second register set while K tile kt's wgmma run.
+// The producer warpgroup copies each K tile's BM token rows (one 128-byte swizzled row: 64
+// values of 16 bits, or 128 of 8) and the tile's BN packed weight rows (32 or 64 bytes each,
+// as stored) into a stage of the ring with cp.async (qh::produce with PB_ROW).  W4A16: a
+// consumer thread holds, for each of its m64 blocks, rows g and g + 8 of its warp's 16 (g =
+// lane/4) at k = 2t, 2t + 1, 2t + 8, 2t + 9 of each k16 step (t = lane%4): byte t of each
+// 4-byte word of a packed row.  One prmt puts that byte in both halves of a word (bf16: its
+// high nibble from the word shifted by 4, as bf16's 7 mantissa bits hold one nibble, not 16
+// times one), one lop3 puts the two nibbles into the mantissas of 128.0 (bf16) or 1024.0
+// (f16), whose ulp is 1, one fma in A's two-lane arithmetic leaves q − z exactly, and one
+// multiply by the group's scale rounds (q − z)·s once: the reference's B̂.  col: B̂ = q
+// exactly, the scale in the epilogue.  W4A8: the same rows at k = 4t .. 4t + 3 and 4t + 16 ..
+// 4t + 19 of each k32 step (the same bytes of a 32-byte step); a prmt doubles the two bytes
+// of four values and a shift and two logic operations move each nibble to the high half of
+// its own byte, the s8 value 16·q exactly, whose 1/16 is taken back in f32 (exactly).  Its
+// int32 sums are exact; with groups, each K tile's are promoted into an f32 total with the
+// group's scale once the K tile's wgmma are done (the fma of the reference, bit for bit).  K
+// tile kt + 1 is dequantized into the second register set while K tile kt's wgmma run.
 //
 // The accumulators hold Dᵀ (weights along the wgmma's M); the epilogue pairs two weights of
 // one token through a lane exchange and stages the tile as D's rows (tokens) in the staging
 // buffer of the other Hopper kernels, which leaves by bulk copies.
 //
-// Parameters: BK = 64.  WM = 1 and WN = 1 or 2 consumer warpgroups along N, each owning
-// BN/WN = 64 weight rows (one m64 block; the code is written for NI blocks, but two made ptxas
-// serialize the wgmma) and all BM tokens (a multiple of 16 up to 256: the wgmma's N); BM/2
-// accumulator registers and 32 for the two register sets of weights, beside ~56.  STAGES 3..8;
-// the output staged in one pass, or two where the tile does not fit beside the ring.
-// Block: 128·(WN + 1) threads.  Shared memory: the ring (STAGES·(BM·128 + BN·32) bytes), 2 KB
-// of alignment slack and mbarriers, and the output staging buffer, BM·(BN·OUT_BYTES + 16).
+// Parameters: BK = 64 (W4A16) or 128 (W4A8).  WM = 1 and WN = 1 or 2 consumer warpgroups
+// along N, each owning BN/WN = 64 weight rows (one m64 block; the code is written for NI
+// blocks, but two made ptxas serialize the wgmma) and all BM tokens (a multiple of 16 up to
+// 256: the wgmma's N); BM/2 accumulator registers (W4A8 with groups: twice that, a part and a
+// total) and 32 for the two register sets of weights, beside ~56.  STAGES 3..8; the output
+// staged in one pass, or two where the tile does not fit beside the ring.  K split across a
+// cluster (split=2..4) for W4A16.
+// Block: 128·(WN + 1) threads.  Shared memory: the ring (STAGES·(BM·128 + BN·BK/2) bytes), 2
+// KB of alignment slack and mbarriers, and the output staging buffer, BM·(BN·OUT_BYTES + 16).
 //
-// Correct on the H100 (test_gpu_quant: 1076 checks over its tiles, every 4-bit pair and scale
-// mode it serves, tails and padded leading dimensions); auto runs it past M = 64, before
-// wgmma_wq, which keeps the pairs this family does not serve (s8, e2m1, scales of another type).
+// Correct on the H100 (test_gpu_quant: 1076 checks over its W4A16 tiles, every 4-bit pair and
+// scale mode it serves, tails and padded leading dimensions; 212 over its W4A8 tiles, col
+// bit-exact); auto runs it past M = 64, before wgmma_wq and wgmma_i8, which keep the pairs
+// this family does not serve (s8 weights, e2m1, scales of another type, groups under 128 for
+// W4A8).
 % -- qjit family: name=wgmma_wqr id=12 order=25
 % include("gemm_hopper_plan.cuh")
 % -- the pairs and scale modes the register dequantization is exact for.  W4A16: 4-bit
@@ -90,12 +101,11 @@
 %     if m ~= 0 and m <= 64 and BM == 0 then return NAMED and wqr_choose(64, 128, 2, 8) or nil end
 %     -- a named tile or named warps: one configuration at every M, 4 stages
 %     if BM ~= 0 or WM ~= 0 then return wqr_choose(128, 128, 2, 4) end
-%     -- W4A8: by name only until its GPU tests have run on the H100
-%     if A == "s8" and not NAMED then return nil end
-%     -- W4A8 with groups: a part and a total of 64 registers each for 128 tokens; without, the
-%     -- 256-token tile of three stages (four need the output in two passes)
-%     if A == "s8" and SB == "group" then return wqr_choose(128, 128, 2, 6) end
-%     if A == "s8" and (m == 0 or m > 256) and OUT ~= "f32" then return wqr_choose(256, 128, 2, 3) end
+%     -- W4A8 (measured on the H100 against 256x128 with 3 and 4 stages and 128x128 with 4, at
+%     -- M = 256-4096 on three layers): 128 tokens by 128 weights, 6 stages, fastest in 13 of
+%     -- the 18 cells and within 10% in all but two; with groups a part and a total of 64
+%     -- registers each (256 tokens do not fit)
+%     if A == "s8" then return wqr_choose(128, 128, 2, 6) end
 %     if (m ~= 0 and m <= 256) or OUT == "f32" then return wqr_choose(128, 128, 2, 6) end
 %     return wqr_choose(256, 128, 2, 4)
 %   end,

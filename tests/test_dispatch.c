@@ -148,9 +148,9 @@ static void test_heuristics(qjit_context *ctx)
             qjit_arch arch = a ? QJIT_ARCH_SM90A : QJIT_ARCH_SM80;
             n = variants(ctx, split[i], arch, v, 32);
             const size_t g = gemv_decode(v) ? 2 : 0; /* variants before the decode tile */
-            /* wgmma_wq (sm_90a, the weight-only pairs): 128x128 tiles to M = 256, 256x128 above;
-             * wgmma_i8 for s4 col weights: 128x64 to M = 128, 128x128 to 256, 256x128 above */
-            const size_t h = a && i < 4 ? 2 : a && i == 4 ? 3 : 1;
+            /* wgmma_wqr and wgmma_wq (sm_90a, the weight-only pairs): 128x128 tiles to M = 256,
+             * 256x128 above; wgmma_wqr for W4A8: 128x128 from M = 65 */
+            const size_t h = a && i < 4 ? 2 : 1;
             CHECK(n == g + 1 + h && v[g].m_min == (g ? 17 : 1) && v[g].m_max == 64 && v[g].desc.bm == 16 &&
                       v[g + 1].m_min == 65 && v[g + 1].desc.bm >= 64 &&
                       v[g + h].m_max == INT64_MAX && (g == 2) == (i != 1) &&
