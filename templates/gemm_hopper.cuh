@@ -253,13 +253,14 @@ struct no_side {
 // swizzle phase, so the destination offset is fixed and steps by 16 rows. Rows past M or N
 // and chunks past K copy 0 source bytes (zeros; their addresses are never read). K·ES,
 // lda·ES and ldb·ES are multiples of 16.
-// PB_ROW (packed B, 0: none): B is stored in 4 bits a value (two a byte along K) and copied as
-// stored, PB_ROW = 32 bytes a row a K tile (64 values of 16 bits in A's row) or 64 (128 of 8
-// bits), into rows of the stage after A's tiles: thread t copies 16-byte chunk t%C of rows
+// PB_ROW (packed B, 0: none): B is stored in 4 bits a value (two a byte along K), or in 8 bits
+// beside 16-bit A, and copied as stored, PB_ROW = 32 bytes a row a K tile (64 values of 4
+// bits beside 16-bit A), or 64 (128 of 4 bits beside 8-bit A, 64 of 8 bits beside 16-bit A),
+// into rows of the stage after A's tiles: thread t copies 16-byte chunk t%C of rows
 // t/C + (128/C)*i (C = PB_ROW/16 chunks a row), the chunks placed by pb_chunk, so that eight
 // rows' same chunk read by eight lanes fall on different banks: with 32-byte rows the two
 // halves swapped in rows whose bit 2 is set, with 64-byte rows chunk c at c ^ (row/2 % 4).
-// ldb then counts 4-bit values, and K and ldb are multiples of 32.
+// ldb then counts B's values, and K and ldb are multiples of 32.
 __device__ __forceinline__ int pb_half(int row, int half) { return half ^ ((row >> 2) & 1); }
 template <int PB_ROW> __device__ __forceinline__ int pb_chunk(int row, int c)
 {
@@ -278,6 +279,7 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
     static_assert(PB_ROW == 0 || PB_ROW == 32 || PB_ROW == 64, "produce: a packed B row is 32 or 64 bytes a K tile");
     constexpr int PB_LOG = PB_ROW == 64 ? 2 : 1, PB_CH = 1 << PB_LOG; // packed B: 16-byte chunks a row
     const int pb_row = tid >> PB_LOG, pb_ch = tid & (PB_CH - 1);      // 128/PB_CH rows a pass
+    constexpr bool PB_BYTE = PB_ROW * ES == ROW_BYTES; // B's values are bytes (else nibbles)
     const u32 pb_off = A_BYTES + pb_row * PB_ROW + (pb_chunk<PB_ROW>(pb_row, pb_ch) << 4);
     // (a PREFETCH side is produce_packed's: no family gives one to this producer)
     static_assert(!Side::PREFETCH, "produce: side data with PREFETCH goes with produce_packed");
@@ -292,7 +294,7 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
         const char *b_src;
         int b_rows;
         if constexpr (PB_ROW) {
-            b_src = static_cast<const char *>(p.b) + (long long)(n0 + pb_row) * (p.ldb / 2) + pb_ch * 16;
+            b_src = static_cast<const char *>(p.b) + (long long)(n0 + pb_row) * (PB_BYTE ? p.ldb : p.ldb / 2) + pb_ch * 16;
             b_rows = N - n0 - pb_row;
         } else {
             b_src = static_cast<const char *>(p.b) + (long long)(n0 + ld_row) * p.ldb * ES + ld_chunk * 16;
@@ -308,7 +310,8 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
             if constexpr (PB_ROW) {
                 const int kb = kt * PB_ROW; // bytes of packed K
                 issue_rows<BN, 128 / PB_CH, PB_ROW>(ring + s * STAGE_BYTES + pb_off, b_src + kb,
-                                                    (128 / PB_CH) * (p.ldb / 2), b_rows, kb + pb_ch * 16 < p.k / 2);
+                                                    (128 / PB_CH) * (PB_BYTE ? p.ldb : p.ldb / 2), b_rows,
+                                                    kb + pb_ch * 16 < (PB_BYTE ? p.k : p.k / 2));
             } else {
                 issue_rows<BN, LD_ROWS, ROW_BYTES>(st + A_BYTES, b_src + k, b_pass, b_rows, k_ok);
             }

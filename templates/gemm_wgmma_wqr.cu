@@ -52,10 +52,14 @@
 % -- groups of a multiple of 32 values.  W4A8 (int8 wgmma): s8 tokens with none|tensor|row
 % -- scales, s4 weights with none|tensor|col scales, or group scales (any type) in groups of a
 % -- multiple of 128, one K tile: each K tile's exact int32 sums are promoted into f32.
+% -- W8A16: s8 weights with none|tensor|col scales (q exactly in A's type).
 % local function wqr_pair()
 %   if A == "s8" then
 %     if not (one_of(SA, "none", "tensor", "row") and B == "s4" and not ZEROS) then return false end
 %     return one_of(SB, "none", "tensor", "col") or (SB == "group" and GROUP % 128 == 0)
+%   end
+%   if one_of(A, "f16", "bf16") and SA == "none" and B == "s8" then
+%     return one_of(SB, "none", "tensor", "col") and not ZEROS
 %   end
 %   if not (one_of(A, "f16", "bf16") and SA == "none" and one_of(B, "s4", "u4")) then return false end
 %   if SB == "col" then return not ZEROS end
@@ -71,7 +75,7 @@
 %   if STAGES ~= 0 then c.stages = STAGES end
 %   return c
 % end
-% -- the tuner's candidates: W4A16 (BK = 64) and W4A8 (BK = 128)
+% -- the tuner's candidates: W4A16 and W8A16 (BK = 64), W4A8 (BK = 128)
 % local wqr_space16 = {
 %   default = {config(256, 128, 64, 1, 2, 4), config(256, 128, 64, 1, 2, 3), config(128, 128, 64, 1, 2, 6),
 %              config(128, 128, 64, 1, 2, 4), config(64, 128, 64, 1, 2, 8), config(256, 64, 64, 1, 1, 5),
@@ -101,12 +105,17 @@
 %     if m ~= 0 and m <= 64 and BM == 0 then return NAMED and wqr_choose(64, 128, 2, 8) or nil end
 %     -- a named tile or named warps: one configuration at every M, 4 stages
 %     if BM ~= 0 or WM ~= 0 then return wqr_choose(128, 128, 2, 4) end
-%     -- W4A8 (measured on the H100 against 256x128 with 3 and 4 stages and 128x128 with 4, at
-%     -- M = 256-4096 on three layers): 128 tokens by 128 weights, 6 stages, fastest in 13 of
-%     -- the 18 cells and within 10% in all but two; with groups a part and a total of 64
-%     -- registers each (256 tokens do not fit)
+%     -- W4A8 (timed on the H100 against 256x128 with 3 and 4 stages and 128x128 with 4, at
+%     -- M = 256, 1024, 4096 on three layers): 128 tokens by 128 weights, 6 stages, the
+%     -- fastest in 14 of 18 cells and within 0.4% in 3 (256x128 with 4 stages 11% faster at
+%     -- M = 4096 on 4096x14336); with groups a part and a total of 64 registers each (256
+%     -- tokens do not fit)
 %     if A == "s8" then return wqr_choose(128, 128, 2, 6) end
 %     if (m ~= 0 and m <= 256) or OUT == "f32" then return wqr_choose(128, 128, 2, 6) end
+%     -- W8A16: the 256-token tile's stage is 40 KB (its weights twice W4A16's); four stages
+%     -- with the output in two passes were 5-15% faster than three in one (the H100, M = 1024
+%     -- and 4096 on three layers)
+%     if B == "s8" then return wqr_choose(256, 128, 2, 4) end
 %     return wqr_choose(256, 128, 2, 4)
 %   end,
 %   space = function(name)
@@ -120,7 +129,7 @@
 %   end,
 %   plan = function()
 %     if not wqr_pair() then
-%       unsupported(string.format("gemm_wgmma_wqr takes a=f16|bf16 sa=none with b=s4|u4 and sb=col, or sb=group:g (g a multiple of 32) with gs=a (zeros for u4); or a=s8 sa=none|tensor|row with b=s4 and sb=none|tensor|col or sb=group:g (g a multiple of 128) (got a=%s b=%s sa=%s sb=%s gs=%s group=%d zeros=%d)", A, B, SA, SB, GS or "-", GROUP or 0, ZEROS and 1 or 0))
+%       unsupported(string.format("gemm_wgmma_wqr takes a=f16|bf16 sa=none with b=s4|u4 and sb=col, or sb=group:g (g a multiple of 32) with gs=a (zeros for u4), or with b=s8 and sb=none|tensor|col; or a=s8 sa=none|tensor|row with b=s4 and sb=none|tensor|col or sb=group:g (g a multiple of 128) (got a=%s b=%s sa=%s sb=%s gs=%s group=%d zeros=%d)", A, B, SA, SB, GS or "-", GROUP or 0, ZEROS and 1 or 0))
 %     end
 %     if not one_of(OUT, "f16", "bf16", "f32") then unsupported("gemm_wgmma_wqr: out must be f16, bf16 or f32") end
 %     if ARCH ~= 90 then unsupported(string.format("gemm_wgmma_wqr: needs sm_90a (wgmma, setmaxnreg) (arch=sm_%d)", ARCH)) end
@@ -140,7 +149,7 @@
 %     -- added in rank order (qh::split_sum), each rank finishing a band of the tile's rows
 %     if not (SPLIT_K >= 1 and SPLIT_K <= 4) then unsupported("gemm_wgmma_wqr: split must be 1..4 (split=" .. SPLIT_K .. ")") end
 %     if INT and SPLIT_K ~= 1 then unsupported("gemm_wgmma_wqr: a=s8 takes no K split (split=" .. SPLIT_K .. ")") end
-%     local PROW = BK // 2 -- packed bytes of a weight row a K tile
+%     local PROW = B == "s8" and BK or BK // 2 -- packed bytes of a weight row a K tile
 %     local RING = STAGES * (BM * 128 + BN * PROW)
 %     if SPLIT_K > 1 and RING < BM * (BN + 8) * 4 then
 %       unsupported(string.format("gemm_wgmma_wqr: split=%d keeps the f32 tile (%d bytes) in the ring, which holds %d at stages=%d", SPLIT_K, BM * (BN + 8) * 4, RING, STAGES))
@@ -175,6 +184,7 @@ static_assert(NP <= 2 && WM == 1 && WGN == 64 * NI, "gemm_wgmma_wqr: one or two 
 % local GROUPED = SB == "group"
 % local INT = A == "s8"                   -- W4A8: int8 wgmma on the weights as s8 bytes 16·q
 % local PROMOTE = INT and GROUPED         -- each K tile's int32 sums promoted into an f32 total
+% local BYTE = INT or B == "s8"           -- 64-byte weight rows a K tile (W4A8, W8A16), in chunks
 % local MV = A == "bf16" and 128 or 1024 -- the magic's value: 0x4300 (bf16) or 0x6400 (f16)
 % local O = B == "s4" and 8 or 0          -- s4 is stored as q ^ 8 = q + 8 after the lop3
 % -- f16 (10 mantissa bits) takes a byte's high nibble where it stands, 16 times its value; bf16
@@ -201,11 +211,12 @@ __device__ __forceinline__ u32 pack2(float lo, float hi)
 // its NI m64 blocks, dequantized K tile by K tile into wgmma A fragments f[ni][ks][r].  W4A16:
 // r = 0, 1 rows g, g + 8 at k = 16ks + 2t, + 1; r = 2, 3 the same rows at k = 16ks + 2t + 8,
 // + 9.  W4A8: r = 0, 1 rows g, g + 8 at k = 32ks + 4t .. + 3; r = 2, 3 at k = 32ks + 4t + 16
-// .. + 19: the same bytes of a 32-byte step, a k32 step's s8 values.
+// .. + 19: the same bytes of a 32-byte step, a k32 step's s8 values.  W8A16: W4A16's values,
+// which are bytes 2t, 2t + 1 of each 8-byte half of a 16-byte chunk, as W4A8's nibbles are.
 struct wqr_weights {
-% if INT then
+% if BYTE then
     u32 rows;  // row g of block 0 in stage 0, at its chunk 0 (chunk c at c ^ (row/2 % 4): pb_chunk)
-    u32 sel;   // prmt: bytes 2t, 2t, 2t + 1, 2t + 1 of a word pair (k = 4t, 4t + 1 | 4t + 2, 4t + 3)
+    u32 sel;   // prmt: bytes 2t, 2t, 2t + 1, 2t + 1 of a word pair (W4A8: k = 4t, 4t + 1 | 4t + 2, 4t + 3)
 % else
     u32 rows;  // row g of block 0 in stage 0 (its first half; the halves swap with pb_half)
     u32 sel;   // prmt: byte t of a word into byte 0, and byte t of it (f16) or of it >> 4 (bf16) into byte 2
@@ -224,7 +235,7 @@ struct wqr_weights {
 %   if SPLIT then
     int k0;               // the first value of K this CTA sums (a rank of a split: its part's)
 %   end
-% elseif not INT then
+% elseif not BYTE then
     u32 addc;             // (−(magic + o), −(magic/$(HI) + o)), o = $(O)
 % end
 % if PROMOTE then
@@ -235,7 +246,7 @@ struct wqr_weights {
     {
         const int g = lane >> 2, t = lane & 3;
         const int r0 = wg_n * WGN + 16 * warp + g; // the tile's row of block 0, row g
-% if INT then
+% if BYTE then
         rows = stage0_b + r0 * PROW + (qh::pb_chunk<PROW>(r0, 0) << 4);
         sel = (u32)(2 * t) * 0x11u | (u32)(2 * t + 1) * 0x1100u;
 % else
@@ -252,7 +263,7 @@ struct wqr_weights {
 %   if SPLIT then
         k0 = 0;
 %   end
-% elseif not INT then
+% elseif not BYTE then
         addc = pack2(-$(MV + O).f, -$(MV // HI + O).f);
 % end
     }
@@ -290,17 +301,43 @@ struct wqr_weights {
     __device__ __forceinline__ void tile(int, int, int, int, int) {}
     __device__ __forceinline__ void fetch(int) {}
 % end
-% if INT then
+% if BYTE then
+%   if INT then
     // Four values of a row, k = 4t .. 4t + 3 (bytes 2t, 2t + 1 of the word pair w0, w1, low
     // nibble first), as the s8 bytes 16·q, k in the low byte: each nibble moved to the high
     // half of its own byte, exactly (the 1/16 is taken back in f32, exactly).
-    __device__ __forceinline__ u32 s8x4(u32 w0, u32 w1) const
+    __device__ __forceinline__ u32 frag(u32 w0, u32 w1) const
     {
         const u32 v = __byte_perm(w0, w1, sel); // bytes b, b, c, c: k, k + 1 in b; k + 2, k + 3 in c
         return ((v << 4) & 0x00F000F0u) | (v & 0xF000F000u);
     }
+%   elseif A == "f16" then
+    // Two values of a row, k = 2t, 2t + 1 (bytes 2t, 2t + 1 of the word pair w0, w1), as f16,
+    // exactly, k in the low half: u = q + 128 in the low byte of 1024 (0x6400, whose ulp is
+    // 1), less 1152.
+    __device__ __forceinline__ u32 frag(u32 w0, u32 w1) const
+    {
+        u32 h;
+        asm("lop3.b32 %0, %1, %2, %3, 0x6a;\n" : "=r"(h) : "r"(__byte_perm(w0, w1, sel)), "r"(0x00FF00FFu), "r"(0x64806480u));
+        asm("sub.rn.f16x2 %0, %1, %2;\n" : "=r"(h) : "r"(h), "r"(0x64806480u));
+        return h;
+    }
+%   else
+    // Two values of a row, k = 2t, 2t + 1 (bytes 2t, 2t + 1 of the word pair w0, w1), as bf16,
+    // exactly, k in the low half.  bf16's 8 significant bits hold q but not 128 + q in a
+    // magic's mantissa: each value goes through f32, u = q + 128 in the low byte of 2^23
+    // (exact), less 2^23 + 128; q's f32 has its top half as bf16's q.
+    __device__ __forceinline__ u32 frag(u32 w0, u32 w1) const
+    {
+        const u32 x = __byte_perm(w0, w1, sel) ^ 0x80808080u; // bytes u0, u0, u1, u1
+        const float f0 = __uint_as_float(__byte_perm(x, 0x4B000000u, 0x7440)) - 8388736.f;
+        const float f1 = __uint_as_float(__byte_perm(x, 0x4B000000u, 0x7442)) - 8388736.f;
+        return __byte_perm(__float_as_uint(f0), __float_as_uint(f1), 0x7632);
+    }
+%   end
     // Stage st's packed rows into f: a row's K tile is 64 bytes, four 16-byte chunks, chunk ks
-    // the 32 values of k32 step ks, its first 8 bytes r = 0, 1 and its last 8 r = 2, 3.
+    // the values of step ks (W4A8: 32 values of k32; W8A16: 16 of k16), its first 8 bytes
+    // r = 0, 1 and its last 8 r = 2, 3.
     __device__ __forceinline__ void decode(u32 (&f)[NI][4][4], int st, int)
     {
 #pragma unroll
@@ -312,8 +349,8 @@ struct wqr_weights {
 #pragma unroll
                 for (int ks = 0; ks < 4; ++ks) {
                     const uint4 c = qc::lds16(at_row ^ (u32)(ks << 4));
-                    f[ni][ks][h] = s8x4(c.x, c.y);
-                    f[ni][ks][2 + h] = s8x4(c.z, c.w);
+                    f[ni][ks][h] = frag(c.x, c.y);
+                    f[ni][ks][2 + h] = frag(c.z, c.w);
                 }
             }
     }
