@@ -340,6 +340,7 @@ struct wqr_weights {
     // r = 0, 1 and its last 8 r = 2, 3.
     __device__ __forceinline__ void decode(u32 (&f)[NI][4][4], int st, int)
     {
+        uint4 c[NI][2][4]; // every chunk loaded before the first is converted
 #pragma unroll
         for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
@@ -347,12 +348,18 @@ struct wqr_weights {
                 // rows g and g + 8 (and 64 rows on) have the same chunk order (pb_chunk)
                 const u32 at_row = rows + st * STAGE_BYTES + (64 * ni + 8 * h) * PROW;
 #pragma unroll
-                for (int ks = 0; ks < 4; ++ks) {
-                    const uint4 c = qc::lds16(at_row ^ (u32)(ks << 4));
-                    f[ni][ks][h] = frag(c.x, c.y);
-                    f[ni][ks][2 + h] = frag(c.z, c.w);
-                }
+                for (int ks = 0; ks < 4; ++ks)
+                    c[ni][h][ks] = qc::lds16(at_row ^ (u32)(ks << 4));
             }
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int ks = 0; ks < 4; ++ks) {
+                    f[ni][ks][h] = frag(c[ni][h][ks].x, c[ni][h][ks].y);
+                    f[ni][ks][2 + h] = frag(c[ni][h][ks].z, c[ni][h][ks].w);
+                }
     }
 %   if PROMOTE then
     // The K tile kt − 1's scales (fetched a K tile ahead) for its promotion, and K tile kt's
