@@ -261,14 +261,20 @@ struct no_side {
 // rows' same chunk read by eight lanes fall on different banks: with 32-byte rows the two
 // halves swapped in rows whose bit 2 is set, with 64-byte rows chunk c at c ^ (row/2 % 4).
 // ldb then counts B's values, and K and ldb are multiples of 32.
+// With TMA_A, A's tile comes as one bulk tensor copy a stage (ta: A's tensor map, gemm.c),
+// issued by thread 0, whose bytes the stage's full barrier also waits for; B by cp.async.
 __device__ __forceinline__ int pb_half(int row, int half) { return half ^ ((row >> 2) & 1); }
+struct tmap;
+__device__ __forceinline__ void mbar_add_tx(u32 bar, u32 bytes);
+__device__ __forceinline__ void tma_load(u32 dst, const tmap &m, int x, int y, u32 bar);
 template <int PB_ROW> __device__ __forceinline__ int pb_chunk(int row, int c)
 {
     return PB_ROW == 32 ? pb_half(row, c) : c ^ ((row >> 1) & 3);
 }
-template <int BM, int BN, int STAGES, int ES, class Side = no_side, int PB_ROW = 0>
+template <int BM, int BN, int STAGES, int ES, class Side = no_side, int PB_ROW = 0, bool TMA_A = false>
 __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM, BN, ES> &w, u32 ring,
-                                        u32 full0, u32 empty0, int tid, Side side = Side())
+                                        u32 full0, u32 empty0, int tid, Side side = Side(),
+                                        const tmap *ta = nullptr)
 {
     constexpr int A_BYTES = BM * ROW_BYTES, STAGE_BYTES = BM * ROW_BYTES + BN * (PB_ROW ? PB_ROW : ROW_BYTES);
     const int M = (int)p.m, N = (int)p.n;
@@ -306,7 +312,14 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
             const u32 st = ring + s * STAGE_BYTES + ld_off;
             const int k = kt * ROW_BYTES;
             const bool k_ok = k + ld_chunk * 16 < K_BYTES; // a chunk is all in or all out
-            issue_rows<BM, LD_ROWS, ROW_BYTES>(st, a_src + k, a_pass, a_rows, k_ok);
+            if constexpr (TMA_A) {
+                if (tid == 0) { // the stage's A bytes, before this thread's arrival below
+                    mbar_add_tx(full0 + 8 * s, A_BYTES);
+                    tma_load(ring + s * STAGE_BYTES, *ta, kt * (ROW_BYTES / ES), m0, full0 + 8 * s);
+                }
+            } else {
+                issue_rows<BM, LD_ROWS, ROW_BYTES>(st, a_src + k, a_pass, a_rows, k_ok);
+            }
             if constexpr (PB_ROW) {
                 const int kb = kt * PB_ROW; // bytes of packed K
                 issue_rows<BN, 128 / PB_CH, PB_ROW>(ring + s * STAGE_BYTES + pb_off, b_src + kb,
@@ -401,6 +414,11 @@ __device__ __forceinline__ void mbar_arrive_peer(u32 bar, u32 rank)
 __device__ __forceinline__ void mbar_expect_tx(u32 bar, u32 bytes)
 {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(bar), "r"(bytes) : "memory");
+}
+// The same expectation without an arrival (the caller arrives with the others).
+__device__ __forceinline__ void mbar_add_tx(u32 bar, u32 bytes)
+{
+    asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(bytes) : "memory");
 }
 __device__ __forceinline__ void tma_prefetch(const tmap &m)
 {

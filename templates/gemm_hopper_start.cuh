@@ -4,10 +4,10 @@
 // loops), the sizes, the persistent tile walk over the GEMM the producer sees (p, or with
 // SPLIT a rank's part q = rank_part(p), which the includer defines), the ring of STAGES
 // stages with its mbarriers, and the producer warpgroup's whole branch (qh::produce, with
-// PRODUCE_ARGS after its first four template arguments and A's bytes a value PRODUCE_ES, 2
-// where unset; under a split, its part in the consumers' two cluster barriers of
-// qh::split_sum).  Included first in the kernel body; it ends inside the consumers' branch,
-// which the includer writes and closes.
+// PRODUCE_ARGS after its first four template arguments, PRODUCE_CALL after its arguments, and
+// A's bytes a value PRODUCE_ES, 2 where unset; under a split, its part in the consumers' two
+// cluster barriers of qh::split_sum).  Included first in the kernel body; it ends inside the
+// consumers' branch, which the includer writes and closes.
     extern __shared__ __align__(1024) unsigned char smem[];
     qc::pdl_wait(); // the next kernel is let start after the main loops (below)
     const int M = (int)p.m, N = (int)p.n;
@@ -28,7 +28,7 @@
 % if NC > 1 then
         asm volatile("setmaxnreg.dec.sync.aligned.u32 $(PRODUCER_REGS);\n" ::: "memory");
 % end
-        qh::produce<BM, BN, STAGES, $(ES_A)$(PRODUCE_ARGS)>($(WALK_P), w, ring, full0, empty0, tid);
+        qh::produce<BM, BN, STAGES, $(ES_A)$(PRODUCE_ARGS)>($(WALK_P), w, ring, full0, empty0, tid$(PRODUCE_CALL or ""));
 % if SPLIT then
         if (gridDim.z > 1 && first < tiles) { // the consumers' two cluster barriers (qh::split_sum)
             qc::cluster_sync();

@@ -164,8 +164,13 @@
 %     end
 %     local NP, SMEM = hopper_staging("gemm_wgmma_wqr", RING + 2048, WGN)
 %     if NP > 2 then unsupported(string.format("gemm_wgmma_wqr: %d stages of %dx%dx%d leave too little shared memory to stage the %s output in two passes", STAGES, BM, BN, BK, OUT)) end
+%     -- the tokens by TMA (one bulk tensor copy a stage, tensor map A) where K is not split:
+%     -- on the H100 W4A16 3.5-13%, W8A16 11-13% and W4A8 col 1-3.4% faster than by cp.async,
+%     -- but W4A8 with groups 5.6-8.6% slower, which keeps cp.async
+%     local TMA_A = SPLIT_K == 1 and not PROMOTE
 %     return hopper_split{threads = THREADS, smem = SMEM, k_multiple = 32, ld_multiple = 32, align = 16, persistent = 1,
-%                         NC = NC, NP = NP, NI = NI, PRODUCER_REGS = PRODUCER_REGS, CONSUMER_REGS = CONSUMER_REGS, PB_ROW = PROW}
+%                         NC = NC, NP = NP, NI = NI, PRODUCER_REGS = PRODUCER_REGS, CONSUMER_REGS = CONSUMER_REGS, PB_ROW = PROW,
+%                         tma = TMA_A and 2 or 0, TMA_A = TMA_A}
 %   end,
 % }
 % include("gemm_common.cuh")
@@ -489,12 +494,17 @@ __device__ __forceinline__ void split_finish(const float (&acc)[NI][BM / 2], u32
 
 } // namespace
 
+% if TMA_A then
+extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const qjit_params p, const __grid_constant__ qh::tmap ta)
+% else
 extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const qjit_params p)
+% end
 {
-% PRODUCE_ARGS = ", qh::no_side, PROW" -- B as stored, PROW bytes a row a K tile
+% PRODUCE_ARGS = ", qh::no_side, PROW" .. (TMA_A and ", true" or "") -- B as stored, PROW bytes a row a K tile
+% PRODUCE_CALL = TMA_A and ", qh::no_side(), &ta" or nil -- the tokens by TMA
 % PRODUCE_ES = INT and 1 or 2
 % include("gemm_hopper_start.cuh")
-% PRODUCE_ES = nil
+% PRODUCE_ES, PRODUCE_CALL = nil, nil
 % include("gemm_hopper_consumer.cuh")
         auto release = [&](int q) { // frees stage q for the producer
             if (lane == 0)
@@ -529,7 +539,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
             wt.fetch(0);
 % -- issue(R, S): the K tile in register set R, its tokens in stage S
 % local function issue(R, S)
+% if not TMA_A then
             fence_proxy_async(); // wgmma reads what cp.async wrote
+% end
             wgmma_fence();       // and the registers written since the last wgmma
 #pragma unroll
             for (int ni = 0; ni < NI; ++ni)
