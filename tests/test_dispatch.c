@@ -700,6 +700,17 @@ static void test_hopper_refusals(void)
          "split=8 arch=sm_89", "sm_90a"},
         {"gemm a=e4m3 b=e4m3 sa=row sb=col out=bf16 kernel=mma_f8 tile=16x128x128 warps=1x4 "
          "stages=4 split=16", "at most 8"},
+        /* wgmma_wqr: W4A8 groups of a multiple of 128 (one K tile), 128 of K a tile, a part and a
+         * total of 256 tokens do not fit, no K split; W8A16 64 of K a tile */
+        {"gemm a=s8 b=s4 sa=row sb=group:64 gs=f32 out=bf16 kernel=wgmma_wqr", "does not serve"},
+        {"gemm a=s8 b=s4 sa=row sb=col out=bf16 kernel=wgmma_wqr tile=128x128x64 warps=1x2 stages=4",
+         "BK must be 128"},
+        {"gemm a=s8 b=s4 sa=row sb=group:128 gs=f32 out=bf16 kernel=wgmma_wqr tile=256x128x128 "
+         "warps=1x2 stages=3", "accumulator"},
+        {"gemm a=s8 b=s4 sa=row sb=col out=bf16 kernel=wgmma_wqr tile=128x128x128 warps=1x2 stages=4 "
+         "split=2", "no K split"},
+        {"gemm a=bf16 b=s8 sb=col out=bf16 kernel=wgmma_wqr tile=128x128x128 warps=1x2 stages=4",
+         "BK must be 64"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         qjit_gemm_desc d = parse(cases[i].text);
@@ -715,9 +726,75 @@ static void test_hopper_refusals(void)
     qjit_context_destroy(ctx);
 }
 
+/* plan.tma: wgmma_wqr's unsplit tiles take A's tensor map alone (2), its K-split tiles and W4A8
+ * with groups none (cp.async); wgmma_tma both maps (1).  A template whose plan states a TMA
+ * kernel beside a K split is refused, its fields named. */
+static void test_plan_tma(void)
+{
+    static const struct {
+        const char *text;
+        int tma, cluster_k;
+    } cases[] = {
+        {"gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 arch=sm_90a kernel=wgmma_wqr tile=256x128x64 "
+         "warps=1x2 stages=4 split=1", 2, 1},
+        {"gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 arch=sm_90a kernel=wgmma_wqr tile=128x128x64 "
+         "warps=1x2 stages=6 split=2", 0, 2},
+        {"gemm a=s8 b=s4 sa=row sb=col out=bf16 arch=sm_90a kernel=wgmma_wqr tile=128x128x128 "
+         "warps=1x2 stages=6 split=1", 2, 1},
+        {"gemm a=s8 b=s4 sa=row sb=group:128 gs=f32 out=bf16 arch=sm_90a kernel=wgmma_wqr "
+         "tile=128x128x128 warps=1x2 stages=6 split=1", 0, 1},
+        {"gemm a=bf16 b=s8 sb=col out=bf16 arch=sm_90a kernel=wgmma_wqr tile=256x128x64 warps=1x2 "
+         "stages=4 split=1", 2, 1},
+        {"gemm a=bf16 b=bf16 out=bf16 arch=sm_90a kernel=wgmma_tma tile=128x128x64 warps=2x1 stages=4 "
+         "split=1", 1, 1},
+    };
+    qjit_families *fs;
+    CHECK_OK(qjit_family_open(NULL, &fs));
+    char why[1024];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        qjit_gemm_desc d = parse(cases[i].text);
+        qjit_plan pl = {0};
+        CHECK_OK(qjit_family_plan(fs, &d, &pl, why, sizeof why));
+        CHECK(pl.tma == cases[i].tma && pl.cluster_k == cases[i].cluster_k, "%s: tma %d cluster_k %d",
+              cases[i].text, pl.tma, pl.cluster_k);
+    }
+    qjit_family_close(fs);
+    /* the same template stating tma = 2 at every tile: its K-split tile is refused */
+    char path[4096];
+    snprintf(path, sizeof path, "%s/templates/gemm_wgmma_wqr.cu", QJIT_SOURCE_DIR);
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL, "open %s", path);
+    if (!f)
+        return;
+    static char text[1 << 20];
+    const size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = 0;
+    const char *needle = "tma = TMA_A and 2 or 0";
+    char *at = strstr(text, needle);
+    CHECK(at != NULL, "%s no longer states '%s'", path, needle);
+    if (!at)
+        return;
+    memcpy(at, "tma = 2               ", strlen(needle)); /* same length: the rest stays */
+    const char *dir = tl_tmpdir("plan_tma");
+    snprintf(path, sizeof path, "%s/gemm_wgmma_wqr.cu", dir);
+    f = fopen(path, "wb");
+    CHECK(f != NULL && fwrite(text, 1, n, f) == n, "write %s", path);
+    if (f)
+        fclose(f);
+    CHECK_OK(qjit_family_open(dir, &fs));
+    qjit_gemm_desc d = parse(cases[1].text);
+    qjit_plan pl;
+    const qjit_status st = qjit_family_plan(fs, &d, &pl, why, sizeof why);
+    CHECK(st == QJIT_ERROR_TEMPLATE && strstr(why, "tma=2") && strstr(why, "cluster_k=2"),
+          "a TMA plan beside a K split: %s '%s'", qjit_status_string(st), why);
+    qjit_family_close(fs);
+}
+
 int main(void)
 {
     test_buckets();
+    test_plan_tma();
     test_sweep_families();
     test_hopper_refusals();
     qjit_options o;
