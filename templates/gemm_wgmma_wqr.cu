@@ -119,10 +119,9 @@
 %     -- tokens do not fit)
 %     if A == "s8" then return wqr_choose(128, 128, 2, 6) end
 %     if (m ~= 0 and m <= 256) or OUT == "f32" then return wqr_choose(128, 128, 2, 6) end
-%     -- W8A16: the 256-token tile's stage is 40 KB (its weights twice W4A16's); four stages
-%     -- with the output in two passes were 5-15% faster than three in one (the H100, M = 1024
+%     -- (W8A16 too, though its 256-token stage is 40 KB, its weights twice W4A16's: four stages
+%     -- with the output in two passes were 5-15% faster than three in one, the H100, M = 1024
 %     -- and 4096 on three layers)
-%     if B == "s8" then return wqr_choose(256, 128, 2, 4) end
 %     return wqr_choose(256, 128, 2, 4)
 %   end,
 %   space = function(name)
@@ -209,7 +208,7 @@ using qc::gs_t;
 using qc::gs_f32;
 % end
 
-% if not INT then
+% if not BYTE then
 // Two f32 as A's two-lane type, lo in the low half (exact for the small integers used here).
 __device__ __forceinline__ u32 pack2(float lo, float hi)
 {
