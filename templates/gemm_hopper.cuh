@@ -161,11 +161,14 @@ template <bool WRITTEN> __device__ __forceinline__ void bulk_wait()
 // The ring at the first 1024-byte boundary of dynamic shared memory, its 2*STAGES mbarriers
 // right after it: full[s] expects the 128 producer threads (twice each when the producer
 // also writes side data, FULL_ARRIVALS 256: see produce), empty[s] the 4*NC consumer warps.
-// Every thread of the block calls it (it ends with __syncthreads).
+// Every thread of the block calls it (it ends with __syncthreads).  TMA: the barriers are also
+// completed by bulk tensor copies (the async proxy), so the initializing thread makes its
+// inits visible to that proxy and to the cluster before the barrier, as the PTX memory model
+// asks of an mbarrier that a complete_tx reaches.
 struct ring_addrs {
     u32 base, full0, empty0;
 };
-template <int STAGES, int NC, int FULL_ARRIVALS = 128>
+template <int STAGES, int NC, int FULL_ARRIVALS = 128, bool TMA = false>
 __device__ __forceinline__ ring_addrs make_ring(const unsigned char *smem, int ring_bytes, int tid, int peers = 1)
 {
     ring_addrs r;
@@ -177,6 +180,10 @@ __device__ __forceinline__ ring_addrs make_ring(const unsigned char *smem, int r
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(r.full0 + 8 * s, FULL_ARRIVALS);
             mbar_init(r.empty0 + 8 * s, 4 * NC * peers);
+        }
+        if (TMA) {
+            fence_proxy_async();
+            asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
         }
     }
     __syncthreads();
@@ -394,11 +401,6 @@ __device__ __forceinline__ u32 cluster_size()
     u32 r;
     asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(r));
     return r;
-}
-// After mbarrier.init by this thread, before the cluster barrier that lets other CTAs use them.
-__device__ __forceinline__ void fence_barrier_init()
-{
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 }
 // One arrival on the barrier at the same offset in cluster CTA `rank`'s shared memory, with
 // the default (CTA-scope release) semantics, as CUTLASS's cluster pipelines arrive: the

@@ -464,12 +464,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
     // full[s]: with side data, produce's cp.async arrival and a plain one per producer thread;
     // produce_packed's plain one; produce_tma's expect_tx arrival.
 % if TMA then
-    const qh::ring_addrs rg = qh::make_ring<STAGES, NC, 1>(smem, RING_BYTES, tid, cl);
-    if (cl > 1) { // the peer's barriers are initialized before anything reaches them
-        if (tid == 0)
-            qh::fence_barrier_init();
+    const qh::ring_addrs rg = qh::make_ring<STAGES, NC, 1, true>(smem, RING_BYTES, tid, cl);
+    if (cl > 1) // the peer's barriers are initialized (and fenced) before anything reaches them
         qc::cluster_sync<false>();
-    }
 % else
     const qh::ring_addrs rg = qh::make_ring<STAGES, NC$(FINE and not (PACKED_A or PACKED_B) and ", 256" or "")>(smem, RING_BYTES + SIDE_BYTES + SLOT_BYTES, tid);
 % end

@@ -104,21 +104,25 @@
 %   -- its GPU tests ran clean on the H100 (test_gpu_quant)
 %   measured = true,
 %   serves = wqr_pair,
-%   -- Past M = 256: 256 tokens by 128 weights, two consumers of 64 weights: a weight row is
-%   -- dequantized once for 256 tokens.  Up to 256, and for f32 output (whose staged 256-token
+%   -- Past M = 128: 256 tokens by 128 weights, two consumers of 64 weights: a weight row is
+%   -- dequantized once for 256 tokens.  Up to 128, and for f32 output (whose staged 256-token
 %   -- tile does not fit beside the ring): 128x128, twice the CTAs.  Decode (M <= 64): gemv and
 %   -- mma_wq under auto; named, 64 tokens by 128 weights.
 %   default = function(m)
 %     if m ~= 0 and m <= 64 and BM == 0 then return NAMED and wqr_choose(64, 128, 2, 8) or nil end
 %     -- a named tile or named warps: one configuration at every M, 4 stages
 %     if BM ~= 0 or WM ~= 0 then return wqr_choose(128, 128, 2, 4) end
-%     -- W4A8 (timed on the H100 against 256x128 with 3 and 4 stages and 128x128 with 4, at
-%     -- M = 256, 1024, 4096 on three layers): 128 tokens by 128 weights, 6 stages, the
-%     -- fastest in 14 of 18 cells and within 0.4% in 3 (256x128 with 4 stages 11% faster at
-%     -- M = 4096 on 4096x14336); with groups a part and a total of 64 registers each (256
-%     -- tokens do not fit)
-%     if A == "s8" then return wqr_choose(128, 128, 2, 6) end
-%     if (m ~= 0 and m <= 256) or OUT == "f32" then return wqr_choose(128, 128, 2, 6) end
+%     -- W4A8: 128 tokens by 128 weights, 6 stages; with groups a part and a total of 64
+%     -- registers each (256 tokens do not fit).  Without groups, past M = 1024, 256x128 with 4
+%     -- stages: with the tokens by TMA it won every layer of the tuning at M = 4096 (by up
+%     -- to 26%; docs/BENCH.md), while at M = 1024 the 4096-deep layers kept 128x128.
+%     if A == "s8" then
+%       if SB ~= "group" and m > 1024 then return wqr_choose(256, 128, 2, 4) end
+%       return wqr_choose(128, 128, 2, 6)
+%     end
+%     -- W4A16 and W8A16: 128x128 to M = 128; past it 256 tokens (at M = 256 the tuning with
+%     -- the tokens by TMA took 256-token tiles on every layer, by 10-54% over 128x128)
+%     if (m ~= 0 and m <= 128) or OUT == "f32" then return wqr_choose(128, 128, 2, 6) end
 %     -- (W8A16 too, though its 256-token stage is 40 KB, its weights twice W4A16's: four stages
 %     -- with the output in two passes were 5-15% faster than three in one, the H100, M = 1024
 %     -- and 4096 on three layers)
@@ -509,8 +513,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 % PRODUCE_ARGS = ", qh::no_side, PROW" .. (TMA_A and ", true" or "") -- B as stored, PROW bytes a row a K tile
 % PRODUCE_CALL = TMA_A and ", qh::no_side(), &ta" or nil -- the tokens by TMA
 % PRODUCE_ES = INT and 1 or 2
+% RING_TMA = TMA_A
 % include("gemm_hopper_start.cuh")
-% PRODUCE_ES, PRODUCE_CALL = nil, nil
+% PRODUCE_ES, PRODUCE_CALL, RING_TMA = nil, nil, nil
 % include("gemm_hopper_consumer.cuh")
         auto release = [&](int q) { // frees stage q for the producer
             if (lane == 0)
