@@ -175,9 +175,10 @@
 %     local NP, SMEM = hopper_staging("gemm_wgmma_wqr", RING + 2048, WGN)
 %     if NP > 2 then unsupported(string.format("gemm_wgmma_wqr: %d stages of %dx%dx%d leave too little shared memory to stage the %s output in two passes", STAGES, BM, BN, BK, OUT)) end
 %     -- the tokens by TMA (one bulk tensor copy a stage, tensor map A) where K is not split:
-%     -- on the H100 W4A16 3.5-13%, W8A16 11-13% and W4A8 col 1-3.4% faster than by cp.async,
-%     -- but W4A8 with groups 5.6-8.6% slower, which keeps cp.async
-%     local TMA_A = SPLIT_K == 1 and not PROMOTE
+%     -- on the H100 W4A16 3.5-13%, W8A16 11-13% and W4A8 col 1-3.4% faster than by cp.async;
+%     -- W4A8 with groups, with its sums half by I2F, 1-5% (it was 5.6-8.6% slower with the
+%     -- promotion all by the magic number)
+%     local TMA_A = SPLIT_K == 1
 %     return hopper_split{threads = THREADS, smem = SMEM, k_multiple = 32, ld_multiple = 32, align = 16, persistent = 1,
 %                         NC = NC, NP = NP, NI = NI, PRODUCER_REGS = PRODUCER_REGS, CONSUMER_REGS = CONSUMER_REGS, PB_ROW = PROW,
 %                         tma = TMA_A and 2 or 0, TMA_A = TMA_A}
@@ -389,15 +390,20 @@ struct wqr_weights {
         fetch(kt);
     }
     // tot += the K tile's exact int32 sums (16·q·a, within ±2^21) as f32, times their row's
-    // scale over 16: bit for bit fma((float)sum, s, tot).  The sum becomes f32 by adding it
-    // to the bits of 1.5·2^23 and subtracting that float (an IADD and an FADD, not an I2F).
+    // scale over 16: bit for bit fma((float)sum, s, tot).  Half the sums become f32 by an I2F,
+    // the other half by adding them to the bits of 1.5·2^23 and subtracting that float (an IADD
+    // and an FADD, exact as the I2F is within ±2^22): the I2F issues once where the magic
+    // number issues twice, but its pipe takes a quarter of the FMA pipe's rate, so the two
+    // share the work (on the H100 half by I2F was 2-7% faster than none, three quarters or
+    // all no faster than none).
     __device__ __forceinline__ void promote(float (&tot)[NI][BM / 2], const int (&part)[NI][BM / 2]) const
     {
 #pragma unroll
         for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
             for (int i = 0; i < BM / 2; ++i) {
-                const float x = __int_as_float(part[ni][i] + 0x4B400000) - 12582912.f;
+                const float x = i % 2 == 0 ? __int2float_rn(part[ni][i])
+                                           : __int_as_float(part[ni][i] + 0x4B400000) - 12582912.f;
                 tot[ni][i] = __fmaf_rn(x, ps[ni][(i >> 1) & 1], tot[ni][i]);
             }
     }

@@ -726,8 +726,8 @@ static void test_hopper_refusals(void)
     qjit_context_destroy(ctx);
 }
 
-/* plan.tma: wgmma_wqr's unsplit tiles take A's tensor map alone (2), its K-split tiles and W4A8
- * with groups none (cp.async); wgmma_tma both maps (1).  A template whose plan states a TMA
+/* plan.tma: wgmma_wqr's unsplit tiles take A's tensor map alone (2), its K-split tiles none
+ * (cp.async); wgmma_tma both maps (1).  A template whose plan states a TMA
  * kernel beside a K split is refused, its fields named. */
 static void test_plan_tma(void)
 {
@@ -742,7 +742,7 @@ static void test_plan_tma(void)
         {"gemm a=s8 b=s4 sa=row sb=col out=bf16 arch=sm_90a kernel=wgmma_wqr tile=128x128x128 "
          "warps=1x2 stages=6 split=1", 2, 1},
         {"gemm a=s8 b=s4 sa=row sb=group:128 gs=f32 out=bf16 arch=sm_90a kernel=wgmma_wqr "
-         "tile=128x128x128 warps=1x2 stages=6 split=1", 0, 1},
+         "tile=128x128x128 warps=1x2 stages=6 split=1", 2, 1},
         {"gemm a=bf16 b=s8 sb=col out=bf16 arch=sm_90a kernel=wgmma_wqr tile=256x128x64 warps=1x2 "
          "stages=4 split=1", 2, 1},
         {"gemm a=bf16 b=bf16 out=bf16 arch=sm_90a kernel=wgmma_tma tile=128x128x64 warps=2x1 stages=4 "
