@@ -523,7 +523,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 % include("gemm_hopper_start.cuh")
 % PRODUCE_ES, PRODUCE_CALL, RING_TMA = nil, nil, nil
 % include("gemm_hopper_consumer.cuh")
-        auto release = [&](int q) { // frees stage q for the producer
+        // frees stage q for the producer.  Every lane read the stage's weights with its own
+        // loads, and an arrival releases only its own thread's accesses: the warp's barrier
+        // orders the other lanes' reads before lane 0's arrival (compute-sanitizer's
+        // racecheck flagged the producer's next copy into the stage without it).
+        auto release = [&](int q) {
+            __syncwarp();
             if (lane == 0)
                 mbar_arrive(empty0 + 8 * q);
         };
