@@ -23,6 +23,12 @@ configuration is timed in the same turns as auto and the best, and each row give
 time over it: whether auto got slower anywhere than the auto of that revision, run by
 today's library.
 
+With --interleave each turn replays the handles' graphs one after another (auto, the best,
+the --then auto; each graph captured once a cell) instead of each handle's replays back to
+back: at the board's power limit the clock swings within a turn, and one handle timed twice
+in turns read up to 4.9% apart on compute-bound cells (docs/NOTES.md).  Not yet run on the
+H100.
+
 With --prefill (M >= 128, the prefill issue's table) the peers are those the formats
 promise to meet: bf16 cuBLAS for the weight-only pairs, fp8 row-wise `_scaled_mm` for FP8
 row and block and W4A8, fp8 tensor-wise `_scaled_mm` for FP8 tensor and MX, `_int_mm` for
@@ -94,6 +100,44 @@ def time_launches(calls, reps):
     return time_graph(calls, len(calls), reps)
 
 
+def capture(calls):
+    """One CUDA graph of the calls (warmed up outside the capture, then replayed thrice)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for c in calls:
+            c()
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for c in calls:
+            c()
+    for _ in range(3):
+        graph.replay()
+    return graph
+
+
+def time_interleaved(graphs, layers, reps):
+    """Median µs of one call of each graph (of `layers` calls), their replays interleaved: one
+    replay of each in turn, the order reversed every round, so that a drift of the clock
+    within the cell falls on all of them alike."""
+    marks = []
+    for r in range(reps):
+        order = range(len(graphs)) if r % 2 == 0 else reversed(range(len(graphs)))
+        for i in order:
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            graphs[i].replay()
+            e.record()
+            marks.append((i, s, e))
+    torch.cuda.synchronize()
+    times = [[] for _ in graphs]
+    for i, s, e in marks:
+        times[i].append(s.elapsed_time(e) * 1e3 / layers)
+    return [statistics.median(t) for t in times]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", default="build/libqjit.so")
@@ -110,6 +154,10 @@ def main():
                     help="more turns for a cell whose auto is over the best (or the --then auto) by --confirm-above")
     ap.add_argument("--confirm-above", type=float, default=0.03)
     ap.add_argument("--each", action="store_true", help="print each named configuration's time")
+    ap.add_argument("--interleave", action="store_true",
+                    help="in each turn, replay auto's, the best's and the earlier auto's graphs "
+                         "one after another (each graph captured once a cell), not each handle's "
+                         "replays back to back")
     ap.add_argument("--csv", default="")
     ap.add_argument("--nk", default="",
                     help="NxK,... layers to time instead of each model's four (e.g. the dispatch "
@@ -199,9 +247,28 @@ def main():
                                 print(f"  then {then_cfg.split('kernel=')[-1]}: not timed: {first_line(e)}")
                             break
 
+                    graphs = {}  # --interleave: each handle's graph, captured at its first turn
+
                     def turns(count):
                         nonlocal then_h
                         done = len(ta)  # turns so far: the order alternates across calls too
+                        if o.interleave:
+                            if not graphs:
+                                graphs["auto"] = capture([launch(g, w) for w in ws])
+                                if best is not None:
+                                    graphs["best"] = capture([launch(best_h, w) for w in ws])
+                                if then_h is not None:
+                                    try:
+                                        graphs["then"] = capture([launch(then_h, w) for w in ws])
+                                    except RuntimeError as e:  # sizes it refuses
+                                        print(f"  then {then_cfg.split('kernel=')[-1]}: not timed: {first_line(e)}")
+                                        then_h = None
+                            names = list(graphs)
+                            for i in range(count):
+                                t = time_interleaved([graphs[n] for n in names], len(ws), o.reps)
+                                for n, v in zip(names, t):
+                                    {"auto": ta, "best": tb, "then": tt}[n].append(v)
+                            return
                         for i in range(count):
                             # auto, best (, then), then the reverse: auto and the best swap
                             # places each turn; with --then the best stays in the middle
