@@ -346,7 +346,7 @@ qjit_status qjit_family_plan(qjit_families *fs, const qjit_gemm_desc *r, qjit_pl
         out->cluster_k < 1 || out->cluster_k > 8 || (out->cluster_k > 1 && out->k_chunk < 1) ||
         out->tma < 0 || out->tma > 2 || (out->cluster_m != 1 && out->cluster_m != 2) ||
         (out->cluster_m > 1 && (out->tma != 1 || out->cluster_k > 1)) ||
-        (out->tma && out->cluster_k > 1)) {
+        (out->tma == 1 && out->cluster_k > 1)) {
         snprintf(why, cap,
                  "template %s: plan() states no valid launch (threads=%u smem=%u k_multiple=%d "
                  "ld_multiple=%d align=%d persistent=%d cluster_k=%d k_chunk=%d tma=%d "

@@ -727,8 +727,9 @@ static void test_hopper_refusals(void)
 }
 
 /* plan.tma: wgmma_wqr's unsplit tiles take A's tensor map alone (2), its K-split tiles none
- * (cp.async); wgmma_tma both maps (1).  A template whose plan states a TMA
- * kernel beside a K split is refused, its fields named. */
+ * (cp.async); wgmma_tma both maps (1).  A template whose plan states both maps (tma 1) beside
+ * a K split is refused, its fields named (A's map alone may go with a split: the kernel
+ * then starts a rank's coordinates at its part of K). */
 static void test_plan_tma(void)
 {
     static const struct {
@@ -759,7 +760,7 @@ static void test_plan_tma(void)
               cases[i].text, pl.tma, pl.cluster_k);
     }
     qjit_family_close(fs);
-    /* the same template stating tma = 2 at every tile: its K-split tile is refused */
+    /* the same template stating tma = 1 at every tile: its K-split tile is refused */
     char path[4096];
     snprintf(path, sizeof path, "%s/templates/gemm_wgmma_wqr.cu", QJIT_SOURCE_DIR);
     FILE *f = fopen(path, "rb");
@@ -775,7 +776,7 @@ static void test_plan_tma(void)
     CHECK(at != NULL, "%s no longer states '%s'", path, needle);
     if (!at)
         return;
-    memcpy(at, "tma = 2               ", strlen(needle)); /* same length: the rest stays */
+    memcpy(at, "tma = 1               ", strlen(needle)); /* same length: the rest stays */
     const char *dir = tl_tmpdir("plan_tma");
     snprintf(path, sizeof path, "%s/gemm_wgmma_wqr.cu", dir);
     f = fopen(path, "wb");
@@ -786,8 +787,8 @@ static void test_plan_tma(void)
     qjit_gemm_desc d = parse(cases[1].text);
     qjit_plan pl;
     const qjit_status st = qjit_family_plan(fs, &d, &pl, why, sizeof why);
-    CHECK(st == QJIT_ERROR_TEMPLATE && strstr(why, "tma=2") && strstr(why, "cluster_k=2"),
-          "a TMA plan beside a K split: %s '%s'", qjit_status_string(st), why);
+    CHECK(st == QJIT_ERROR_TEMPLATE && strstr(why, "tma=1") && strstr(why, "cluster_k=2"),
+          "a plan of two tensor maps beside a K split: %s '%s'", qjit_status_string(st), why);
     qjit_family_close(fs);
 }
 
