@@ -760,7 +760,8 @@ static void test_plan_tma(void)
               cases[i].text, pl.tma, pl.cluster_k);
     }
     qjit_family_close(fs);
-    /* the same template stating tma = 1 at every tile: its K-split tile is refused */
+    /* the same template stating tma = 2 at every tile: its K-split tile's plan is accepted
+     * (A's map alone beside a split), then tma = 1: refused */
     char path[4096];
     snprintf(path, sizeof path, "%s/templates/gemm_wgmma_wqr.cu", QJIT_SOURCE_DIR);
     FILE *f = fopen(path, "rb");
@@ -776,16 +777,26 @@ static void test_plan_tma(void)
     CHECK(at != NULL, "%s no longer states '%s'", path, needle);
     if (!at)
         return;
-    memcpy(at, "tma = 1               ", strlen(needle)); /* same length: the rest stays */
     const char *dir = tl_tmpdir("plan_tma");
     snprintf(path, sizeof path, "%s/gemm_wgmma_wqr.cu", dir);
+    qjit_gemm_desc d = parse(cases[1].text);
+    qjit_plan pl;
+    memcpy(at, "tma = 2               ", strlen(needle)); /* same length: the rest stays */
     f = fopen(path, "wb");
     CHECK(f != NULL && fwrite(text, 1, n, f) == n, "write %s", path);
     if (f)
         fclose(f);
     CHECK_OK(qjit_family_open(dir, &fs));
-    qjit_gemm_desc d = parse(cases[1].text);
-    qjit_plan pl;
+    CHECK_OK(qjit_family_plan(fs, &d, &pl, why, sizeof why));
+    CHECK(pl.tma == 2 && pl.cluster_k == 2, "A's map beside a K split: tma %d cluster_k %d", pl.tma,
+          pl.cluster_k);
+    qjit_family_close(fs);
+    memcpy(at, "tma = 1               ", strlen(needle));
+    f = fopen(path, "wb");
+    CHECK(f != NULL && fwrite(text, 1, n, f) == n, "write %s", path);
+    if (f)
+        fclose(f);
+    CHECK_OK(qjit_family_open(dir, &fs));
     const qjit_status st = qjit_family_plan(fs, &d, &pl, why, sizeof why);
     CHECK(st == QJIT_ERROR_TEMPLATE && strstr(why, "tma=1") && strstr(why, "cluster_k=2"),
           "a plan of two tensor maps beside a K split: %s '%s'", qjit_status_string(st), why);
