@@ -11,7 +11,7 @@
 //
 // The producer warpgroup fills a stage of the ring with each K tile's BM token rows (one
 // 128-byte swizzled row: 64 values of 16 bits, or 128 of 8), as one bulk tensor copy (TMA)
-// where K is not split and W4A8 has no groups, else by cp.async, and the tile's BN packed
+// where K is not split, else by cp.async, and the tile's BN packed
 // weight rows (32 or 64 bytes each, as stored) by cp.async (qh::produce with PB_ROW).  W4A16: a
 // consumer thread holds, for each of its m64 blocks, rows g and g + 8 of its warp's 16 (g =
 // lane/4) at k = 2t, 2t + 1, 2t + 8, 2t + 9 of each k16 step (t = lane%4): byte t of each
@@ -176,8 +176,8 @@
 %     if NP > 2 then unsupported(string.format("gemm_wgmma_wqr: %d stages of %dx%dx%d leave too little shared memory to stage the %s output in two passes", STAGES, BM, BN, BK, OUT)) end
 %     -- the tokens by TMA (one bulk tensor copy a stage, tensor map A) where K is not split:
 %     -- on the H100 W4A16 3.5-13%, W8A16 11-13% and W4A8 col 1-3.4% faster than by cp.async;
-%     -- W4A8 with groups, with its sums half by I2F, 1-5% (it was 5.6-8.6% slower with the
-%     -- promotion all by the magic number)
+%     -- W4A8 with groups, once half its sums went by I2F, 1.0-1.4% more at M = 1024 and mixed
+%     -- at 4096 (it was 5.6-8.6% slower with the promotion all by the magic number)
 %     local TMA_A = SPLIT_K == 1
 %     return hopper_split{threads = THREADS, smem = SMEM, k_multiple = 32, ld_multiple = 32, align = 16, persistent = 1,
 %                         NC = NC, NP = NP, NI = NI, PRODUCER_REGS = PRODUCER_REGS, CONSUMER_REGS = CONSUMER_REGS, PB_ROW = PROW,

@@ -36,7 +36,6 @@ def main():
     q = Qjit(args.lib)
     lib = q.lib
     lib.qjit_context_create.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-    lib.qjit_context_get_gemm.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
     torch.zeros(1, device="cuda")
     torch.manual_seed(0)
 
@@ -52,19 +51,12 @@ def main():
         os.environ.pop("QJIT_TEMPLATE_DIR", None)
         return c
 
-    def get(c, text):
-        desc, g = (ctypes.c_int * 64)(), ctypes.c_void_p()
-        if lib.qjit_gemm_desc_parse(text.encode(), desc) != 0 or \
-           lib.qjit_context_get_gemm(c, desc, None, ctypes.byref(g)) != 0:
-            raise RuntimeError(lib.qjit_last_error().decode())
-        return g
-
     ca, cb = context(None), context(os.path.abspath(args.dir))
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     for case in args.cases.split(","):
         pair, fields = case.split(":", 1)
         text = f"{PAIRS[pair][0]} kernel={args.kernel} tile={fields}"
-        ha, hb = get(ca, text), get(cb, text)
+        ha, hb = q.get(text, ca), q.get(text, cb)
         for n, k in shapes:
             copies = max(1, min(16, -(-256 * 2**20 // int(n * k * PAIRS[pair][2]))))
             ws = [make_weights(pair, n, k) for _ in range(copies)]

@@ -48,8 +48,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_quant import Qjit  # noqa: E402
-from bench_step import (MODELS, PAIRS, copy_bandwidth, layer_bytes, make_act,  # noqa: E402
-                        make_weights, peer_call, qjit_call, time_graph)
+from bench_step import (MODELS, PAIRS, capture, copy_bandwidth, layer_bytes,  # noqa: E402
+                        make_act, make_weights, peer_call, qjit_call, time_graph)
 
 import qjit  # noqa: E402  (the package, for the sweep and the heuristic)
 
@@ -98,24 +98,6 @@ def prefill_peer_calls(pair, m, n, k, out, copies):
 def time_launches(calls, reps):
     """Median µs of one call, as graph replays of all of them (one per weight copy)."""
     return time_graph(calls, len(calls), reps)
-
-
-def capture(calls):
-    """One CUDA graph of the calls (warmed up outside the capture, then replayed thrice)."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for c in calls:
-            c()
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for c in calls:
-            c()
-    for _ in range(3):
-        graph.replay()
-    return graph
 
 
 def time_interleaved(graphs, layers, reps):

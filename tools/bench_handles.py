@@ -19,7 +19,6 @@ kernel is the clock's.
 """
 
 import argparse
-import ctypes
 import os
 import statistics
 import sys
@@ -27,9 +26,9 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_grid import capture, time_interleaved  # noqa: E402
+from bench_grid import time_interleaved  # noqa: E402
 from bench_quant import Qjit  # noqa: E402
-from bench_step import PAIRS, make_act, make_weights, qjit_call  # noqa: E402
+from bench_step import PAIRS, capture, make_act, make_weights, qjit_call  # noqa: E402
 
 import qjit  # noqa: E402
 
@@ -54,22 +53,12 @@ def main():
         os.environ["QJIT_CACHE_DIR"] = o.cache_dir  # the default context of Qjit.get
     torch.zeros(1, device="cuda")  # a current CUDA context before the first get
     q = Qjit(o.lib)
-    q.lib.qjit_context_get_gemm.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                                            ctypes.POINTER(ctypes.c_void_p)]
     n, k = (int(v) for v in o.nk.split("x"))
     desc, _, wb, sb, _ = PAIRS[o.pair]
     named = f"{desc} {o.config}"
 
-    def get_in(ctx, text):
-        d = (ctypes.c_int * 64)()
-        g = ctypes.c_void_p()
-        if q.lib.qjit_gemm_desc_parse(text.encode(), d) != 0 or \
-           q.lib.qjit_context_get_gemm(ctx._ptr, d, None, ctypes.byref(g)) != 0:
-            raise RuntimeError(q.lib.qjit_last_error().decode())
-        return g
-
     ctxs = [qjit.Context(cache_dir=o.cache_dir or None) for _ in range(o.contexts)]
-    handles = [(f"context {i}", get_in(c, named)) for i, c in enumerate(ctxs)]
+    handles = [(f"context {i}", q.get(named, c)) for i, c in enumerate(ctxs)]
     handles.append(("context 0 again", handles[0][1]))
     handles.append(("auto (default context)", q.get(desc)))
     copies = max(1, min(16, -(-o.rotate_mb * 2**20 // int(n * k * (wb + sb)))))

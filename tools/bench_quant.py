@@ -34,12 +34,18 @@ class Qjit:
         self.lib = ctypes.CDLL(path)
         self.lib.qjit_last_error.restype = ctypes.c_char_p
         self.lib.qjit_gemm_launch.argtypes = [ctypes.c_void_p, ctypes.POINTER(Args), ctypes.c_void_p]
+        self.lib.qjit_context_get_gemm.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                                   ctypes.POINTER(ctypes.c_void_p)]
 
-    def get(self, text):
+    def get(self, text, ctx=None):
+        """The handle of a descriptor, through the default context or ctx (a qjit.Context, or
+        a qjit_context pointer)."""
         desc = (ctypes.c_int * 64)()  # qjit_gemm_desc is 18 ints; room to spare
         g = ctypes.c_void_p()
-        if self.lib.qjit_gemm_desc_parse(text.encode(), desc) != 0 or \
-           self.lib.qjit_get_gemm(desc, ctypes.byref(g)) != 0:
+        got = self.lib.qjit_gemm_desc_parse(text.encode(), desc) == 0 and (
+            self.lib.qjit_get_gemm(desc, ctypes.byref(g)) if ctx is None else
+            self.lib.qjit_context_get_gemm(getattr(ctx, "_ptr", ctx), desc, None, ctypes.byref(g))) == 0
+        if not got:
             raise RuntimeError(self.lib.qjit_last_error().decode())
         return g
 

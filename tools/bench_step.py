@@ -173,8 +173,8 @@ def peer_call(pair, act, w, out):
     return None
 
 
-def time_graph(calls, layers, reps):
-    """Median µs per layer of replays of one graph of every call."""
+def capture(calls):
+    """One CUDA graph of every call, warmed up outside the capture, then replayed thrice."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -188,6 +188,12 @@ def time_graph(calls, layers, reps):
             c()
     for _ in range(3):
         graph.replay()
+    return graph
+
+
+def time_graph(calls, layers, reps):
+    """Median µs per layer of replays of one graph of every call."""
+    graph = capture(calls)
     times = []
     for _ in range(reps):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
