@@ -555,7 +555,7 @@ QJIT_API qjit_status qjit_gemm_launch(const qjit_gemm *g, const qjit_gemm_args *
 /* What a launch would do, without launching: for tools that drive cuLaunchKernel
  * themselves (benchmarks of launch overhead).  Validates like qjit_gemm_launch.  A kernel
  * that takes more than its one parameter (kernel=wgmma_tma: tensor maps of A and B;
- * kernel=wgmma_wqr without a K split: the tensor map of A; both encoded at each launch)
+ * kernel=wgmma_wqr: tensor maps of A; all encoded at each launch)
  * gives QJIT_ERROR_UNSUPPORTED: launch it with qjit_gemm_launch. */
 typedef struct qjit_launch_config {
     void *function;         /* CUfunction */

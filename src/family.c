@@ -324,9 +324,9 @@ qjit_status qjit_family_plan(qjit_families *fs, const qjit_gemm_desc *r, qjit_pl
     static const char *const fields[] = {"threads",    "smem",       "k_multiple",
                                          "ld_multiple", "align",     "persistent",
                                          "cluster_k",  "k_chunk",    "tma",
-                                         "cluster_m"};
-    long long v[10];
-    qjit_records rec = {fields, 10, 1, v, 0, 0};
+                                         "cluster_m",  "tma_rows"};
+    long long v[11];
+    qjit_records rec = {fields, 11, 1, v, 0, 0};
     qjit_status st = query(fs, r->kernel, r, "plan", NULL, &rec);
     if (st == QJIT_OK && rec.n != 1)
         st = qjit_err_set(QJIT_ERROR_TEMPLATE, "template %s: plan() returned no table",
@@ -338,7 +338,7 @@ qjit_status qjit_family_plan(qjit_families *fs, const qjit_gemm_desc *r, qjit_pl
 #define GET(f, dflt) (v[f] == QJIT_RECORD_MISSING ? (dflt) : v[f])
     *out = (qjit_plan){(unsigned)GET(0, 0), (unsigned)GET(1, 0), (int)GET(2, 1), (int)GET(3, 1),
                        (int)GET(4, 16), (int)GET(5, 0), (int)GET(6, 1), (int)GET(7, 0),
-                       (int)GET(8, 0),  (int)GET(9, 1)};
+                       (int)GET(8, 0),  (int)GET(9, 1), (int)GET(10, 0)};
 #undef GET
     if (v[0] == QJIT_RECORD_MISSING || out->threads == 0 || out->threads > 1024 ||
         out->threads % 32 || v[1] < 0 || out->k_multiple < 1 || out->ld_multiple < 1 ||
@@ -346,14 +346,15 @@ qjit_status qjit_family_plan(qjit_families *fs, const qjit_gemm_desc *r, qjit_pl
         out->cluster_k < 1 || out->cluster_k > 8 || (out->cluster_k > 1 && out->k_chunk < 1) ||
         out->tma < 0 || out->tma > 2 || (out->cluster_m != 1 && out->cluster_m != 2) ||
         (out->cluster_m > 1 && (out->tma != 1 || out->cluster_k > 1)) ||
-        (out->tma == 1 && out->cluster_k > 1)) {
+        (out->tma == 1 && out->cluster_k > 1) || out->tma_rows < 0 || out->tma_rows > 256 ||
+        (out->tma_rows > 0 && (out->tma == 0 || out->tma_rows % 8 || r->bm % out->tma_rows != 0))) {
         snprintf(why, cap,
                  "template %s: plan() states no valid launch (threads=%u smem=%u k_multiple=%d "
                  "ld_multiple=%d align=%d persistent=%d cluster_k=%d k_chunk=%d tma=%d "
-                 "cluster_m=%d)",
+                 "cluster_m=%d tma_rows=%d)",
                  qjit_family_template(r->kernel), out->threads, out->smem, out->k_multiple,
                  out->ld_multiple, out->align, out->persistent, out->cluster_k, out->k_chunk,
-                 out->tma, out->cluster_m);
+                 out->tma, out->cluster_m, out->tma_rows);
         return qjit_err_set(QJIT_ERROR_TEMPLATE, "%s", why);
     }
     if (out->smem > qjit_arch_smem_limit(r->arch)) {

@@ -601,11 +601,14 @@ static void fill_config(const kernel *g, const qjit_gemm_args *a, unsigned grid[
 
 /* The tensor maps of a TMA kernel (plan.tma): A's rows [m][k] and B's [n][k] of one- or
  * two-byte values (A and B alike), 128-byte swizzle, boxes of one 128-byte row of K by BM
- * rows (A) and BN/2 rows (B: two boxes a tile, or one from each CTA of a cluster pair),
- * zeros outside the tensor; with plan.tma 2, A's alone (B is copied as stored, packed).
- * The kernel's tiles are laid out the way these boxes land (gemm_hopper.cuh, produce_tma
- * and produce).  Host work only, no device call: legal while a stream is captured. */
-static qjit_status encode_maps(const kernel *g, const qjit_gemm_args *a, CUtensorMap maps[2])
+ * rows (A) and BN/2 rows (B: two boxes a tile, or one from each CTA of a cluster pair), zeros
+ * outside the tensor; with plan.tma 2, A's alone (B is copied as stored, packed).  With
+ * plan.tma_rows, A's again in boxes of that many rows (the kernel copies a tile that passes M
+ * box by box, up to M).  The kernel's tiles are laid out the way these boxes land
+ * (gemm_hopper.cuh, produce_tma and produce).  Host work only, no device call: legal while a
+ * stream is captured.  maps: A, B, A by tma_rows (the launch passes them after the
+ * parameter struct in that order, B left out where plan.tma is 2). */
+static qjit_status encode_maps(const kernel *g, const qjit_gemm_args *a, CUtensorMap maps[3])
 {
     if (!g->cu->TensorMapEncodeTiled)
         return qjit_err_set(QJIT_ERROR_NO_DEVICE,
@@ -617,10 +620,13 @@ static qjit_status encode_maps(const kernel *g, const qjit_gemm_args *a, CUtenso
         int64_t rows, ld;
         unsigned box_rows;
         const char *what;
-    } op[2] = {{a->a, a->m, a->lda, (unsigned)g->desc.bm, "cuTensorMapEncodeTiled(a)"},
-               {a->b, a->n, a->ldb, (unsigned)g->desc.bn / 2, "cuTensorMapEncodeTiled(b)"}};
+    } op[3] = {{a->a, a->m, a->lda, (unsigned)g->desc.bm, "cuTensorMapEncodeTiled(a)"},
+               {a->b, a->n, a->ldb, (unsigned)g->desc.bn / 2, "cuTensorMapEncodeTiled(b)"},
+               {a->a, a->m, a->lda, (unsigned)g->plan.tma_rows, "cuTensorMapEncodeTiled(a, rows)"}};
     const int es = dtype_bytes(g->desc.a); /* 1 or 2: the plan takes A and B of one size */
-    for (int i = 0; i < (g->plan.tma == 2 ? 1 : 2); i++) {
+    for (int i = 0; i < 3; i++) {
+        if ((i == 1 && g->plan.tma == 2) || (i == 2 && !g->plan.tma_rows))
+            continue;
         const cuuint64_t dims[2] = {(cuuint64_t)a->k, (cuuint64_t)op[i].rows};
         const cuuint64_t strides[1] = {(cuuint64_t)(op[i].ld * es)}; /* bytes */
         const cuuint32_t box[2] = {(cuuint32_t)(128 / es), op[i].box_rows}, step[2] = {1, 1};
@@ -665,8 +671,11 @@ qjit_status qjit_gemm_launch(const qjit_gemm *h, const qjit_gemm_args *a,
     qjit_kernel_params p;
     unsigned grid[3], cluster[3];
     fill_config(k, a, grid, cluster, &p);
-    CUtensorMap maps[2];
-    void *params[] = {&p, &maps[0], &maps[1]}; /* a kernel of A's map alone reads two */
+    /* the kernel's parameters: p, then its maps (A, B where plan.tma is 1, A by tma_rows) */
+    CUtensorMap maps[3];
+    void *params[4] = {&p, &maps[0], &maps[1], &maps[2]};
+    if (k->plan.tma == 2)
+        params[2] = &maps[2];
     if (k->plan.tma && (st = encode_maps(k, a, maps)) != QJIT_OK)
         return st;
     /* a cluster shape, and an early start: the kernel's griddepcontrol.wait (qc::pdl_wait)

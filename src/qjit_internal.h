@@ -121,6 +121,8 @@ typedef struct qjit_plan {
                        2: of A alone (gemm.c encodes them at each launch: encode_maps) */
     int cluster_m;  /* > 1: CTAs go in clusters of this many along M when the output has
                        that many tile rows (the kernel shares B across them) */
+    int tma_rows;   /* with tma: the kernel also takes A's map in boxes of this many rows
+                       (after its other maps), for tiles that pass M, copied up to M */
 } qjit_plan;
 
 typedef struct qjit_families qjit_families; /* one per context: its templates' declarations */

@@ -33,12 +33,14 @@
 #define MIN_LONG_REPS 3
 #define PRUNE 1.25
 /* The final round: the fastest of a sweep is the minimum of many noisy medians, biased low,
- * and a winner within a few percent of the runner-up is often the luckier one.  The passed
- * candidates within FINAL_WINDOW of the fastest (FINAL_MAX of them at most), and the
- * heuristic's kernel where it passed, are timed FINAL_ROUNDS more times, in turn, and each
- * one's time becomes the median of its FINAL_ROUNDS + 1 medians, recorded.  The winner is
- * the fastest of all passed candidates by their recorded times (the others keep their sweep
- * time), which is what dispatch reads back. */
+ * and a winner within a few percent of the runner-up is often the luckier one (the sweep
+ * times each candidate at its own moment, and at the board's power limit the clock swings
+ * within seconds).  The passed candidates within FINAL_WINDOW of the fastest (FINAL_MAX of
+ * them at most), and the heuristic's kernel where it passed, are timed again side by side:
+ * their graphs replayed in turns, FINAL_ROUNDS × reps rounds of one replay each, and each
+ * one's time becomes the median of its replays there, recorded.  The winner is the fastest
+ * of all passed candidates by their recorded times (the others keep their sweep time), which
+ * is what dispatch reads back. */
 #define FINAL_WINDOW 1.05
 #define FINAL_MAX 3
 #define FINAL_ROUNDS 2
@@ -131,6 +133,98 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* A candidate's graph of launches over the copies, on a stream of its own, with the events
+ * that time one replay. */
+typedef struct timed_graph {
+    const qjit_cu_api *cu;
+    CUstream s;
+    CUgraphExec exec;
+    CUevent e0, e1;
+    int launches;
+} timed_graph;
+
+static void graph_free(timed_graph *t)
+{
+    const qjit_cu_api *cu = t->cu;
+    if (t->s)
+        cu->StreamSynchronize(t->s);
+    if (t->exec)
+        cu->GraphExecDestroy(t->exec);
+    if (t->e0)
+        cu->EventDestroy(t->e0);
+    if (t->e1)
+        cu->EventDestroy(t->e1);
+    if (t->s)
+        cu->StreamDestroy(t->s);
+    memset(t, 0, sizeof *t);
+}
+
+static qjit_status graph_make(const qjit_cu_api *cu, qjit_gemm *g, const qjit_tune_operands *ops,
+                              const qjit_gemm_desc *d, const qjit_tune_problem *p, timed_graph *t)
+{
+    memset(t, 0, sizeof *t);
+    t->cu = cu;
+    t->launches = ops->copies * ((MIN_LAUNCHES + ops->copies - 1) / ops->copies);
+    CUgraph graph = NULL;
+    qjit_status st = QJIT_OK;
+    CUresult r = cu->StreamCreate(&t->s, CU_STREAM_NON_BLOCKING);
+    if (r == CUDA_SUCCESS)
+        r = cu->EventCreate(&t->e0, CU_EVENT_DEFAULT);
+    if (r == CUDA_SUCCESS)
+        r = cu->EventCreate(&t->e1, CU_EVENT_DEFAULT);
+    if (r == CUDA_SUCCESS)
+        r = cu->StreamBeginCapture(t->s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    if (r == CUDA_SUCCESS) {
+        for (int i = 0; i < t->launches && st == QJIT_OK; i++) {
+            qjit_gemm_args a = qjit_tune_args(ops, d, p, i % ops->copies);
+            st = qjit_gemm_launch(g, &a, (struct CUstream_st *)t->s);
+        }
+        CUresult er = cu->StreamEndCapture(t->s, &graph);
+        r = st == QJIT_OK ? er : CUDA_SUCCESS;
+    }
+    if (st == QJIT_OK && r == CUDA_SUCCESS)
+        r = cu->GraphInstantiate(&t->exec, graph, 0);
+    if (graph)
+        cu->GraphDestroy(graph);
+    if (st == QJIT_OK && r != CUDA_SUCCESS)
+        st = qjit_drv_fail(cu, r, "capturing a candidate's launches");
+    if (st != QJIT_OK)
+        graph_free(t);
+    return st;
+}
+
+/* One replay between events: µs a launch (or an untimed replay with us NULL). */
+static qjit_status graph_replay(timed_graph *t, double *us)
+{
+    const qjit_cu_api *cu = t->cu;
+    float ms = 0;
+    CUresult r = us ? cu->EventRecord(t->e0, t->s) : CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS)
+        r = cu->GraphLaunch(t->exec, t->s);
+    if (r == CUDA_SUCCESS && us)
+        r = cu->EventRecord(t->e1, t->s);
+    if (r == CUDA_SUCCESS && us)
+        r = cu->EventSynchronize(t->e1);
+    if (r == CUDA_SUCCESS && us)
+        r = cu->EventElapsedTime(&ms, t->e0, t->e1);
+    if (r != CUDA_SUCCESS)
+        return qjit_drv_fail(cu, r, "timing a candidate");
+    if (us)
+        *us = 1000.0 * ms / t->launches;
+    return QJIT_OK;
+}
+
+/* How many timed replays a graph gets whose first replay took first_us a launch: reps, or
+ * for a long graph what REPLAY_BUDGET_MS allows (at least MIN_LONG_REPS). */
+static int replays_for(const timed_graph *t, double first_us, int reps)
+{
+    const double ms = first_us * t->launches / 1000.0;
+    if (ms <= LONG_REPLAY_MS)
+        return reps;
+    const int fit = (int)ceil(REPLAY_BUDGET_MS / ms), want = fit < MIN_LONG_REPS ? MIN_LONG_REPS : fit;
+    return want < reps ? want : reps;
+}
+
 /* Median µs of one launch of g over the copies, as replays of a graph of launches; within
  * the budget above (cutoff_us: the time past which a candidate stops after one replay, 0 for
  * none). */
@@ -138,83 +232,73 @@ static qjit_status time_launches(const qjit_cu_api *cu, qjit_gemm *g, const qjit
                                  const qjit_gemm_desc *d, const qjit_tune_problem *p,
                                  int warmup, int reps, double cutoff_us, double *us)
 {
-    CUstream s = NULL;
-    CUgraph graph = NULL;
-    CUgraphExec exec = NULL;
-    CUevent e0 = NULL, e1 = NULL;
     double *t = calloc((size_t)reps, sizeof *t);
-    qjit_status st = QJIT_OK;
-    CUresult r = t ? cu->StreamCreate(&s, CU_STREAM_NON_BLOCKING) : CUDA_ERROR_OUT_OF_MEMORY;
-    if (r == CUDA_SUCCESS)
-        r = cu->EventCreate(&e0, CU_EVENT_DEFAULT);
-    if (r == CUDA_SUCCESS)
-        r = cu->EventCreate(&e1, CU_EVENT_DEFAULT);
-    const int launches = ops->copies * ((MIN_LAUNCHES + ops->copies - 1) / ops->copies);
-    if (r == CUDA_SUCCESS)
-        r = cu->StreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
-    if (r == CUDA_SUCCESS) {
-        for (int i = 0; i < launches && st == QJIT_OK; i++) {
-            qjit_gemm_args a = qjit_tune_args(ops, d, p, i % ops->copies);
-            st = qjit_gemm_launch(g, &a, (struct CUstream_st *)s);
-        }
-        CUresult er = cu->StreamEndCapture(s, &graph);
-        r = st == QJIT_OK ? er : CUDA_SUCCESS;
-    }
-    if (st == QJIT_OK && r == CUDA_SUCCESS)
-        r = cu->GraphInstantiate(&exec, graph, 0);
-    /* a replay between events: its time in ms */
-    float ms = 0;
-#define REPLAY()                                                                                \
-    do {                                                                                       \
-        r = cu->EventRecord(e0, s);                                                            \
-        if (r == CUDA_SUCCESS)                                                                 \
-            r = cu->GraphLaunch(exec, s);                                                      \
-        if (r == CUDA_SUCCESS)                                                                 \
-            r = cu->EventRecord(e1, s);                                                        \
-        if (r == CUDA_SUCCESS)                                                                 \
-            r = cu->EventSynchronize(e1);                                                      \
-        if (r == CUDA_SUCCESS)                                                                 \
-            r = cu->EventElapsedTime(&ms, e0, e1);                                             \
-    } while (0)
+    if (!t)
+        return qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "timing a candidate (%d replays)", reps);
+    timed_graph tg;
+    qjit_status st = graph_make(cu, g, ops, d, p, &tg);
     /* the first warm-up replay, timed, sets the budget */
-    if (st == QJIT_OK && r == CUDA_SUCCESS)
-        REPLAY();
-    const bool long_graph = st == QJIT_OK && r == CUDA_SUCCESS && ms > LONG_REPLAY_MS;
+    double w0 = 0;
+    if (st == QJIT_OK)
+        st = graph_replay(&tg, &w0);
+    const bool long_graph = st == QJIT_OK && w0 * tg.launches / 1000.0 > LONG_REPLAY_MS;
     if (long_graph) {
-        const int fit = (int)ceil(REPLAY_BUDGET_MS / ms), want = fit < MIN_LONG_REPS ? MIN_LONG_REPS : fit;
-        if (want < reps) /* never more than t holds */
-            reps = want;
+        reps = replays_for(&tg, w0, reps);
         warmup = 1;
     }
-    for (int i = 1; i < warmup && st == QJIT_OK && r == CUDA_SUCCESS; i++)
-        r = cu->GraphLaunch(exec, s);
+    for (int i = 1; i < warmup && st == QJIT_OK; i++)
+        st = graph_replay(&tg, NULL);
     int n = 0;
-    for (; n < reps && st == QJIT_OK && r == CUDA_SUCCESS; n++) {
-        REPLAY();
-        t[n] = 1000.0 * ms / launches;
-        if (n == 0 && long_graph && cutoff_us > 0 && t[0] > cutoff_us) {
+    for (; n < reps && st == QJIT_OK; n++) {
+        st = graph_replay(&tg, &t[n]);
+        if (st == QJIT_OK && n == 0 && long_graph && cutoff_us > 0 && t[0] > cutoff_us) {
             n = 1; /* clearly slower than the best so far: this replay is its time */
             break;
         }
     }
-#undef REPLAY
-    if (st == QJIT_OK && r != CUDA_SUCCESS)
-        st = qjit_drv_fail(cu, r, "timing a candidate");
-    if (st == QJIT_OK) {
+    if (st == QJIT_OK)
         *us = median(t, n);
+    if (tg.cu)
+        graph_free(&tg);
+    free(t);
+    return st;
+}
+
+/* The finalists' graphs replayed in turns: in each of `rounds` rounds one replay of each, the
+ * order reversed every other round, so that a drift of the clock (at the board's power limit
+ * it swings within seconds) falls on every finalist alike.  us[j]: the median of finalist j's
+ * replays, in the sweep's unit (µs a launch of the same graph). */
+static qjit_status time_interleaved(const qjit_cu_api *cu, qjit_gemm *const *g, int n,
+                                    const qjit_tune_operands *ops, const qjit_gemm_desc *d,
+                                    const qjit_tune_problem *p, int warmup, int rounds,
+                                    const double *first, double *us)
+{
+    timed_graph tg[FINAL_MAX + 1];
+    double *t = calloc((size_t)(n * rounds), sizeof *t);
+    int made = 0;
+    qjit_status st = t ? QJIT_OK
+                       : qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "the final round (%d replays)", n * rounds);
+    for (; made < n && st == QJIT_OK; made++)
+        if ((st = graph_make(cu, g[made], ops, d, p, &tg[made])) != QJIT_OK)
+            break;
+    bool long_graph = false; /* long graphs: one warm-up, and the rounds the budget allows */
+    for (int j = 0; j < n && st == QJIT_OK; j++) {
+        const int fit = replays_for(&tg[j], first[j], rounds);
+        long_graph = long_graph || first[j] * tg[j].launches / 1000.0 > LONG_REPLAY_MS;
+        rounds = fit < rounds ? fit : rounds;
     }
-    if (s)
-        cu->StreamSynchronize(s);
-    if (exec)
-        cu->GraphExecDestroy(exec);
-    if (graph)
-        cu->GraphDestroy(graph);
-    if (e0)
-        cu->EventDestroy(e0);
-    if (e1)
-        cu->EventDestroy(e1);
-    if (s)
-        cu->StreamDestroy(s);
+    for (int i = 0; i < (long_graph ? 1 : warmup) && st == QJIT_OK; i++)
+        for (int j = 0; j < n && st == QJIT_OK; j++)
+            st = graph_replay(&tg[j], NULL);
+    for (int r = 0; r < rounds && st == QJIT_OK; r++)
+        for (int k = 0; k < n && st == QJIT_OK; k++) {
+            const int j = r % 2 ? n - 1 - k : k;
+            st = graph_replay(&tg[j], &t[j * rounds + r]);
+        }
+    for (int j = 0; j < n && st == QJIT_OK; j++)
+        us[j] = median(t + j * rounds, rounds);
+    for (int j = 0; j < made; j++)
+        graph_free(&tg[j]);
     free(t);
     return st;
 }
@@ -286,17 +370,15 @@ static qjit_status final_round(tuner *T, const qjit_tune_problem *p, const qjit_
         }
     const int warmup = T->o->warmup > 0 ? T->o->warmup : 3;
     const int reps = T->o->reps > 0 ? T->o->reps : 20;
-    double t[FINAL_MAX + 1][FINAL_ROUNDS + 1];
-    for (int j = 0; j < npick; j++)
-        t[j][0] = first[pick[j]];
+    qjit_gemm *g[FINAL_MAX + 1];
+    double firsts[FINAL_MAX + 1], t[FINAL_MAX + 1];
     qjit_status st = QJIT_OK;
-    for (int r = 1; r <= FINAL_ROUNDS && st == QJIT_OK; r++)
-        for (int j = 0; j < npick && st == QJIT_OK; j++) {
-            qjit_gemm *g = NULL;
-            st = qjit_context_get_gemm(T->ctx, &cands[pick[j]], NULL, &g);
-            if (st == QJIT_OK)
-                st = time_launches(T->cu, g, ops, T->d, p, warmup, reps, 0, &t[j][r]);
-        }
+    for (int j = 0; j < npick && st == QJIT_OK; j++) {
+        firsts[j] = first[pick[j]];
+        st = qjit_context_get_gemm(T->ctx, &cands[pick[j]], NULL, &g[j]);
+    }
+    if (st == QJIT_OK)
+        st = time_interleaved(T->cu, g, npick, ops, T->d, p, warmup, FINAL_ROUNDS * reps, firsts, t);
     if (st != QJIT_OK)
         return qjit_err_prefix(st, "m=%lld n=%lld k=%lld: the final round", (long long)p->m,
                                (long long)p->n, (long long)p->k);
@@ -309,7 +391,7 @@ static qjit_status final_round(tuner *T, const qjit_tune_problem *p, const qjit_
         }
     }
     for (int j = 0; j < npick && st == QJIT_OK; j++) {
-        const double us = median(t[j], FINAL_ROUNDS + 1);
+        const double us = t[j];
         const qjit_gemm_desc *c = &cands[pick[j]];
         if (res->best_us == 0 || us < res->best_us) {
             res->best_us = us;

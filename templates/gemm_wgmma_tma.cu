@@ -78,7 +78,8 @@
 %     if SB == "block" and 128 % plan.WGN ~= 0 then unsupported(string.format("gemm_wgmma_tma: sb=block needs consumer tiles whose width divides 128 (BN/WN=%d)", plan.WGN)) end
 %     -- rows of K are 16-byte aligned for the tensor maps (their strides and base addresses)
 %     plan.k_multiple, plan.ld_multiple, plan.align = 16 // ES, 16 // ES, 16
-%     plan.tma, plan.cluster_m = 1, 2
+%     -- A's map again in boxes of TMA_ROWS<BM> rows (gemm_hopper.cuh), for tiles that pass M
+%     plan.tma, plan.cluster_m, plan.tma_rows = 1, 2, math.min(BM, 64)
 %     plan.TMA, plan.ES, plan.ACC_INT = true, ES, A == "s8"
 %     plan.MMA = A == "s8" and "s32.s8.s8" or ("f32." .. A .. "." .. B)
 %     plan.PROMOTE, plan.OVERLAP, plan.BLOCK = F8, F8, SA == "block" or SB == "block"

@@ -10,8 +10,8 @@
 // producer waits on an expansion.
 //
 // The producer warpgroup fills a stage of the ring with each K tile's BM token rows (one
-// 128-byte swizzled row: 64 values of 16 bits, or 128 of 8), as one bulk tensor copy (TMA)
-// where K is not split, else by cp.async, and the tile's BN packed
+// 128-byte swizzled row: 64 values of 16 bits, or 128 of 8), as bulk tensor copies (TMA) of
+// its rows up to M (under a K split from the rank's first value of K), and the tile's BN packed
 // weight rows (32 or 64 bytes each, as stored) by cp.async (qh::produce with PB_ROW).  W4A16: a
 // consumer thread holds, for each of its m64 blocks, rows g and g + 8 of its warp's 16 (g =
 // lane/4) at k = 2t, 2t + 1, 2t + 8, 2t + 9 of each k16 step (t = lane%4): byte t of each
@@ -174,14 +174,15 @@
 %     end
 %     local NP, SMEM = hopper_staging("gemm_wgmma_wqr", RING + 2048, WGN)
 %     if NP > 2 then unsupported(string.format("gemm_wgmma_wqr: %d stages of %dx%dx%d leave too little shared memory to stage the %s output in two passes", STAGES, BM, BN, BK, OUT)) end
-%     -- the tokens by TMA (one bulk tensor copy a stage, tensor map A) where K is not split:
-%     -- on the H100 W4A16 3.5-13%, W8A16 11-13% and W4A8 col 1-3.4% faster than by cp.async;
-%     -- W4A8 with groups, once half its sums went by I2F, 1.0-1.4% more at M = 1024 and mixed
-%     -- at 4096 (it was 5.6-8.6% slower with the promotion all by the magic number)
-%     local TMA_A = SPLIT_K == 1
+%     -- the tokens by TMA (tensor maps of A: tiles inside A as one box, tiles past M by boxes of TMA_ROWS<BM> rows up to M): on the
+%     -- H100 W4A16 3.5-13%, W8A16 11-13% and W4A8 col 1-3.4% faster than by cp.async; W4A8
+%     -- with groups, once half its sums went by I2F, 1.0-1.4% more at M = 1024 and mixed at
+%     -- 4096 (it was 5.6-8.6% slower with the promotion all by the magic number); the K-split
+%     -- tiles 4-10% at M = 128-256
+%     local TMA_A = true
 %     return hopper_split{threads = THREADS, smem = SMEM, k_multiple = 32, ld_multiple = 32, align = 16, persistent = 1,
 %                         NC = NC, NP = NP, NI = NI, PRODUCER_REGS = PRODUCER_REGS, CONSUMER_REGS = CONSUMER_REGS, PB_ROW = PROW,
-%                         tma = TMA_A and 2 or 0, TMA_A = TMA_A}
+%                         tma = TMA_A and 2 or 0, tma_rows = math.min(BM, 64), TMA_A = TMA_A}
 %   end,
 % }
 % include("gemm_common.cuh")
@@ -511,13 +512,15 @@ __device__ __forceinline__ void split_finish(const float (&acc)[NI][BM / 2], u32
 } // namespace
 
 % if TMA_A then
-extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const qjit_params p, const __grid_constant__ qh::tmap ta)
+extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const qjit_params p, const __grid_constant__ qh::tmap ta,
+                                                                         const __grid_constant__ qh::tmap tr)
 % else
 extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const qjit_params p)
 % end
 {
 % PRODUCE_ARGS = ", qh::no_side, PROW" .. (TMA_A and ", true" or "") -- B as stored, PROW bytes a row a K tile
-% PRODUCE_CALL = TMA_A and ", qh::no_side(), &ta" or nil -- the tokens by TMA
+% -- the tokens by TMA; under a split, a rank's coordinates start at its part of K
+% PRODUCE_CALL = TMA_A and (", qh::no_side(), &ta, &tr" .. (SPLIT and ", (int)((static_cast<const char *>(q.a) - static_cast<const char *>(p.a)) / " .. (INT and 1 or 2) .. ")" or "")) or nil
 % PRODUCE_ES = INT and 1 or 2
 % RING_TMA = TMA_A
 % include("gemm_hopper_start.cuh")

@@ -726,28 +726,58 @@ static void test_hopper_refusals(void)
     qjit_context_destroy(ctx);
 }
 
-/* plan.tma: wgmma_wqr's unsplit tiles take A's tensor map alone (2), its K-split tiles none
- * (cp.async); wgmma_tma both maps (1).  A template whose plan states both maps (tma 1) beside
- * a K split is refused, its fields named (A's map alone may go with a split: the kernel
- * then starts a rank's coordinates at its part of K). */
+/* plan.tma: wgmma_wqr takes A's tensor map alone (2), its K-split tiles too (the kernel starts
+ * a rank's coordinates at its part of K); wgmma_tma both maps (1).  Both copy A in boxes of
+ * tma_rows = min(BM, 64) rows, up to M.  Template copies whose plan states both maps (tma 1)
+ * beside a K split, or boxes that do not tile BM, are refused, their fields named. */
+static qjit_status plan_of_copy(const char *text, size_t n, const char *needle, const char *with,
+                                const char *desc, qjit_plan *pl, char *why, size_t cap)
+{
+    static char copy[1 << 20];
+    const char *at = strstr(text, needle);
+    CHECK(at != NULL && n < sizeof copy, "gemm_wgmma_wqr.cu no longer states '%s'", needle);
+    if (!at || n >= sizeof copy)
+        return QJIT_ERROR_TEMPLATE;
+    CHECK(strlen(with) == strlen(needle), "'%s' and '%s' differ in length", needle, with);
+    memcpy(copy, text, n);
+    memcpy(copy + (at - text), with, strlen(with)); /* same length: the rest stays */
+    const char *dir = tl_tmpdir("plan_tma");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/gemm_wgmma_wqr.cu", dir);
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL && fwrite(copy, 1, n, f) == n, "write %s", path);
+    if (f)
+        fclose(f);
+    qjit_families *fs;
+    CHECK_OK(qjit_family_open(dir, &fs));
+    qjit_gemm_desc d = parse(desc);
+    const qjit_status st = qjit_family_plan(fs, &d, pl, why, cap);
+    qjit_family_close(fs);
+    return st;
+}
+
 static void test_plan_tma(void)
 {
     static const struct {
         const char *text;
-        int tma, cluster_k;
+        int tma, cluster_k, rows;
     } cases[] = {
         {"gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 arch=sm_90a kernel=wgmma_wqr tile=256x128x64 "
-         "warps=1x2 stages=4 split=1", 2, 1},
+         "warps=1x2 stages=4 split=1", 2, 1, 64},
         {"gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 arch=sm_90a kernel=wgmma_wqr tile=128x128x64 "
-         "warps=1x2 stages=6 split=2", 0, 2},
+         "warps=1x2 stages=6 split=2", 2, 2, 64},
+        {"gemm a=bf16 b=s8 sb=col out=bf16 arch=sm_90a kernel=wgmma_wqr tile=256x64x64 warps=1x1 "
+         "stages=5 split=4", 2, 4, 64},
         {"gemm a=s8 b=s4 sa=row sb=col out=bf16 arch=sm_90a kernel=wgmma_wqr tile=128x128x128 "
-         "warps=1x2 stages=6 split=1", 2, 1},
+         "warps=1x2 stages=6 split=1", 2, 1, 64},
         {"gemm a=s8 b=s4 sa=row sb=group:128 gs=f32 out=bf16 arch=sm_90a kernel=wgmma_wqr "
-         "tile=128x128x128 warps=1x2 stages=6 split=1", 2, 1},
+         "tile=128x128x128 warps=1x2 stages=6 split=1", 2, 1, 64},
         {"gemm a=bf16 b=s8 sb=col out=bf16 arch=sm_90a kernel=wgmma_wqr tile=256x128x64 warps=1x2 "
-         "stages=4 split=1", 2, 1},
+         "stages=4 split=1", 2, 1, 64},
         {"gemm a=bf16 b=bf16 out=bf16 arch=sm_90a kernel=wgmma_tma tile=128x128x64 warps=2x1 stages=4 "
-         "split=1", 1, 1},
+         "split=1", 1, 1, 64},
+        {"gemm a=e4m3 b=e4m3 sa=row sb=col out=bf16 arch=sm_90a kernel=wgmma_tma tile=128x128x128 "
+         "warps=2x1 stages=5 split=1", 1, 1, 64},
     };
     qjit_families *fs;
     CHECK_OK(qjit_family_open(NULL, &fs));
@@ -756,12 +786,10 @@ static void test_plan_tma(void)
         qjit_gemm_desc d = parse(cases[i].text);
         qjit_plan pl = {0};
         CHECK_OK(qjit_family_plan(fs, &d, &pl, why, sizeof why));
-        CHECK(pl.tma == cases[i].tma && pl.cluster_k == cases[i].cluster_k, "%s: tma %d cluster_k %d",
-              cases[i].text, pl.tma, pl.cluster_k);
+        CHECK(pl.tma == cases[i].tma && pl.cluster_k == cases[i].cluster_k && pl.tma_rows == cases[i].rows,
+              "%s: tma %d cluster_k %d tma_rows %d", cases[i].text, pl.tma, pl.cluster_k, pl.tma_rows);
     }
     qjit_family_close(fs);
-    /* the same template stating tma = 2 at every tile: its K-split tile's plan is accepted
-     * (A's map alone beside a split), then tma = 1: refused */
     char path[4096];
     snprintf(path, sizeof path, "%s/templates/gemm_wgmma_wqr.cu", QJIT_SOURCE_DIR);
     FILE *f = fopen(path, "rb");
@@ -772,35 +800,22 @@ static void test_plan_tma(void)
     const size_t n = fread(text, 1, sizeof text - 1, f);
     fclose(f);
     text[n] = 0;
-    const char *needle = "tma = TMA_A and 2 or 0";
-    char *at = strstr(text, needle);
-    CHECK(at != NULL, "%s no longer states '%s'", path, needle);
-    if (!at)
-        return;
-    const char *dir = tl_tmpdir("plan_tma");
-    snprintf(path, sizeof path, "%s/gemm_wgmma_wqr.cu", dir);
-    qjit_gemm_desc d = parse(cases[1].text);
     qjit_plan pl;
-    memcpy(at, "tma = 2               ", strlen(needle)); /* same length: the rest stays */
-    f = fopen(path, "wb");
-    CHECK(f != NULL && fwrite(text, 1, n, f) == n, "write %s", path);
-    if (f)
-        fclose(f);
-    CHECK_OK(qjit_family_open(dir, &fs));
-    CHECK_OK(qjit_family_plan(fs, &d, &pl, why, sizeof why));
-    CHECK(pl.tma == 2 && pl.cluster_k == 2, "A's map beside a K split: tma %d cluster_k %d", pl.tma,
-          pl.cluster_k);
-    qjit_family_close(fs);
-    memcpy(at, "tma = 1               ", strlen(needle));
-    f = fopen(path, "wb");
-    CHECK(f != NULL && fwrite(text, 1, n, f) == n, "write %s", path);
-    if (f)
-        fclose(f);
-    CHECK_OK(qjit_family_open(dir, &fs));
-    const qjit_status st = qjit_family_plan(fs, &d, &pl, why, sizeof why);
+    /* both maps beside a K split: refused */
+    qjit_status st = plan_of_copy(text, n, "tma = TMA_A and 2 or 0", "tma = 1               ",
+                                  cases[1].text, &pl, why, sizeof why);
     CHECK(st == QJIT_ERROR_TEMPLATE && strstr(why, "tma=1") && strstr(why, "cluster_k=2"),
           "a plan of two tensor maps beside a K split: %s '%s'", qjit_status_string(st), why);
-    qjit_family_close(fs);
+    /* boxes of 48 rows, which do not tile a 128-row tile: refused */
+    st = plan_of_copy(text, n, "tma_rows = math.min(BM, 64)", "tma_rows = 48              ", cases[1].text,
+                      &pl, why, sizeof why);
+    CHECK(st == QJIT_ERROR_TEMPLATE && strstr(why, "tma_rows=48"), "boxes of 48 rows in a 128-row tile: %s '%s'",
+          qjit_status_string(st), why);
+    /* and of 64 rows stated outright: accepted as the library's own */
+    st = plan_of_copy(text, n, "tma_rows = math.min(BM, 64)", "tma_rows = 64              ", cases[1].text,
+                      &pl, why, sizeof why);
+    CHECK(st == QJIT_OK && pl.tma == 2 && pl.tma_rows == 64, "boxes of 64 rows: %s '%s' (tma_rows %d)",
+          qjit_status_string(st), why, pl.tma_rows);
 }
 
 int main(void)

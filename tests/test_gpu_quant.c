@@ -82,15 +82,17 @@ static void test_cluster_split(qjit_context *ctx, const char *text, int max_shap
         buf_make(&D[i], bytes_of(d.out, M, N));
     qjit_gemm_args a = {A.d, B.d, D[0].d, d.bias ? BIAS.d : NULL, na ? SA.d : NULL,
                         nb ? S.d : NULL, nz ? Z.d : NULL, M, N, K, K, K, N};
-    /* launch_config refuses kernels that take tensor maps (wgmma_tma, which some shipped
-     * winners name); those are checked below all the same, as launched by qjit_gemm_launch */
+    /* launch_config refuses kernels that take tensor maps (wgmma_tma, wgmma_wqr), and says
+     * so; those are checked below all the same, as launched by qjit_gemm_launch, and a split
+     * one's cluster is not visible here */
     qjit_launch_config cfg = {0};
     const qjit_status cs = qjit_gemm_launch_config(g, &a, &cfg);
-    if (want_split || cs != QJIT_ERROR_UNSUPPORTED)
+    if (cs != QJIT_ERROR_UNSUPPORTED)
         CHECK_OK(cs);
-    if (cs != QJIT_OK)
-        cfg.cluster_z = 1;
-    CHECK(!want_split || (cfg.cluster_z > 1 && cfg.grid[2] == cfg.cluster_z),
+    else
+        CHECK(strstr(qjit_last_error(), "tensor maps") != NULL, "%s: launch_config refused it: %s",
+              info.text, qjit_last_error());
+    CHECK(!want_split || cs != QJIT_OK || (cfg.cluster_z > 1 && cfg.grid[2] == cfg.cluster_z),
           "%s m=%lld n=%lld k=%lld: no split across a cluster (cluster_z %u, grid z %u)",
           info.text, (long long)M, (long long)N, (long long)K, cfg.cluster_z, cfg.grid[2]);
     cudaStream_t st;
