@@ -26,9 +26,8 @@
 // scales (STAGES·BN·4·max(1, 128/g)), SLOTS packed slots for s4 (SLOTS·BN·64), 2 KB of alignment
 // slack and mbarriers, and the output staging buffer (in NP column passes).
 //
-// Not yet run on a GPU (written in sessions without one): `auto` keeps choosing mma_i8 until
-// test_gpu_quant has passed this kernel on the H100 and qjit-bench has timed it; until then
-// it runs when a descriptor names kernel=wgmma_i8.
+// On the H100 its GPU tests pass (test_gpu_quant) and auto runs it where the tuning or the
+// default below puts it (measured = true; docs/BENCH.md has the grids).
 % -- qjit family: name=wgmma_i8 id=7 order=50
 % include("gemm_hopper_plan.cuh")
 % family {

@@ -23,11 +23,12 @@
 // whose width divides 128.
 // Block: 128·(WM·WN + 1) threads.  Shared memory: the ring (STAGES·(BM+BN)·128 bytes), 2 KB of
 // alignment slack and mbarriers, and the output staging buffer (in NP column passes).
-// The kernel takes the two tensor maps after qjit_params, so qjit_gemm_launch_config, which
-// describes a single parameter, refuses it; qjit_gemm_launch runs it.
+// The kernel takes three tensor maps after qjit_params (A, B, and A again in boxes of
+// TMA_ROWS<BM> rows for tiles that pass M), so qjit_gemm_launch_config, which describes a
+// single parameter, refuses it; qjit_gemm_launch runs it.
 //
-// Not yet run on a GPU (written in a session without one): by name only until test_gpu_quant
-// has passed it on the H100 and bench_quant.py has timed it against wgmma_f8 and the peers.
+// On the H100 its GPU tests pass (test_gpu_quant, byte for byte against its twins) and auto
+// runs it where the tuning or the default below puts it (measured = true).
 % -- qjit family: name=wgmma_tma id=10 order=70
 % include("gemm_hopper_plan.cuh")
 % local function fp8() return one_of(A, "e4m3", "e5m2") and B == "e4m3" and one_of(SA, "none", "tensor", "row", "block") and one_of(SB, "none", "tensor", "col", "block") end

@@ -26,8 +26,9 @@ today's library.
 With --interleave each turn replays the handles' graphs one after another (auto, the best,
 the --then auto; each graph captured once a cell) instead of each handle's replays back to
 back: at the board's power limit the clock swings within a turn, and one handle timed twice
-in turns read up to 4.9% apart on compute-bound cells (docs/NOTES.md).  Not yet run on the
-H100.
+in turns read up to 4.9% apart on compute-bound cells (docs/NOTES.md).  On the H100 the
+prefill grid so timed had no cell of auto running the best's own configuration over 5%
+(docs/BENCH.md, "The prefill grid with the handles replayed in turns").
 
 With --prefill (M >= 128, the prefill issue's table) the peers are those the formats
 promise to meet: bf16 cuBLAS for the weight-only pairs, fp8 row-wise `_scaled_mm` for FP8

@@ -1,11 +1,12 @@
 // racecheck_ring.cu — the smallest form of wgmma_wqr's weight ring, for compute-sanitizer's
-// racecheck (a diagnostic, not part of the library; not yet run on the H100):
+// racecheck (a diagnostic, not part of the library):
 // one producer warpgroup copies 16-byte chunks of global rows into a ring of STAGES stages
 // and arrives on full[s] (MODE 0: cp.async + cp.async.mbarrier.arrive.noinc, as wgmma_wqr;
 // MODE 1: ld.global + st.shared + mbarrier.arrive, plain), one consumer warpgroup waits on
 // full[s], reads the stage with ld.shared, and releases it: __syncwarp, then lane 0 arrives
-// on empty[s].  If racecheck reports hazards for MODE 0 and none for MODE 1, it does not
-// model the cp.async arrival.
+// on empty[s].  On the H100 racecheck reports the same hazards for both modes (59520 a
+// consumer read; docs/results/h100-racecheck-ring.txt) while every sum is right: it does not
+// take an mbarrier wait as ordering shared-memory accesses, cp.async or not.
 //   nvcc -arch=sm_90a -O2 -DMODE=0 tools/racecheck_ring.cu -o race0
 //   compute-sanitizer --tool racecheck ./race0      (then the same with -DMODE=1)
 #include <cstdio>
