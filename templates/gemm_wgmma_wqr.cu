@@ -1,7 +1,8 @@
 // gemm_wgmma_wqr.cu — Hopper GEMM for 4- and 8-bit weights dequantized in registers, sm_90a
 // only: W4A16, A f16|bf16 (the tokens) × B s4|u4 (the weights) with col or group:g scales
 // (zeros for u4 groups), W8A16, A f16|bf16 × B s8 with col scales, and W4A8, A s8 with row
-// scales × B s4 with col or f32 group:g scales (g a multiple of 128).  The weights are
+// scales × B s4 with col or f32 group:g scales (g a multiple of 128), and bf16 × e2m1 with
+// e8m0 scales per 32 of K (MX weights; by name only until its GPU tests pass).  The weights are
 // wgmma's A operand, taken from registers, and the tokens its B operand, from shared memory:
 // each consumer warpgroup computes Dᵀ for its 64 weight rows and all BM tokens of the tile
 // (wgmma m64nBMk16, W4A8 m64nBMk32 on the int8 tensor cores), so that a weight row is
@@ -28,7 +29,10 @@
 // s8 × s8 products); with groups, each K tile's are promoted into an f32 total with the
 // group's scale once the K tile's wgmma are done (the fma of the reference, bit for bit).
 // W8A16: W4A16's values, bytes 2t, 2t + 1 of each 8-byte half of a 16-byte chunk; f16 by a
-// prmt, a lop3 into 1024 + q + 128 and a subtraction, bf16 through f32.  K tile kt + 1 is
+// prmt, a lop3 into 1024 + q + 128 and a subtraction, bf16 through f32.  bf16 × e2m1: W4A16's
+// bytes and prmt, then two shifts and two logic operations place each nibble's sign and
+// e e m as bf16 bits worth q·2^-126, and two multiplies (by 2^126, by the block's
+// 2^(x−127) as bf16) give B̂ = q·2^(x−127) exactly for every code x ≤ 252.  K tile kt + 1 is
 // dequantized into the second register set while K tile kt's wgmma run.
 //
 // The accumulators hold Dᵀ (weights along the wgmma's M); the epilogue pairs two weights of
@@ -72,6 +76,10 @@
 %   if SB == "col" then return not ZEROS end
 %   return SB == "group" and GS == A and GROUP % 32 == 0 and (not ZEROS or B == "u4")
 % end
+% -- bf16 × e2m1 with e8m0 scales per 32 of K (MX weights): B̂ = q·2^(x−127) in bf16, exact for
+% -- every code x up to 252 (6·2^125; 253 and 254 overflow where |q| ≥ 4, 255 is NaN), as a
+% -- group of 32.  Not f16, which holds q·2^(x−127) only for x in 106..140.
+% local function wqr_mx() return A == "bf16" and SA == "none" and B == "e2m1" and SB == "mx" and not ZEROS end
 % -- a configuration: BM tokens by BN weights, the consumers along N; a named tile without named
 % -- warps gets a warpgroup for every 64 weights (at most two), a named one keeps its warps
 % local function wqr_bk() return A == "s8" and 128 or 64 end -- values of K a K tile: one 128-byte token row
@@ -103,12 +111,14 @@
 %   floor = 90,
 %   -- its GPU tests ran clean on the H100 (test_gpu_quant)
 %   measured = true,
-%   serves = wqr_pair,
+%   serves = function() return wqr_pair() or wqr_mx() end,
 %   -- Past M = 128: 256 tokens by 128 weights, two consumers of 64 weights: a weight row is
 %   -- dequantized once for 256 tokens.  Up to 128, and for f32 output (whose staged 256-token
 %   -- tile does not fit beside the ring): 128x128, twice the CTAs.  Decode (M <= 64): gemv and
 %   -- mma_wq under auto; named, 64 tokens by 128 weights.
 %   default = function(m)
+%     -- bf16 × e2m1: not yet run on the H100, so by name only (auto keeps wgmma_wq and mma_wq)
+%     if wqr_mx() and not NAMED then return nil end
 %     if m ~= 0 and m <= 64 and BM == 0 then return NAMED and wqr_choose(64, 128, 2, 8) or nil end
 %     -- a named tile or named warps: one configuration at every M, 4 stages
 %     if BM ~= 0 or WM ~= 0 then return wqr_choose(128, 128, 2, 4) end
@@ -138,8 +148,8 @@
 %     return t
 %   end,
 %   plan = function()
-%     if not wqr_pair() then
-%       unsupported(string.format("gemm_wgmma_wqr takes a=f16|bf16 sa=none with b=s4|u4 and sb=col, or sb=group:g (g a multiple of 32) with gs=a (zeros for u4), or with b=s8 and sb=col; or a=s8 sa=row with b=s4 and sb=col, or sb=group:g (g a multiple of 128) with gs=f32 (got a=%s b=%s sa=%s sb=%s gs=%s group=%d zeros=%d)", A, B, SA, SB, GS or "-", GROUP or 0, ZEROS and 1 or 0))
+%     if not (wqr_pair() or wqr_mx()) then
+%       unsupported(string.format("gemm_wgmma_wqr takes a=f16|bf16 sa=none with b=s4|u4 and sb=col, or sb=group:g (g a multiple of 32) with gs=a (zeros for u4), or with b=s8 and sb=col; a=bf16 sa=none with b=e2m1 and sb=mx; or a=s8 sa=row with b=s4 and sb=col, or sb=group:g (g a multiple of 128) with gs=f32 (got a=%s b=%s sa=%s sb=%s gs=%s group=%d zeros=%d)", A, B, SA, SB, GS or "-", GROUP or 0, ZEROS and 1 or 0))
 %     end
 %     if not one_of(OUT, "f16", "bf16", "f32") then unsupported("gemm_wgmma_wqr: out must be f16, bf16 or f32") end
 %     if ARCH ~= 90 then unsupported(string.format("gemm_wgmma_wqr: needs sm_90a (wgmma, setmaxnreg) (arch=sm_%d)", ARCH)) end
@@ -198,7 +208,9 @@ constexpr int QJIT_SMEM_BYTES = RING_BYTES + 2048 + BM * EPI_PITCH;
 static_assert(QJIT_SMEM_BYTES <= 227 * 1024, "gemm_wgmma_wqr: tile and stages need more shared memory than an SM has");
 static_assert(NP <= 2 && WM == 1 && WGN == 64 * NI, "gemm_wgmma_wqr: one or two output passes, consumers along N");
 
-% local GROUPED = SB == "group"
+% local MX = SB == "mx"                   -- bf16 × e2m1: e8m0 scales a group of 32, as bf16
+% local GROUPED = SB == "group" or MX
+% local GSZ = MX and 32 or GROUP          -- values of K a scale
 % local INT = A == "s8"                   -- W4A8: int8 wgmma on the weights as s8 bytes 16·q
 % local PROMOTE = INT and GROUPED         -- each K tile's int32 sums promoted into an f32 total
 % local BYTE = INT or B == "s8"           -- 64-byte weight rows a K tile (W4A8, W8A16), in chunks
@@ -208,8 +220,10 @@ static_assert(NP <= 2 && WM == 1 && WGN == 64 * NI, "gemm_wgmma_wqr: one or two 
 % -- (7 bits) takes it from the word shifted right by 4, at its value
 % local HI = A == "bf16" and 1 or 16
 % local XOR = (A == "bf16" and 0x43004300 or 0x64006400) ~ (B == "s4" and (HI == 16 and 0x00800008 or 0x00080008) or 0)
-% local GK = GROUPED and math.max(1, BK // GROUP) or 1 -- scale groups a K tile
-% if GROUPED then
+% local GK = GROUPED and math.max(1, BK // GSZ) or 1 -- scale groups a K tile
+% if MX then
+typedef qc::u16 gs_t; // a block's scale 2^(x−127) as bf16 bits, made from its e8m0 code x by fetch
+% elseif GROUPED then
 using qc::gs_t;
 using qc::gs_f32;
 % end
@@ -240,7 +254,11 @@ struct wqr_weights {
     u32 mulc;  // (1, 1/$(HI)): the high lane holds $(HI)·q
 % end
 % if GROUPED then
+%   if MX then
+    const qc::u8 *__restrict__ sg; // e8m0 codes [N][K/32]
+%   else
     const gs_t *__restrict__ sg;
+%   end
 %   if ZEROS then
     const gs_t *__restrict__ zg;
     gs_t z[NI][2][$(GK)];
@@ -272,11 +290,11 @@ struct wqr_weights {
         mulc = pack2(1.f, $(HI == 16 and "0.0625f" or "1.f"));
 % end
 % if GROUPED then
-        sg = static_cast<const gs_t *>(p.scale_b);
+        sg = static_cast<const $(MX and "qc::u8" or "gs_t") *>(p.scale_b);
 %   if ZEROS then
         zg = static_cast<const gs_t *>(p.zeros_b);
 %   end
-        NG = (int)(p.k / $(GROUP));
+        NG = (int)(p.k / $(GSZ));
 %   if SPLIT then
         k0 = 0;
 %   end
@@ -306,9 +324,15 @@ struct wqr_weights {
             for (int h = 0; h < 2; ++h)
 #pragma unroll
                 for (int j = 0; j < $(GK); ++j) {
-                    const int grp = ($(SPLIT and "k0 + " or "")kt * $(BK) + j * 32) / $(GROUP);
+                    const int grp = ($(SPLIT and "k0 + " or "")kt * $(BK) + j * 32) / $(GSZ);
                     const bool ok = in[ni][h] && grp < NG;
+%   if MX then
+                    // 2^(x−127) as bf16: x << 7, but x = 0 is the subnormal 0x0040 and 0xFF NaN
+                    const u32 x = ok ? sg[at[ni][h] + grp] : 0u;
+                    s[ni][h][j] = ok ? (gs_t)((x << 7) | (x == 0 || x == 255 ? 0x40u : 0u)) : (gs_t)0;
+%   else
                     s[ni][h][j] = ok ? sg[at[ni][h] + grp] : (gs_t)0;
+%   end
 %   if ZEROS then
                     z[ni][h][j] = ok ? zg[at[ni][h] + grp] : (gs_t)0;
 %   end
@@ -410,6 +434,21 @@ struct wqr_weights {
     }
 %   end
 % else
+%   if MX then
+    // One pair of values: byte t of packed word w (k, k + 1 in its low and high nibble), e2m1
+    // (s e e m) as B̂ = q·2^(x−127) in bf16, k in the low half: the sign to bit 15 and e e m to
+    // bits 8..6, which reads q·2^-126 exactly (a subnormal for e = 0: 0 and 0.5), then times
+    // 2^126 and the block's scale sc, each product exact while bf16 holds it.
+    __device__ __forceinline__ u32 pair(u32 w, u32, u32 sc) const
+    {
+        u32 y, h;
+        asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(y) : "r"(w), "r"(w >> 4), "r"(sel)); // nibbles at bits 0, 16
+        h = ((y << 12) & 0x80008000u) | ((y << 6) & 0x01C001C0u);
+        asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(h) : "r"(h), "r"(0x7E807E80u)); // 2^126
+        asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(h) : "r"(h), "r"(sc));
+        return h;
+    }
+%   else
     // One pair of values: byte t of packed word w (k, k + 1 in its low and high nibble) as
     // B̂ in A's type, k in the low half.
     __device__ __forceinline__ u32 pair(u32 w, u32 addc, u32 sc) const
@@ -425,6 +464,7 @@ struct wqr_weights {
 % end
         return h;
     }
+%   end
     // Stage st's packed rows, K tile kt, into f; then the next K tile's scales are fetched.
     __device__ __forceinline__ void decode(u32 (&f)[NI][4][4], int st, int kt)
     {
@@ -439,7 +479,9 @@ struct wqr_weights {
 #pragma unroll
                 for (int j = 0; j < $(GK); ++j) {
 % if GROUPED then
-%   if ZEROS then
+%   if MX then
+                    const u32 addc = 0;
+%   elseif ZEROS then
                     const float zf = gs_f32(z[ni][h][j]);
                     const u32 addc = pack2(-($(MV).f + zf), -($(MV // HI).f + zf));
 %   else
