@@ -290,6 +290,13 @@ static qjit_status time_interleaved(const qjit_cu_api *cu, qjit_gemm *const *g, 
     for (int i = 0; i < (long_graph ? 1 : warmup) && st == QJIT_OK; i++)
         for (int j = 0; j < n && st == QJIT_OK; j++)
             st = graph_replay(&tg[j], NULL);
+    /* each graph has a stream of its own: the warm-ups end before the first timed replay,
+     * which then runs alone (each timed replay waits for its own end) */
+    for (int j = 0; j < n && st == QJIT_OK; j++) {
+        const CUresult r = cu->StreamSynchronize(tg[j].s);
+        if (r != CUDA_SUCCESS)
+            st = qjit_drv_fail(cu, r, "the final round's warm-up");
+    }
     for (int r = 0; r < rounds && st == QJIT_OK; r++)
         for (int k = 0; k < n && st == QJIT_OK; k++) {
             const int j = r % 2 ? n - 1 - k : k;
