@@ -437,14 +437,15 @@ __device__ __forceinline__ void tma_load(u32 dst, const tmap &m, int x, int y, u
                  :: "r"(dst), "l"(reinterpret_cast<u64>(&m)), "r"(x), "r"(y), "r"(bar) : "memory");
 }
 // A's tile of BM rows from m0: one box of BM rows (ta) where the tile is inside A, else boxes
-// of TMA_ROWS rows (tr, the plan's tma_rows) up to the first past M.  On the H100 a box's
+// of TMA_ROWS rows (tr, the plan's tma_rows: the tile up to 64 rows, else the largest of 64,
+// 32, 16 that divides it) up to the first past M.  On the H100 a box's
 // rows past the tensor cost about as much as rows read (a 256-row tile at M = 64 ran 2.2x its
 // time at M = 256), and boxes of 64 rows cost 2-15% against one of BM on whole tiles, hence
 // the two maps.  A tile's rows past M are then neither copied nor counted: its stage keeps
 // whatever those rows held, which only output rows past M read (never stored).  The boxes
 // land one after another: TMA_ROWS is a multiple of 8, so each starts on a 1024-byte line
 // and the 128-byte swizzle is the one a single box of BM rows makes.
-template <int BM> constexpr int TMA_ROWS = BM < 64 ? BM : 64;
+template <int BM> constexpr int TMA_ROWS = BM <= 64 ? BM : BM % 64 == 0 ? 64 : BM % 32 == 0 ? 32 : 16; // hopper_tma_rows
 template <int BM> __device__ __forceinline__ u32 tma_rows_bytes(int m0, int M)
 {
     constexpr int R = TMA_ROWS<BM>;

@@ -80,7 +80,7 @@
 %     -- rows of K are 16-byte aligned for the tensor maps (their strides and base addresses)
 %     plan.k_multiple, plan.ld_multiple, plan.align = 16 // ES, 16 // ES, 16
 %     -- A's map again in boxes of TMA_ROWS<BM> rows (gemm_hopper.cuh), for tiles that pass M
-%     plan.tma, plan.cluster_m, plan.tma_rows = 1, 2, math.min(BM, 64)
+%     plan.tma, plan.cluster_m, plan.tma_rows = 1, 2, hopper_tma_rows(BM)
 %     plan.TMA, plan.ES, plan.ACC_INT = true, ES, A == "s8"
 %     plan.MMA = A == "s8" and "s32.s8.s8" or ("f32." .. A .. "." .. B)
 %     plan.PROMOTE, plan.OVERLAP, plan.BLOCK = F8, F8, SA == "block" or SB == "block"

@@ -192,7 +192,7 @@
 %     local TMA_A = true
 %     return hopper_split{threads = THREADS, smem = SMEM, k_multiple = 32, ld_multiple = 32, align = 16, persistent = 1,
 %                         NC = NC, NP = NP, NI = NI, PRODUCER_REGS = PRODUCER_REGS, CONSUMER_REGS = CONSUMER_REGS, PB_ROW = PROW,
-%                         tma = TMA_A and 2 or 0, tma_rows = math.min(BM, 64), TMA_A = TMA_A}
+%                         tma = TMA_A and 2 or 0, tma_rows = hopper_tma_rows(BM), TMA_A = TMA_A}
 %   end,
 % }
 % include("gemm_common.cuh")

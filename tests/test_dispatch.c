@@ -727,8 +727,8 @@ static void test_hopper_refusals(void)
 }
 
 /* plan.tma: wgmma_wqr takes A's tensor map alone (2), its K-split tiles too (the kernel starts
- * a rank's coordinates at its part of K); wgmma_tma both maps (1).  Both copy A in boxes of
- * tma_rows = min(BM, 64) rows, up to M.  Template copies whose plan states both maps (tma 1)
+ * a rank's coordinates at its part of K); wgmma_tma both maps (1).  Both copy A's tiles that
+ * pass M in boxes of tma_rows rows (the tile up to 64, else 64, 32 or 16, whichever divides it).  Template copies whose plan states both maps (tma 1)
  * beside a K split, or boxes that do not tile BM, are refused, their fields named. */
 static qjit_status plan_of_copy(const char *text, size_t n, const char *needle, const char *with,
                                 const char *desc, qjit_plan *pl, char *why, size_t cap)
@@ -774,6 +774,12 @@ static void test_plan_tma(void)
          "tile=128x128x128 warps=1x2 stages=6 split=1", 2, 1, 64},
         {"gemm a=bf16 b=s8 sb=col out=bf16 arch=sm_90a kernel=wgmma_wqr tile=256x128x64 warps=1x2 "
          "stages=4 split=1", 2, 1, 64},
+        {"gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 arch=sm_90a kernel=wgmma_wqr tile=96x128x64 "
+         "warps=1x2 stages=6 split=1", 2, 1, 32},
+        {"gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 arch=sm_90a kernel=wgmma_wqr tile=80x128x64 "
+         "warps=1x2 stages=6 split=1", 2, 1, 16},
+        {"gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 arch=sm_90a kernel=wgmma_wqr tile=48x128x64 "
+         "warps=1x2 stages=6 split=1", 2, 1, 48},
         {"gemm a=bf16 b=bf16 out=bf16 arch=sm_90a kernel=wgmma_tma tile=128x128x64 warps=2x1 stages=4 "
          "split=1", 1, 1, 64},
         {"gemm a=e4m3 b=e4m3 sa=row sb=col out=bf16 arch=sm_90a kernel=wgmma_tma tile=128x128x128 "
@@ -807,12 +813,12 @@ static void test_plan_tma(void)
     CHECK(st == QJIT_ERROR_TEMPLATE && strstr(why, "tma=1") && strstr(why, "cluster_k=2"),
           "a plan of two tensor maps beside a K split: %s '%s'", qjit_status_string(st), why);
     /* boxes of 48 rows, which do not tile a 128-row tile: refused */
-    st = plan_of_copy(text, n, "tma_rows = math.min(BM, 64)", "tma_rows = 48              ", cases[1].text,
+    st = plan_of_copy(text, n, "tma_rows = hopper_tma_rows(BM)", "tma_rows = 48                 ", cases[1].text,
                       &pl, why, sizeof why);
     CHECK(st == QJIT_ERROR_TEMPLATE && strstr(why, "tma_rows=48"), "boxes of 48 rows in a 128-row tile: %s '%s'",
           qjit_status_string(st), why);
     /* and of 64 rows stated outright: accepted as the library's own */
-    st = plan_of_copy(text, n, "tma_rows = math.min(BM, 64)", "tma_rows = 64              ", cases[1].text,
+    st = plan_of_copy(text, n, "tma_rows = hopper_tma_rows(BM)", "tma_rows = 64                 ", cases[1].text,
                       &pl, why, sizeof why);
     CHECK(st == QJIT_OK && pl.tma == 2 && pl.tma_rows == 64, "boxes of 64 rows: %s '%s' (tma_rows %d)",
           qjit_status_string(st), why, pl.tma_rows);
