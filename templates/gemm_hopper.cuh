@@ -275,13 +275,13 @@ struct no_side {
 __device__ __forceinline__ int pb_half(int row, int half) { return half ^ ((row >> 2) & 1); }
 struct tmap;
 __device__ __forceinline__ void mbar_add_tx(u32 bar, u32 bytes);
-template <int BM> __device__ __forceinline__ u32 tma_rows_bytes(int m0, int M);
-template <int BM> __device__ __forceinline__ u32 tma_rows_load(u32 dst, const tmap &ta, const tmap &tr, int x, int m0, int M, u32 bar);
+template <int BM, int R> __device__ __forceinline__ u32 tma_rows_bytes(int m0, int M);
+template <int BM, int R> __device__ __forceinline__ u32 tma_rows_load(u32 dst, const tmap &ta, const tmap &tr, int x, int m0, int M, u32 bar);
 template <int PB_ROW> __device__ __forceinline__ int pb_chunk(int row, int c)
 {
     return PB_ROW == 32 ? pb_half(row, c) : c ^ ((row >> 1) & 3);
 }
-template <int BM, int BN, int STAGES, int ES, class Side = no_side, int PB_ROW = 0, bool TMA_A = false>
+template <int BM, int BN, int STAGES, int ES, class Side = no_side, int PB_ROW = 0, bool TMA_A = false, int TR = BM>
 __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM, BN, ES> &w, u32 ring,
                                         u32 full0, u32 empty0, int tid, Side side = Side(),
                                         const tmap *ta = nullptr, const tmap *tr = nullptr, int ta_k0 = 0)
@@ -324,8 +324,8 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
             const bool k_ok = k + ld_chunk * 16 < K_BYTES; // a chunk is all in or all out
             if constexpr (TMA_A) {
                 if (tid == 0) { // the stage's A bytes, before this thread's arrival below
-                    mbar_add_tx(full0 + 8 * s, tma_rows_bytes<BM>(m0, M));
-                    tma_rows_load<BM>(ring + s * STAGE_BYTES, *ta, *tr, ta_k0 + kt * (ROW_BYTES / ES), m0, M, full0 + 8 * s);
+                    mbar_add_tx(full0 + 8 * s, tma_rows_bytes<BM, TR>(m0, M));
+                    tma_rows_load<BM, TR>(ring + s * STAGE_BYTES, *ta, *tr, ta_k0 + kt * (ROW_BYTES / ES), m0, M, full0 + 8 * s);
                 }
             } else {
                 issue_rows<BM, LD_ROWS, ROW_BYTES>(st, a_src + k, a_pass, a_rows, k_ok);
@@ -386,7 +386,7 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
 // ---- TMA (the wgmma_tma family) ----
 // A tensor map as the kernel receives it: the driver's 128-byte CUtensorMap, which the library
 // encodes at each launch (gemm.c: the operand's rows of K, 128-byte swizzle, boxes of one
-// 128-byte ring row (128/ES values) by BM and by TMA_ROWS<BM> rows for A and BN/2 rows for B, zeros outside the
+// 128-byte ring row (128/ES values) by BM and by the plan's tma_rows for A and BN/2 rows for B, zeros outside the
 // tensor) and passes by value after qjit_params, as a __grid_constant__ parameter whose
 // address the copies take.
 struct alignas(64) tmap {
@@ -437,26 +437,23 @@ __device__ __forceinline__ void tma_load(u32 dst, const tmap &m, int x, int y, u
                  :: "r"(dst), "l"(reinterpret_cast<u64>(&m)), "r"(x), "r"(y), "r"(bar) : "memory");
 }
 // A's tile of BM rows from m0: one box of BM rows (ta) where the tile is inside A, else boxes
-// of TMA_ROWS rows (tr, the plan's tma_rows: the tile up to 64 rows, else the largest of 64,
-// 32, 16 that divides it) up to the first past M.  On the H100 a box's
+// of R rows (tr: R is the plan's tma_rows, hopper_tma_rows in gemm_hopper_plan.cuh, which the
+// map was encoded with) up to the first past M.  On the H100 a box's
 // rows past the tensor cost about as much as rows read (a 256-row tile at M = 64 ran 2.2x its
 // time at M = 256), and boxes of 64 rows cost 2-15% against one of BM on whole tiles, hence
 // the two maps.  A tile's rows past M are then neither copied nor counted: its stage keeps
 // whatever those rows held, which only output rows past M read (never stored).  The boxes
-// land one after another: TMA_ROWS is a multiple of 8, so each starts on a 1024-byte line
+// land one after another: R is a multiple of 8, so each starts on a 1024-byte line
 // and the 128-byte swizzle is the one a single box of BM rows makes.
-template <int BM> constexpr int TMA_ROWS = BM <= 64 ? BM : BM % 64 == 0 ? 64 : BM % 32 == 0 ? 32 : 16; // hopper_tma_rows
-template <int BM> __device__ __forceinline__ u32 tma_rows_bytes(int m0, int M)
+template <int BM, int R> __device__ __forceinline__ u32 tma_rows_bytes(int m0, int M)
 {
-    constexpr int R = TMA_ROWS<BM>;
     static_assert(BM % R == 0 && R % 8 == 0, "tma_rows: boxes of whole 8-row swizzle lines that tile BM");
     const int boxes = M - m0 >= BM ? BM / R : M > m0 ? (M - m0 + R - 1) / R : 0;
     return (u32)(boxes * R * ROW_BYTES);
 }
-template <int BM>
+template <int BM, int R>
 __device__ __forceinline__ u32 tma_rows_load(u32 dst, const tmap &ta, const tmap &tr, int x, int m0, int M, u32 bar)
 {
-    constexpr int R = TMA_ROWS<BM>;
     if (M - m0 >= BM) {
         tma_load(dst, ta, x, m0, bar);
     } else {
@@ -465,7 +462,7 @@ __device__ __forceinline__ u32 tma_rows_load(u32 dst, const tmap &ta, const tmap
             if (m0 + b * R < M)
                 tma_load(dst + b * R * ROW_BYTES, tr, x, m0 + b * R, bar);
     }
-    return tma_rows_bytes<BM>(m0, M);
+    return tma_rows_bytes<BM, R>(m0, M);
 }
 // The same, written at `dst` and completed on `bar` in every CTA of the cluster in `mask`.
 __device__ __forceinline__ void tma_load_multicast(u32 dst, const tmap &m, int x, int y, u32 bar, unsigned short mask)
@@ -484,7 +481,7 @@ __device__ __forceinline__ void tma_load_multicast(u32 dst, const tmap &m, int x
 // multicast into both CTAs' stage: each B row leaves L2 once a pair.  Stage s is refilled
 // after empty[s] completes, which counts the consumer warps of every CTA it is written into
 // (make_ring's peers).  ES: bytes of a value (a K tile is 128/ES values).
-template <int BM, int BN, int STAGES, int ES>
+template <int BM, int BN, int STAGES, int ES, int TR>
 __device__ __forceinline__ void produce_tma(const tmap &ta, const tmap &tb, const tmap &tr,
                                             const tile_walk<BM, BN, ES> &w, u32 ring, u32 full0, u32 empty0, int M)
 {
@@ -502,8 +499,8 @@ __device__ __forceinline__ void produce_tma(const tmap &ta, const tmap &tb, cons
                 mbar_wait(empty0 + 8 * s, phase ^ 1);
             const u32 st = ring + s * STAGE_BYTES, bar = full0 + 8 * s;
             const int k = kt * (ROW_BYTES / ES); // values of K
-            mbar_expect_tx(bar, STAGE_BYTES - A_BYTES + tma_rows_bytes<BM>(m0, M));
-            tma_rows_load<BM>(st, ta, tr, k, m0, M, bar);
+            mbar_expect_tx(bar, STAGE_BYTES - A_BYTES + tma_rows_bytes<BM, TR>(m0, M));
+            tma_rows_load<BM, TR>(st, ta, tr, k, m0, M, bar);
             if (w.cl > 1) {
                 tma_load_multicast(st + A_BYTES + w.rank * HALF_B, tb, k, n0 + w.rank * (BN / 2), bar, 3);
             } else {

@@ -81,7 +81,7 @@
 % -- hopper_split(plan): the plan with the launch fields of a K split across a cluster of up
 % -- to SPLIT_K CTAs in chunks of BK (none where SPLIT_K is 1), and SPLIT for the kernel text.
 % -- hopper_tma_rows(bm): the rows of the boxes in which a TMA kernel copies A's tiles that
-% -- pass M (the plan's tma_rows; TMA_ROWS<BM> in gemm_hopper.cuh, which must agree): the tile
+% -- pass M (the plan's tma_rows, and TMA_ROWS for the kernel text, gemm_hopper.cuh's TR): the tile
 % -- itself up to 64 rows, else the largest of 64, 32, 16 that divides it.
 % function hopper_tma_rows(bm)
 %   if bm <= 64 then return bm end

@@ -510,7 +510,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 % end
 % if TMA then
         if (tid == 0)
-            qh::produce_tma<BM, BN, STAGES, ES>(ta, tb, tr, w, ring, full0, empty0, (int)p.m);
+            qh::produce_tma<BM, BN, STAGES, ES, $(TMA_ROWS)>(ta, tb, tr, w, ring, full0, empty0, (int)p.m);
 % elseif PACKED_A or PACKED_B then
         qh::produce_packed<BM, BN, STAGES, $(PACKED_A and "true" or "false"), $(PACKED_B and "true" or "false"), ES, IB, SLOTS>(
             p, w, ring, full0, empty0, sc0 + SIDE_BYTES, tid, conv, side);

@@ -24,7 +24,7 @@
 // Block: 128·(WM·WN + 1) threads.  Shared memory: the ring (STAGES·(BM+BN)·128 bytes), 2 KB of
 // alignment slack and mbarriers, and the output staging buffer (in NP column passes).
 // The kernel takes three tensor maps after qjit_params (A, B, and A again in boxes of
-// TMA_ROWS<BM> rows for tiles that pass M), so qjit_gemm_launch_config, which describes a
+// the plan's tma_rows rows for tiles that pass M), so qjit_gemm_launch_config, which describes a
 // single parameter, refuses it; qjit_gemm_launch runs it.
 //
 // On the H100 its GPU tests pass (test_gpu_quant, byte for byte against its twins) and auto
@@ -79,8 +79,9 @@
 %     if SB == "block" and 128 % plan.WGN ~= 0 then unsupported(string.format("gemm_wgmma_tma: sb=block needs consumer tiles whose width divides 128 (BN/WN=%d)", plan.WGN)) end
 %     -- rows of K are 16-byte aligned for the tensor maps (their strides and base addresses)
 %     plan.k_multiple, plan.ld_multiple, plan.align = 16 // ES, 16 // ES, 16
-%     -- A's map again in boxes of TMA_ROWS<BM> rows (gemm_hopper.cuh), for tiles that pass M
+%     -- A's map again in boxes of tma_rows rows, for tiles that pass M (produce_tma's TR)
 %     plan.tma, plan.cluster_m, plan.tma_rows = 1, 2, hopper_tma_rows(BM)
+%     plan.TMA_ROWS = plan.tma_rows
 %     plan.TMA, plan.ES, plan.ACC_INT = true, ES, A == "s8"
 %     plan.MMA = A == "s8" and "s32.s8.s8" or ("f32." .. A .. "." .. B)
 %     plan.PROMOTE, plan.OVERLAP, plan.BLOCK = F8, F8, SA == "block" or SB == "block"

@@ -184,7 +184,7 @@
 %     end
 %     local NP, SMEM = hopper_staging("gemm_wgmma_wqr", RING + 2048, WGN)
 %     if NP > 2 then unsupported(string.format("gemm_wgmma_wqr: %d stages of %dx%dx%d leave too little shared memory to stage the %s output in two passes", STAGES, BM, BN, BK, OUT)) end
-%     -- the tokens by TMA (tensor maps of A: tiles inside A as one box, tiles past M by boxes of TMA_ROWS<BM> rows up to M): on the
+%     -- the tokens by TMA (tensor maps of A: tiles inside A as one box, tiles past M by boxes of tma_rows rows up to M): on the
 %     -- H100 W4A16 3.5-13%, W8A16 11-13% and W4A8 col 1-3.4% faster than by cp.async; W4A8
 %     -- with groups, once half its sums went by I2F, 1.0-1.4% more at M = 1024 and mixed at
 %     -- 4096 (it was 5.6-8.6% slower with the promotion all by the magic number); the K-split
@@ -192,7 +192,7 @@
 %     local TMA_A = true
 %     return hopper_split{threads = THREADS, smem = SMEM, k_multiple = 32, ld_multiple = 32, align = 16, persistent = 1,
 %                         NC = NC, NP = NP, NI = NI, PRODUCER_REGS = PRODUCER_REGS, CONSUMER_REGS = CONSUMER_REGS, PB_ROW = PROW,
-%                         tma = TMA_A and 2 or 0, tma_rows = hopper_tma_rows(BM), TMA_A = TMA_A}
+%                         tma = TMA_A and 2 or 0, tma_rows = hopper_tma_rows(BM), TMA_ROWS = hopper_tma_rows(BM), TMA_A = TMA_A}
 %   end,
 % }
 % include("gemm_common.cuh")
@@ -560,7 +560,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const qjit_params p)
 % end
 {
-% PRODUCE_ARGS = ", qh::no_side, PROW" .. (TMA_A and ", true" or "") -- B as stored, PROW bytes a row a K tile
+% PRODUCE_ARGS = ", qh::no_side, PROW" .. (TMA_A and ", true, " .. TMA_ROWS or "") -- B as stored, PROW bytes a row a K tile
 % -- the tokens by TMA; under a split, a rank's coordinates start at its part of K
 % PRODUCE_CALL = TMA_A and (", qh::no_side(), &ta, &tr" .. (SPLIT and ", (int)((static_cast<const char *>(q.a) - static_cast<const char *>(p.a)) / " .. (INT and 1 or 2) .. ")" or "")) or nil
 % PRODUCE_ES = INT and 1 or 2
