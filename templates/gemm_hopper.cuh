@@ -250,8 +250,11 @@ __device__ __forceinline__ void issue_rows(u32 dst, const char *src, long long p
 // an expansion ahead, and operator()(stage, tid), which stores what was last prepared; so
 // the loads' latency is not the producer's.  The stores are ordered before the
 // consumers' reads by one more arrival per thread on full[s] (make_ring<..., 256>).
+// A side with FILLS_A (produce only, RAW) also makes A's tile itself: issue copies this
+// thread's part of A's K tile as stored beside the stage and decode, one pass later, writes it
+// into the tile, so produce copies no A.
 struct no_side {
-    static constexpr bool ARRIVES = false, PREFETCH = false, RAW = false;
+    static constexpr bool ARRIVES = false, PREFETCH = false, RAW = false, FILLS_A = false;
     __device__ __forceinline__ void now(int, int, int, int, int) const {}
 };
 
@@ -301,7 +304,10 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
     static_assert(!Side::PREFETCH, "produce: side data with PREFETCH goes with produce_packed");
     int s = 0, n = 0; // stage, K tiles issued
     u32 phase = 0;
-    constexpr int RAW_LAG = STAGES >= 4 ? 2 : 1; // passes between a RAW side's copy and decode
+    // passes between a RAW side's copy and decode; one where the side fills A's tile, whose
+    // consumers (wgmma_wqr's: a stage freed once the one two K tiles on is full) need
+    // STAGES − RAW_LAG ≥ 3 stages
+    constexpr int RAW_LAG = Side::FILLS_A ? 1 : STAGES >= 4 ? 2 : 1;
     for (int t = w.first; t < w.tiles; t += w.stride) {
         int m0, n0;
         w.origin(t, m0, n0);
@@ -322,7 +328,9 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
             const u32 st = ring + s * STAGE_BYTES + ld_off;
             const int k = kt * ROW_BYTES;
             const bool k_ok = k + ld_chunk * 16 < K_BYTES; // a chunk is all in or all out
-            if constexpr (TMA_A) {
+            if constexpr (Side::FILLS_A) {
+                // A's tile comes from the side (issue below, decode RAW_LAG passes later)
+            } else if constexpr (TMA_A) {
                 if (tid == 0) { // the stage's A bytes, before this thread's arrival below
                     mbar_add_tx(full0 + 8 * s, tma_rows_bytes<BM, TR>(m0, M));
                     tma_rows_load<BM, TR>(ring + s * STAGE_BYTES, *ta, *tr, ta_k0 + kt * (ROW_BYTES / ES), m0, M, full0 + 8 * s);

@@ -5,8 +5,9 @@
 // SPLIT a rank's part q = rank_part(p), which the includer defines), the ring of STAGES
 // stages with its mbarriers, and the producer warpgroup's whole branch (qh::produce, with
 // PRODUCE_ARGS after its first four template arguments, PRODUCE_CALL after its arguments,
-// A's bytes a value PRODUCE_ES, 2 where unset, and RING_TMA where a bulk tensor copy completes
-// the ring's barriers; under a split, its part in the consumers' two
+// A's bytes a value PRODUCE_ES, 2 where unset, RING_TMA where a bulk tensor copy completes
+// the ring's barriers, or RING_ARGS (make_ring's arguments after NC) and RING_EXTRA (bytes
+// after the ring, before its barriers: a side's); under a split, its part in the consumers' two
 // cluster barriers of qh::split_sum).  Included first in the kernel body; it ends inside the
 // consumers' branch, which the includer writes and closes.
     extern __shared__ __align__(1024) unsigned char smem[];
@@ -22,7 +23,7 @@
     const int first = w.first, tiles = w.tiles, stride = w.stride, KT = w.k_tiles;
 
     // The ring (gemm_hopper.cuh) runs on across a CTA's tiles.
-    const qh::ring_addrs rg = qh::make_ring<STAGES, NC$(RING_TMA and ", 128, true" or "")>(smem, RING_BYTES, tid);
+    const qh::ring_addrs rg = qh::make_ring<STAGES, NC$(RING_ARGS or (RING_TMA and ", 128, true" or ""))>(smem, RING_BYTES$(RING_EXTRA and (" + " .. RING_EXTRA) or ""), tid);
     const u32 ring = rg.base, full0 = rg.full0, empty0 = rg.empty0;
 
     if (tid < 128) {

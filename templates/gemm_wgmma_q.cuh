@@ -328,7 +328,7 @@ __device__ __forceinline__ void sts32(u32 addr, float x)
 struct group_side {
     // prefetched where they are a register or two a thread (groups of 32 are four: held
     // across a pass they spill the producer's 56 registers)
-    static constexpr bool ARRIVES = true, PREFETCH = (G_TILE * BN + 127) / 128 <= 2, RAW = false;
+    static constexpr bool ARRIVES = true, PREFETCH = (G_TILE * BN + 127) / 128 <= 2, RAW = false, FILLS_A = false;
     static constexpr int PER = (G_TILE * BN + 127) / 128; // scales a producer thread stores a stage
     const gs_t *__restrict__ sg;
     int N, NG; // NG: groups a row of K
@@ -379,7 +379,7 @@ struct mx_side {
     // pass (now).  Held in registers across a pass instead, the codes spilled the
     // producer's 40-56 registers (ptxas).  MXFP4's expanding producer reads them in one
     // pass (its registers did not hold the copies either).
-    static constexpr bool ARRIVES = true, PREFETCH = false, RAW = true;
+    static constexpr bool ARRIVES = true, PREFETCH = false, RAW = true, FILLS_A = false;
     const unsigned char *__restrict__ sa, *__restrict__ sb;
     int M, N, KB; // KB: 32-blocks per row of K
     u32 sc0;      // stage 0's scales

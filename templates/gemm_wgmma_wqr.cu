@@ -1,8 +1,10 @@
 // gemm_wgmma_wqr.cu — Hopper GEMM for 4- and 8-bit weights dequantized in registers, sm_90a
 // only: W4A16, A f16|bf16 (the tokens) × B s4|u4 (the weights) with col or group:g scales
 // (zeros for u4 groups), W8A16, A f16|bf16 × B s8 with col scales, and W4A8, A s8 with row
-// scales × B s4 with col or f32 group:g scales (g a multiple of 128), and bf16 × e2m1 with
-// e8m0 scales per 32 of K (MX weights; by name only until its GPU tests pass).  The weights are
+// scales × B s4 with col or f32 group:g scales (g a multiple of 128), bf16 × e2m1 with e8m0
+// scales per 32 of K (MX weights), and MXFP4 (e2m1 × e2m1, both mx: the tokens expanded to
+// bf16 by the producer, mx4_tokens); the last two by name only until their GPU tests pass
+// (not yet run on the H100).  The weights are
 // wgmma's A operand, taken from registers, and the tokens its B operand, from shared memory:
 // each consumer warpgroup computes Dᵀ for its 64 weight rows and all BM tokens of the tile
 // (wgmma m64nBMk16, W4A8 m64nBMk32 on the int8 tensor cores), so that a weight row is
@@ -80,6 +82,10 @@
 % -- every code x up to 252 (6·2^125; 253 and 254 overflow where |q| ≥ 4, 255 is NaN), as a
 % -- group of 32.  Not f16, which holds q·2^(x−127) only for x in 106..140.
 % local function wqr_mx() return A == "bf16" and SA == "none" and B == "e2m1" and SB == "mx" and not ZEROS end
+% -- MXFP4 (e2m1 × e2m1, mx both): the weights as bf16 × e2m1's; the tokens, packed with their
+% -- block scales, expanded by the producer into bf16 rows of the stage (q·2^(x−127), exact as
+% -- the weights' are), so the consumers run bf16 wgmma on both; no K split.
+% local function wqr_mx4() return A == "e2m1" and B == "e2m1" and SA == "mx" and SB == "mx" and not ZEROS end
 % -- a configuration: BM tokens by BN weights, the consumers along N; a named tile without named
 % -- warps gets a warpgroup for every 64 weights (at most two), a named one keeps its warps
 % local function wqr_bk() return A == "s8" and 128 or 64 end -- values of K a K tile: one 128-byte token row
@@ -111,14 +117,15 @@
 %   floor = 90,
 %   -- its GPU tests ran clean on the H100 (test_gpu_quant)
 %   measured = true,
-%   serves = function() return wqr_pair() or wqr_mx() end,
+%   serves = function() return wqr_pair() or wqr_mx() or wqr_mx4() end,
 %   -- Past M = 128: 256 tokens by 128 weights, two consumers of 64 weights: a weight row is
 %   -- dequantized once for 256 tokens.  Up to 128, and for f32 output (whose staged 256-token
 %   -- tile does not fit beside the ring): 128x128, twice the CTAs.  Decode (M <= 64): gemv and
 %   -- mma_wq under auto; named, 64 tokens by 128 weights.
 %   default = function(m)
-%     -- bf16 × e2m1: not yet run on the H100, so by name only (auto keeps wgmma_wq and mma_wq)
-%     if wqr_mx() and not NAMED then return nil end
+%     -- bf16 × e2m1 and MXFP4: not yet run on the H100, so by name only (auto keeps wgmma_wq,
+%     -- mma_wq and mma_f8)
+%     if (wqr_mx() or wqr_mx4()) and not NAMED then return nil end
 %     if m ~= 0 and m <= 64 and BM == 0 then return NAMED and wqr_choose(64, 128, 2, 8) or nil end
 %     -- a named tile or named warps: one configuration at every M, 4 stages
 %     if BM ~= 0 or WM ~= 0 then return wqr_choose(128, 128, 2, 4) end
@@ -148,8 +155,8 @@
 %     return t
 %   end,
 %   plan = function()
-%     if not (wqr_pair() or wqr_mx()) then
-%       unsupported(string.format("gemm_wgmma_wqr takes a=f16|bf16 sa=none with b=s4|u4 and sb=col, or sb=group:g (g a multiple of 32) with gs=a (zeros for u4), or with b=s8 and sb=col; a=bf16 sa=none with b=e2m1 and sb=mx; or a=s8 sa=row with b=s4 and sb=col, or sb=group:g (g a multiple of 128) with gs=f32 (got a=%s b=%s sa=%s sb=%s gs=%s group=%d zeros=%d)", A, B, SA, SB, GS or "-", GROUP or 0, ZEROS and 1 or 0))
+%     if not (wqr_pair() or wqr_mx() or wqr_mx4()) then
+%       unsupported(string.format("gemm_wgmma_wqr takes a=f16|bf16 sa=none with b=s4|u4 and sb=col, or sb=group:g (g a multiple of 32) with gs=a (zeros for u4), or with b=s8 and sb=col; a=bf16 sa=none with b=e2m1 and sb=mx; a=e2m1 b=e2m1 with sa=sb=mx; or a=s8 sa=row with b=s4 and sb=col, or sb=group:g (g a multiple of 128) with gs=f32 (got a=%s b=%s sa=%s sb=%s gs=%s group=%d zeros=%d)", A, B, SA, SB, GS or "-", GROUP or 0, ZEROS and 1 or 0))
 %     end
 %     if not one_of(OUT, "f16", "bf16", "f32") then unsupported("gemm_wgmma_wqr: out must be f16, bf16 or f32") end
 %     if ARCH ~= 90 then unsupported(string.format("gemm_wgmma_wqr: needs sm_90a (wgmma, setmaxnreg) (arch=sm_%d)", ARCH)) end
@@ -169,13 +176,20 @@
 %     -- added in rank order (qh::split_sum), each rank finishing a band of the tile's rows
 %     if not (SPLIT_K >= 1 and SPLIT_K <= 4) then unsupported("gemm_wgmma_wqr: split must be 1..4 (split=" .. SPLIT_K .. ")") end
 %     if INT and SPLIT_K ~= 1 then unsupported("gemm_wgmma_wqr: a=s8 takes no K split (split=" .. SPLIT_K .. ")") end
+%     if wqr_mx4() and SPLIT_K ~= 1 then unsupported("gemm_wgmma_wqr: a=e2m1 takes no K split (split=" .. SPLIT_K .. ")") end
+%     -- MXFP4: its tokens reach a stage one K tile after its weights (the producer expands them
+%     -- then), and a consumer frees a stage once the one two K tiles on is full
+%     if wqr_mx4() and STAGES < 4 then unsupported("gemm_wgmma_wqr: a=e2m1 needs 4 stages or more (stages=" .. STAGES .. ")") end
 %     local PROW = B == "s8" and BK or BK // 2 -- packed bytes of a weight row a K tile
-%     local RING = STAGES * (BM * 128 + BN * PROW)
-%     if SPLIT_K > 1 and RING < BM * (BN + 8) * 4 then
+%     -- MXFP4: each stage's packed token rows (32 bytes a row a K tile) as copied, after the ring
+%     local RAW = wqr_mx4() and STAGES * BM * 32 or 0
+%     local RING = STAGES * (BM * 128 + BN * PROW) + RAW
+%     if SPLIT_K > 1 and RING - RAW < BM * (BN + 8) * 4 then
 %       unsupported(string.format("gemm_wgmma_wqr: split=%d keeps the f32 tile (%d bytes) in the ring, which holds %d at stages=%d", SPLIT_K, BM * (BN + 8) * 4, RING, STAGES))
 %     end
 %     local NC = WN
-%     local THREADS, PRODUCER_REGS, CONSUMER_REGS, REG_BUDGET = hopper_regs(NC)
+%     -- (MXFP4's producer expands the tokens: 56 registers, where 40 spilled its pending codes)
+%     local THREADS, PRODUCER_REGS, CONSUMER_REGS, REG_BUDGET = hopper_regs(NC, wqr_mx4() and 56 or nil)
 %     local NI = WGN // 64
 %     -- W4A8 with groups: each K tile's int32 part beside the f32 total
 %     local ACC = NI * BM // 2 * (PROMOTE and 2 or 1)
@@ -189,10 +203,12 @@
 %     -- with groups, once half its sums went by I2F, 1.0-1.4% more at M = 1024 and mixed at
 %     -- 4096 (it was 5.6-8.6% slower with the promotion all by the magic number); the K-split
 %     -- tiles 4-10% at M = 128-256
-%     local TMA_A = true
+%     -- (MXFP4's tokens are expanded by the producer instead)
+%     local TMA_A = not wqr_mx4()
 %     return hopper_split{threads = THREADS, smem = SMEM, k_multiple = 32, ld_multiple = 32, align = 16, persistent = 1,
 %                         NC = NC, NP = NP, NI = NI, PRODUCER_REGS = PRODUCER_REGS, CONSUMER_REGS = CONSUMER_REGS, PB_ROW = PROW,
-%                         tma = TMA_A and 2 or 0, tma_rows = hopper_tma_rows(BM), TMA_ROWS = hopper_tma_rows(BM), TMA_A = TMA_A}
+%                         tma = TMA_A and 2 or 0, tma_rows = TMA_A and hopper_tma_rows(BM) or 0, TMA_ROWS = hopper_tma_rows(BM),
+%                         TMA_A = TMA_A, RAW_BYTES = RAW}
 %   end,
 % }
 % include("gemm_common.cuh")
@@ -204,22 +220,25 @@ namespace {
 constexpr int BK = $(BK);       // values of K a stage: one 128-byte row of tokens
 constexpr int PROW = $(PB_ROW); // packed bytes of a weight row a K tile
 constexpr int NI = $(NI);     // m64 blocks of weights a consumer
-constexpr int QJIT_SMEM_BYTES = RING_BYTES + 2048 + BM * EPI_PITCH;
+constexpr int RAW_BYTES = $(RAW_BYTES); // MXFP4: the stages' packed token rows, after the ring
+constexpr int QJIT_SMEM_BYTES = RING_BYTES + RAW_BYTES + 2048 + BM * EPI_PITCH;
 static_assert(QJIT_SMEM_BYTES <= 227 * 1024, "gemm_wgmma_wqr: tile and stages need more shared memory than an SM has");
 static_assert(NP <= 2 && WM == 1 && WGN == 64 * NI, "gemm_wgmma_wqr: one or two output passes, consumers along N");
 
-% local MX = SB == "mx"                   -- bf16 × e2m1: e8m0 scales a group of 32, as bf16
+% local MX4 = A == "e2m1"                 -- MXFP4: tokens expanded to bf16 by the producer
+% local T = MX4 and "bf16" or A          -- the tokens' type in the stage, and the wgmma's
+% local MX = SB == "mx"                   -- e2m1 weights: e8m0 scales a group of 32, as bf16
 % local GROUPED = SB == "group" or MX
 % local GSZ = MX and 32 or GROUP          -- values of K a scale
 % local INT = A == "s8"                   -- W4A8: int8 wgmma on the weights as s8 bytes 16·q
 % local PROMOTE = INT and GROUPED         -- each K tile's int32 sums promoted into an f32 total
 % local BYTE = INT or B == "s8"           -- 64-byte weight rows a K tile (W4A8, W8A16), in chunks
-% local MV = A == "bf16" and 128 or 1024 -- the magic's value: 0x4300 (bf16) or 0x6400 (f16)
+% local MV = T == "bf16" and 128 or 1024 -- the magic's value: 0x4300 (bf16) or 0x6400 (f16)
 % local O = B == "s4" and 8 or 0          -- s4 is stored as q ^ 8 = q + 8 after the lop3
 % -- f16 (10 mantissa bits) takes a byte's high nibble where it stands, 16 times its value; bf16
 % -- (7 bits) takes it from the word shifted right by 4, at its value
-% local HI = A == "bf16" and 1 or 16
-% local XOR = (A == "bf16" and 0x43004300 or 0x64006400) ~ (B == "s4" and (HI == 16 and 0x00800008 or 0x00080008) or 0)
+% local HI = T == "bf16" and 1 or 16
+% local XOR = (T == "bf16" and 0x43004300 or 0x64006400) ~ (B == "s4" and (HI == 16 and 0x00800008 or 0x00080008) or 0)
 % local GK = GROUPED and math.max(1, BK // GSZ) or 1 -- scale groups a K tile
 % if MX then
 typedef qc::u16 gs_t; // a block's scale 2^(x−127) as bf16 bits, made from its e8m0 code x by fetch
@@ -233,9 +252,27 @@ using qc::gs_f32;
 __device__ __forceinline__ u32 pack2(float lo, float hi)
 {
     u32 r;
-    asm("cvt.rn.$(A)x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    asm("cvt.rn.$(T)x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
 }
+% end
+
+% if MX then
+// Byte `sel` picks of packed word w (two e2m1 values, k in its low nibble, k + 1 in its high)
+// as q·2^(x−127) in bf16, k in the low half: the sign to bit 15 and e e m to bits 8..6, which
+// reads q·2^-126 exactly (a subnormal for e = 0: 0 and 0.5), then times 2^126 and the block's
+// scale sc (2^(x−127) as bf16, in both halves), each product exact while bf16 holds it.
+__device__ __forceinline__ u32 e2m1_bf16x2(u32 w, u32 sel, u32 sc)
+{
+    u32 y, h;
+    asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(y) : "r"(w), "r"(w >> 4), "r"(sel)); // nibbles at bits 0, 16
+    h = ((y << 12) & 0x80008000u) | ((y << 6) & 0x01C001C0u);
+    asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(h) : "r"(h), "r"(0x7E807E80u)); // 2^126
+    asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(h) : "r"(h), "r"(sc));
+    return h;
+}
+// An e8m0 code's 2^(x−127) as bf16 bits: x << 7, but x = 0 is the subnormal 0x0040 and 0xFF NaN
+__device__ __forceinline__ u32 e8m0_bf16(u32 x) { return (x << 7) | (x == 0 || x == 255 ? 0x40u : 0u); }
 % end
 
 // This consumer thread's weights: rows g and g + 8 (g = lane/4) of its warp's 16 in each of
@@ -327,9 +364,7 @@ struct wqr_weights {
                     const int grp = ($(SPLIT and "k0 + " or "")kt * $(BK) + j * 32) / $(GSZ);
                     const bool ok = in[ni][h] && grp < NG;
 %   if MX then
-                    // 2^(x−127) as bf16: x << 7, but x = 0 is the subnormal 0x0040 and 0xFF NaN
-                    const u32 x = ok ? sg[at[ni][h] + grp] : 0u;
-                    s[ni][h][j] = ok ? (gs_t)((x << 7) | (x == 0 || x == 255 ? 0x40u : 0u)) : (gs_t)0;
+                    s[ni][h][j] = ok ? (gs_t)e8m0_bf16(sg[at[ni][h] + grp]) : (gs_t)0;
 %   else
                     s[ni][h][j] = ok ? sg[at[ni][h] + grp] : (gs_t)0;
 %   end
@@ -435,19 +470,9 @@ struct wqr_weights {
 %   end
 % else
 %   if MX then
-    // One pair of values: byte t of packed word w (k, k + 1 in its low and high nibble), e2m1
-    // (s e e m) as B̂ = q·2^(x−127) in bf16, k in the low half: the sign to bit 15 and e e m to
-    // bits 8..6, which reads q·2^-126 exactly (a subnormal for e = 0: 0 and 0.5), then times
-    // 2^126 and the block's scale sc, each product exact while bf16 holds it.
-    __device__ __forceinline__ u32 pair(u32 w, u32, u32 sc) const
-    {
-        u32 y, h;
-        asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(y) : "r"(w), "r"(w >> 4), "r"(sel)); // nibbles at bits 0, 16
-        h = ((y << 12) & 0x80008000u) | ((y << 6) & 0x01C001C0u);
-        asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(h) : "r"(h), "r"(0x7E807E80u)); // 2^126
-        asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(h) : "r"(h), "r"(sc));
-        return h;
-    }
+    // One pair of values: byte t of packed word w (k, k + 1 in its low and high nibble), e2m1,
+    // as B̂ = q·2^(x−127) in bf16, k in the low half (e2m1_bf16x2).
+    __device__ __forceinline__ u32 pair(u32 w, u32, u32 sc) const { return e2m1_bf16x2(w, sel, sc); }
 %   else
     // One pair of values: byte t of packed word w (k, k + 1 in its low and high nibble) as
     // B̂ in A's type, k in the low half.
@@ -456,9 +481,9 @@ struct wqr_weights {
         u32 y, v, h;
         asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(y) : "r"(w), "r"(w$(HI == 16 and "" or " >> 4")), "r"(sel));
         asm("lop3.b32 %0, %1, %2, %3, 0x6a;\n" : "=r"(v) : "r"(y), "r"($(HI == 16 and "0x00F0000Fu" or "0x000F000Fu")), "r"($(string.format("0x%08Xu", XOR))));
-        asm("fma.rn.$(A)x2 %0, %1, %2, %3;\n" : "=r"(h) : "r"(v), "r"(mulc), "r"(addc));
+        asm("fma.rn.$(T)x2 %0, %1, %2, %3;\n" : "=r"(h) : "r"(v), "r"(mulc), "r"(addc));
 % if GROUPED then
-        asm("mul.rn.$(A)x2 %0, %1, %2;\n" : "=r"(h) : "r"(h), "r"(sc));
+        asm("mul.rn.$(T)x2 %0, %1, %2;\n" : "=r"(h) : "r"(h), "r"(sc));
 % else
         (void)sc;
 % end
@@ -505,7 +530,7 @@ struct wqr_weights {
 
 // d (64×BM: f32, W4A8 s32) += A(64×BK, the weights in registers)·B(BM×BK, the tokens in the
 // ring)ᵀ: one K tile (gemm_hopper.cuh)
-% wgmma_k64(BM, INT and "s8.s8" or A .. "." .. A, true, INT)
+% wgmma_k64(BM, INT and "s8.s8" or T .. "." .. T, true, INT)
 
 % if SPLIT then
 
@@ -551,6 +576,93 @@ __device__ __forceinline__ void split_finish(const float (&acc)[NI][BM / 2], u32
 }
 % end
 
+% if MX4 then
+
+// MXFP4's tokens (a side of qh::produce that fills A's tile: FILLS_A, RAW).  Producer thread t
+// copies 16-byte chunk c = t % 2 of token rows t/2 + 64i of each K tile as stored (K values
+// 32c .. 32c + 31: one scale block) into the stage's raw rows after the ring, and loads the
+// block's e8m0 code for each row; one K tile later, once those copies have landed, it
+// expands its own chunks into the stage's bf16 token rows, q·2^(x−127) (the weights'
+// arithmetic: exact for x ≤ 252), as the 16-byte chunks 4c .. 4c + 3 of each row at their
+// swizzled places, and makes them visible to the wgmma (async proxy) before its arrival.
+// Rows past M and blocks past K copy zeros with code 0.
+struct mx4_tokens {
+    static constexpr bool ARRIVES = true, PREFETCH = false, RAW = true, FILLS_A = true;
+    static constexpr int RPT = BM / 64;                   // token rows a producer thread (BM <= 64: one)
+    static constexpr int LAG = 1;                         // produce's passes between issue and decode (FILLS_A)
+    bool raw_ok;
+    const qc::u8 *__restrict__ a;
+    const qc::u8 *__restrict__ sa;
+    long long lda; // bytes a row of packed tokens
+    int M, NG;     // NG: scale blocks a row
+    u32 ring, raw;
+    u32 codes[LAG + 1]; // the pending K tiles' codes, a byte a row, the newest at [LAG]
+    int issued, decoded;
+    __device__ __forceinline__ mx4_tokens(const qjit_params &p, u32 ring0)
+        : raw_ok(true), a(static_cast<const qc::u8 *>(p.a)), sa(static_cast<const qc::u8 *>(p.scale_a)),
+          lda(p.lda / 2), M((int)p.m), NG((int)(p.k / 32)), ring(ring0), raw(ring0 + RING_BYTES), issued(0), decoded(0)
+    {
+#pragma unroll
+        for (int j = 0; j <= LAG; ++j)
+            codes[j] = 0;
+    }
+    __device__ __forceinline__ void issue(int st, int m0, int, int kt, int tid)
+    {
+        const int c = tid & 1, r0 = tid >> 1, blk = 2 * kt + c;
+        u32 x = 0;
+#pragma unroll
+        for (int i = 0; i < (RPT > 0 ? RPT : 1); ++i) {
+            const int rr = r0 + 64 * i, row = m0 + rr;
+            const bool ok = rr < BM && row < M && blk < NG;
+            if (rr < BM)
+                qc::cp_async16(raw + st * (BM * 32) + rr * 32 + c * 16, a + (long long)(ok ? row : 0) * lda + (ok ? blk : 0) * 16,
+                               ok ? 16 : 0);
+            x |= (ok ? (u32)sa[(long long)row * NG + blk] : 0u) << (8 * i);
+        }
+#pragma unroll
+        for (int j = 0; j < LAG; ++j)
+            codes[j] = codes[j + 1];
+        codes[LAG] = x;
+        ++issued;
+    }
+    __device__ __forceinline__ void decode(int st, int tid)
+    {
+        const int c = tid & 1, r0 = tid >> 1, pos = LAG - (issued - 1 - decoded);
+        u32 x = 0;
+#pragma unroll
+        for (int j = 0; j <= LAG; ++j)
+            if (j == pos)
+                x = codes[j];
+        ++decoded;
+#pragma unroll
+        for (int i = 0; i < (RPT > 0 ? RPT : 1); ++i) {
+            const int rr = r0 + 64 * i;
+            if (rr >= BM)
+                continue;
+            const uint4 w = qc::lds16(raw + st * (BM * 32) + rr * 32 + c * 16);
+            const u32 sc = e8m0_bf16((x >> (8 * i)) & 0xffu) * 0x10001u;
+            const u32 row = ring + st * STAGE_BYTES + rr * ROW_BYTES;
+            const u32 ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+            for (int q = 0; q < 4; ++q) // word q: values 8q .. 8q + 7 of the chunk, bytes 0..3
+                asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n"
+                             :: "r"(row + (((4 * c + q) ^ (rr & 7)) << 4)), "r"(e2m1_bf16x2(ws[q], 0x0400u, sc)),
+                                "r"(e2m1_bf16x2(ws[q], 0x0501u, sc)), "r"(e2m1_bf16x2(ws[q], 0x0602u, sc)),
+                                "r"(e2m1_bf16x2(ws[q], 0x0703u, sc)) : "memory");
+        }
+        qh::fence_proxy_async(); // the wgmma read these rows through the async proxy
+    }
+    // (produce's path for a side whose raw copies are refused: never taken, raw_ok is true)
+    __device__ __forceinline__ void now(int st, int m0, int n0, int kt, int tid)
+    {
+        issue(st, m0, n0, kt, tid);
+        qc::cp_async_commit();
+        qc::cp_async_wait<0>();
+        decode(st, tid);
+    }
+};
+% end
+
 } // namespace
 
 % if TMA_A then
@@ -560,13 +672,16 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) qjit_gemm_kernel(const qjit_params p)
 % end
 {
-% PRODUCE_ARGS = ", qh::no_side, PROW" .. (TMA_A and ", true, " .. TMA_ROWS or "") -- B as stored, PROW bytes a row a K tile
+% PRODUCE_ARGS = (MX4 and ", mx4_tokens" or ", qh::no_side") .. ", PROW" .. (TMA_A and ", true, " .. TMA_ROWS or "") -- B as stored, PROW bytes a row a K tile
 % -- the tokens by TMA; under a split, a rank's coordinates start at its part of K
 % PRODUCE_CALL = TMA_A and (", qh::no_side(), &ta, &tr" .. (SPLIT and ", (int)((static_cast<const char *>(q.a) - static_cast<const char *>(p.a)) / " .. (INT and 1 or 2) .. ")" or "")) or nil
+% -- MXFP4: its tokens expanded by the producer (mx4_tokens), one more arrival a thread, its
+% -- raw rows after the ring
+% if MX4 then PRODUCE_CALL, RING_ARGS, RING_EXTRA = ", mx4_tokens(p, ring)", ", 256", "RAW_BYTES" end
 % PRODUCE_ES = INT and 1 or 2
 % RING_TMA = TMA_A
 % include("gemm_hopper_start.cuh")
-% PRODUCE_ES, PRODUCE_CALL, RING_TMA = nil, nil, nil
+% PRODUCE_ES, PRODUCE_CALL, RING_TMA, RING_ARGS, RING_EXTRA = nil, nil, nil, nil, nil
 % include("gemm_hopper_consumer.cuh")
         // frees stage q for the producer.  Every lane read the stage's weights with its own
         // loads, and an arrival releases only its own thread's accesses: the warp's barrier

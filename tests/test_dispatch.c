@@ -813,12 +813,12 @@ static void test_plan_tma(void)
     CHECK(st == QJIT_ERROR_TEMPLATE && strstr(why, "tma=1") && strstr(why, "cluster_k=2"),
           "a plan of two tensor maps beside a K split: %s '%s'", qjit_status_string(st), why);
     /* boxes of 48 rows, which do not tile a 128-row tile: refused */
-    st = plan_of_copy(text, n, "tma_rows = hopper_tma_rows(BM)", "tma_rows = 48                 ", cases[1].text,
+    st = plan_of_copy(text, n, "tma_rows = TMA_A and hopper_tma_rows(BM) or 0", "tma_rows = 48                                ", cases[1].text,
                       &pl, why, sizeof why);
     CHECK(st == QJIT_ERROR_TEMPLATE && strstr(why, "tma_rows=48"), "boxes of 48 rows in a 128-row tile: %s '%s'",
           qjit_status_string(st), why);
     /* and of 64 rows stated outright: accepted as the library's own */
-    st = plan_of_copy(text, n, "tma_rows = hopper_tma_rows(BM)", "tma_rows = 64                 ", cases[1].text,
+    st = plan_of_copy(text, n, "tma_rows = TMA_A and hopper_tma_rows(BM) or 0", "tma_rows = 64                                ", cases[1].text,
                       &pl, why, sizeof why);
     CHECK(st == QJIT_OK && pl.tma == 2 && pl.tma_rows == 64, "boxes of 64 rows: %s '%s' (tma_rows %d)",
           qjit_status_string(st), why, pl.tma_rows);

@@ -258,7 +258,7 @@ static void test_tma_twins(qjit_context *ctx)
  * required ones must be supported; the others run where the kernel supports them and are
  * reported where not.  The kernels named by name are those `auto` does not choose yet. */
 #define WEIGHT_ONLY "a=f16 b=|a=bf16 b=" /* W4A16, W8A16, f16/bf16 x e2m1 */
-#define WQR_PAIRS "b=s4|b=u4|b=s8 sb=col|a=bf16 b=e2m1" /* 4-bit, s8 and bf16 x e2m1 weights: wgmma_wqr runs those it serves */
+#define WQR_PAIRS "b=s4|b=u4|b=s8 sb=col|a=bf16 b=e2m1|a=e2m1 b=e2m1" /* 4-bit, s8, bf16 x e2m1 and MXFP4: wgmma_wqr runs those it serves */
 #define FP8_PAIRS "b=e4m3 sa=tensor|b=e4m3 sa=row|b=e4m3 sa=block" /* FP8, not MX */
 #define TMA_PAIRS FP8_PAIRS "|a=s8 b=s8" /* FP8 (not MX), W8A8 */
 /* the pairs the decode kernel serves: weight-only 4-bit col and group 128/256, s8 col, e2m1
@@ -641,6 +641,7 @@ int main(int argc, char **argv)
         "gemm a=s8 b=s4 sa=row sb=col out=f16 bias=1 kernel=wgmma_wqr tile=256x128x128 warps=1x2 stages=4",
         "gemm a=bf16 b=s8 sb=col out=bf16 kernel=wgmma_wqr tile=256x128x64 warps=1x2 stages=3",
         "gemm a=bf16 b=e2m1 sb=mx out=f16 bias=1 kernel=wgmma_wqr tile=256x128x64 warps=1x2 stages=4",
+        "gemm a=e2m1 b=e2m1 sa=mx sb=mx out=bf16 kernel=wgmma_wqr tile=256x128x64 warps=1x2 stages=4",
         "gemm a=e4m3 b=e4m3 sa=row sb=col out=bf16 bias=1 kernel=gemv tile=16x32x64 warps=1x8 stages=3",
         "gemm a=e4m3 b=e4m3 sa=block sb=block out=bf16 kernel=gemv",
         "gemm a=bf16 b=e2m1 sb=mx out=bf16 kernel=gemv",
