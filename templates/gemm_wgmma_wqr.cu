@@ -588,7 +588,7 @@ __device__ __forceinline__ void split_finish(const float (&acc)[NI][BM / 2], u32
 // Rows past M and blocks past K copy zeros with code 0.
 struct mx4_tokens {
     static constexpr bool ARRIVES = true, PREFETCH = false, RAW = true, FILLS_A = true;
-    static constexpr int RPT = BM / 64;                   // token rows a producer thread (BM <= 64: one)
+    static constexpr int RPT = (BM + 63) / 64;            // token rows a producer thread, t/2 + 64i below BM
     static constexpr int LAG = 1;                         // produce's passes between issue and decode (FILLS_A)
     bool raw_ok;
     const qc::u8 *__restrict__ a;
@@ -611,7 +611,7 @@ struct mx4_tokens {
         const int c = tid & 1, r0 = tid >> 1, blk = 2 * kt + c;
         u32 x = 0;
 #pragma unroll
-        for (int i = 0; i < (RPT > 0 ? RPT : 1); ++i) {
+        for (int i = 0; i < RPT; ++i) {
             const int rr = r0 + 64 * i, row = m0 + rr;
             const bool ok = rr < BM && row < M && blk < NG;
             if (rr < BM)
@@ -635,7 +635,7 @@ struct mx4_tokens {
                 x = codes[j];
         ++decoded;
 #pragma unroll
-        for (int i = 0; i < (RPT > 0 ? RPT : 1); ++i) {
+        for (int i = 0; i < RPT; ++i) {
             const int rr = r0 + 64 * i;
             if (rr >= BM)
                 continue;
