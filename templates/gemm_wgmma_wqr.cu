@@ -596,7 +596,9 @@ struct mx4_tokens {
     long long lda; // bytes a row of packed tokens
     int M, NG;     // NG: scale blocks a row
     u32 ring, raw;
-    u32 codes[LAG + 1]; // the pending K tiles' codes, a byte a row, the newest at [LAG]
+    // the pending K tiles' codes, a row each, the newest at [LAG]: loaded as issue copies its
+    // rows and read only by decode a pass later, so their latency is not the producer's
+    u32 codes[LAG + 1][RPT];
     int issued, decoded;
     __device__ __forceinline__ mx4_tokens(const qjit_params &p, u32 ring0)
         : raw_ok(true), a(static_cast<const qc::u8 *>(p.a)), sa(static_cast<const qc::u8 *>(p.scale_a)),
@@ -604,12 +606,18 @@ struct mx4_tokens {
     {
 #pragma unroll
         for (int j = 0; j <= LAG; ++j)
-            codes[j] = 0;
+#pragma unroll
+            for (int i = 0; i < RPT; ++i)
+                codes[j][i] = 0;
     }
     __device__ __forceinline__ void issue(int st, int m0, int, int kt, int tid)
     {
         const int c = tid & 1, r0 = tid >> 1, blk = 2 * kt + c;
-        u32 x = 0;
+#pragma unroll
+        for (int j = 0; j < LAG; ++j)
+#pragma unroll
+            for (int i = 0; i < RPT; ++i)
+                codes[j][i] = codes[j + 1][i];
 #pragma unroll
         for (int i = 0; i < RPT; ++i) {
             const int rr = r0 + 64 * i, row = m0 + rr;
@@ -617,22 +625,13 @@ struct mx4_tokens {
             if (rr < BM)
                 qc::cp_async16(raw + st * (BM * 32) + rr * 32 + c * 16, a + (long long)(ok ? row : 0) * lda + (ok ? blk : 0) * 16,
                                ok ? 16 : 0);
-            x |= (ok ? (u32)sa[(long long)row * NG + blk] : 0u) << (8 * i);
+            codes[LAG][i] = ok ? (u32)sa[(long long)row * NG + blk] : 0u;
         }
-#pragma unroll
-        for (int j = 0; j < LAG; ++j)
-            codes[j] = codes[j + 1];
-        codes[LAG] = x;
         ++issued;
     }
     __device__ __forceinline__ void decode(int st, int tid)
     {
         const int c = tid & 1, r0 = tid >> 1, pos = LAG - (issued - 1 - decoded);
-        u32 x = 0;
-#pragma unroll
-        for (int j = 0; j <= LAG; ++j)
-            if (j == pos)
-                x = codes[j];
         ++decoded;
 #pragma unroll
         for (int i = 0; i < RPT; ++i) {
@@ -640,7 +639,12 @@ struct mx4_tokens {
             if (rr >= BM)
                 continue;
             const uint4 w = qc::lds16(raw + st * (BM * 32) + rr * 32 + c * 16);
-            const u32 sc = e8m0_bf16((x >> (8 * i)) & 0xffu) * 0x10001u;
+            u32 x = 0;
+#pragma unroll
+            for (int j = 0; j <= LAG; ++j)
+                if (j == pos)
+                    x = codes[j][i];
+            const u32 sc = e8m0_bf16(x) * 0x10001u;
             const u32 row = ring + st * STAGE_BYTES + rr * ROW_BYTES;
             const u32 ws[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
