@@ -214,13 +214,19 @@ static qjit_status graph_replay(timed_graph *t, double *us)
     return QJIT_OK;
 }
 
+/* Whether a graph whose replay took us a launch is long (LONG_REPLAY_MS above). */
+static bool long_replay(const timed_graph *t, double us)
+{
+    return us * t->launches / 1000.0 > LONG_REPLAY_MS;
+}
+
 /* How many timed replays a graph gets whose first replay took first_us a launch: reps, or
  * for a long graph what REPLAY_BUDGET_MS allows (at least MIN_LONG_REPS). */
 static int replays_for(const timed_graph *t, double first_us, int reps)
 {
-    const double ms = first_us * t->launches / 1000.0;
-    if (ms <= LONG_REPLAY_MS)
+    if (!long_replay(t, first_us))
         return reps;
+    const double ms = first_us * t->launches / 1000.0;
     const int fit = (int)ceil(REPLAY_BUDGET_MS / ms), want = fit < MIN_LONG_REPS ? MIN_LONG_REPS : fit;
     return want < reps ? want : reps;
 }
@@ -241,7 +247,7 @@ static qjit_status time_launches(const qjit_cu_api *cu, qjit_gemm *g, const qjit
     double w0 = 0;
     if (st == QJIT_OK)
         st = graph_replay(&tg, &w0);
-    const bool long_graph = st == QJIT_OK && w0 * tg.launches / 1000.0 > LONG_REPLAY_MS;
+    const bool long_graph = st == QJIT_OK && long_replay(&tg, w0);
     if (long_graph) {
         reps = replays_for(&tg, w0, reps);
         warmup = 1;
@@ -284,7 +290,7 @@ static qjit_status time_interleaved(const qjit_cu_api *cu, qjit_gemm *const *g, 
     bool long_graph = false; /* long graphs: one warm-up, and the rounds the budget allows */
     for (int j = 0; j < n && st == QJIT_OK; j++) {
         const int fit = replays_for(&tg[j], first[j], rounds);
-        long_graph = long_graph || first[j] * tg[j].launches / 1000.0 > LONG_REPLAY_MS;
+        long_graph = long_graph || long_replay(&tg[j], first[j]);
         rounds = fit < rounds ? fit : rounds;
     }
     for (int i = 0; i < (long_graph ? 1 : warmup) && st == QJIT_OK; i++)
