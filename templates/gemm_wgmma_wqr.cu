@@ -3,10 +3,8 @@
 // (zeros for u4 groups), W8A16, A f16|bf16 × B s8 with col scales, and W4A8, A s8 with row
 // scales × B s4 with col or f32 group:g scales (g a multiple of 128), bf16 × e2m1 with e8m0
 // scales per 32 of K (MX weights), and MXFP4 (e2m1 × e2m1, both mx: the tokens expanded to
-// bf16 by the producer, mx4_tokens); the last two by name only until their GPU tests pass
-// (not yet run on the H100).  The weights are
-// wgmma's A operand, taken from registers, and the tokens its B operand, from shared memory:
-// each consumer warpgroup computes Dᵀ for its 64 weight rows and all BM tokens of the tile
+// bf16 by the producer, mx4_tokens).  The weights are wgmma's A operand, taken from
+// registers, and the tokens its B operand, from shared memory: each consumer warpgroup computes Dᵀ for its 64 weight rows and all BM tokens of the tile
 // (wgmma m64nBMk16, W4A8 m64nBMk32 on the int8 tensor cores), so that a weight row is
 // dequantized once for BM tokens, in the consumer's own registers, while the tensor cores
 // run the K tile before it.  No dequantized copy of B is written to shared memory, and no
@@ -54,9 +52,10 @@
 //
 // Correct on the H100 (test_gpu_quant over every tile of its sweeps and the tests' own, every
 // pair and scale mode it serves, tails, padded leading dimensions, K splits and graph replays:
-// 5881 passed, 0 failed; W4A8 col bit-exact); auto runs it past M = 64, before wgmma_wq and
-// wgmma_i8, which keep the pairs and modes this family does not serve (e2m1, tensor scales,
-// scales of another type, groups under 128 for W4A8).
+// 5881 passed, 0 failed; W4A8 col bit-exact; bf16 × e2m1 1484 and MXFP4 1783 passed); auto
+// runs it past M = 64, before wgmma_wq, wgmma_i8 and mma_f8, which keep the pairs and modes
+// this family does not serve (tensor scales, scales of another type, groups under 128 for
+// W4A8, f16 × e2m1, MX tokens of e4m3).
 % -- qjit family: name=wgmma_wqr id=12 order=25
 % include("gemm_hopper_plan.cuh")
 % -- the pairs and scale modes the register dequantization is exact for.  W4A16: 4-bit
@@ -123,9 +122,6 @@
 %   -- tile does not fit beside the ring): 128x128, twice the CTAs.  Decode (M <= 64): gemv and
 %   -- mma_wq under auto; named, 64 tokens by 128 weights.
 %   default = function(m)
-%     -- bf16 × e2m1 and MXFP4: not yet run on the H100, so by name only (auto keeps wgmma_wq,
-%     -- mma_wq and mma_f8)
-%     if (wqr_mx() or wqr_mx4()) and not NAMED then return nil end
 %     if m ~= 0 and m <= 64 and BM == 0 then return NAMED and wqr_choose(64, 128, 2, 8) or nil end
 %     -- a named tile or named warps: one configuration at every M, 4 stages
 %     if BM ~= 0 or WM ~= 0 then return wqr_choose(128, 128, 2, 4) end
