@@ -464,7 +464,8 @@ QJIT_API qjit_status qjit_tune_record(qjit_context *ctx, const qjit_gemm_desc *d
  * reference output; each candidate runs once on a poisoned output and passes when its
  * normalized error against the reference is within twice the pair's bound (the output
  * rounding plus the precision the operands are multiplied in); its time is the median,
- * over `reps` replays of a CUDA graph of repeated launches, of one launch, with each
+ * over `reps` replays of a CUDA graph of repeated launches, issued back to back so that
+ * the GPU does not idle between them, of one launch, with each
  * launch reading its own copy of the weights (B, its scales and zero points) until
  * rotate_bytes are read, so that the weights come from DRAM as they do in a model, not
  * from L2, and every launch the same activations (A, its scales), which a model's kernel
@@ -472,8 +473,8 @@ QJIT_API qjit_status qjit_tune_record(qjit_context *ctx, const qjit_gemm_desc *d
  * launch is refused (sizes it cannot do) is skipped; one whose output fails is
  * recorded with ok = 0 and cannot win.  The passed candidates within 5% of the fastest
  * (three at most) and the heuristic's kernel are then timed again side by side, their
- * graphs replayed in turns, and that time is the one recorded for them (at the board's power
- * limit the clock drifts between two candidates timed apart).  Needs a current CUDA context; allocates and
+ * graphs replayed in turns on one stream, and that time is the one recorded for them (at
+ * the board's power limit the clock drifts between two candidates timed apart).  Needs a current CUDA context; allocates and
  * frees its own device memory; the current stream is not used.  Not for use while
  * another thread captures a graph on this device. */
 typedef struct qjit_tune_problem {

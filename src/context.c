@@ -57,8 +57,10 @@ qjit_status qjit_context_create(const qjit_options *o, qjit_context **out)
     }
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
+    /* QJIT_PDL: unset, the quantizers start early and the GEMMs do not; 0, none; else all */
     const char *pdl = getenv("QJIT_PDL");
     c->pdl = pdl && *pdl && strcmp(pdl, "0") != 0;
+    c->pdl_quant = !pdl || !*pdl || strcmp(pdl, "0") != 0;
     const char *v = getenv("QJIT_CACHE_VERIFY");
     qjit_cache_config cfg = {c->cache_dir, c->shipped, o->memory_only, c->opt.cache_max_bytes,
                              c->log, o->verify_cache || (v && *v && strcmp(v, "0") != 0)};

@@ -473,6 +473,7 @@ struct qjit_context {
     qjit_inflight *inflight;     /* builds under way */
     qjit_compiling *compiling;   /* compiles under way, by cache key (any CUDA context) */
     bool pdl;                    /* $QJIT_PDL: sm_90 GEMM launches may start early */
+    bool pdl_quant;              /* and quantizer launches (unless QJIT_PDL=0) */
     qjit_stats stats;
 };
 

@@ -29,7 +29,7 @@ struct qjit_quant {
     CUdevice dev;
     CUmodule module;
     CUfunction fn, amax; /* amax: scale=tensor's first kernel */
-    bool pdl;             /* launched with programmatic stream serialization (QJIT_PDL, sm_90a) */
+    bool pdl;             /* launched with programmatic stream serialization (sm_90a, unless QJIT_PDL=0) */
 };
 
 /* The context's map keys objects by a GEMM descriptor's bytes; a quant descriptor's bytes,
@@ -142,7 +142,7 @@ static qjit_status quant_make(qjit_context *ctx, const qjit_cu_api *cu, CUcontex
     q->cu = cu;
     q->cuctx = cuctx;
     q->dev = dev;
-    q->pdl = ctx->pdl && r->arch == QJIT_ARCH_SM90A;
+    q->pdl = ctx->pdl_quant && r->arch == QJIT_ARCH_SM90A;
     void *cubin = NULL;
     size_t n = 0;
     int cached = 0;

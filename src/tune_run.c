@@ -37,8 +37,8 @@
  * times each candidate at its own moment, and at the board's power limit the clock swings
  * within seconds).  The passed candidates within FINAL_WINDOW of the fastest (FINAL_MAX of
  * them at most), and the heuristic's kernel where it passed, are timed again side by side:
- * their graphs replayed in turns, FINAL_ROUNDS × reps rounds of one replay each, and each
- * one's time becomes the median of its replays there, recorded.  The winner is the fastest
+ * their graphs replayed in turns on one stream, back to back, FINAL_ROUNDS × reps rounds of
+ * one replay each, and each one's time becomes the median of its replays there, recorded.  The winner is the fastest
  * of all passed candidates by their recorded times (the others keep their sweep time), which
  * is what dispatch reads back. */
 #define FINAL_WINDOW 1.05
@@ -214,6 +214,44 @@ static qjit_status graph_replay(timed_graph *t, double *us)
     return QJIT_OK;
 }
 
+/* count replays, graph g[order[i]] the i-th, back to back on stream s with an event between
+ * each two and one wait at the end: us[i] is replay i's µs a launch.  The GPU never idles
+ * between them, as it does not in a model's prefill: with a wait for each replay (the GPU
+ * idle for the host between bursts of a few ms), qjit-tune ranked near-ties of the H100's
+ * power-limited clock apart from bench_grid, by 4-10% (docs/NOTES.md, "The tuner's replays
+ * back to back"). */
+static qjit_status replays_timed(const qjit_cu_api *cu, const timed_graph *g, const int *order,
+                                 int count, CUstream s, double *us)
+{
+    CUevent *ev = calloc((size_t)count + 1, sizeof *ev);
+    if (!ev)
+        return qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "timing %d replays", count);
+    CUresult r = CUDA_SUCCESS;
+    int made = 0;
+    for (; made <= count && r == CUDA_SUCCESS; made++)
+        r = cu->EventCreate(&ev[made], CU_EVENT_DEFAULT);
+    if (r != CUDA_SUCCESS)
+        made--; /* the one that failed was not made */
+    if (r == CUDA_SUCCESS)
+        r = cu->EventRecord(ev[0], s);
+    for (int i = 0; i < count && r == CUDA_SUCCESS; i++) {
+        r = cu->GraphLaunch(g[order ? order[i] : 0].exec, s);
+        if (r == CUDA_SUCCESS)
+            r = cu->EventRecord(ev[i + 1], s);
+    }
+    if (r == CUDA_SUCCESS)
+        r = cu->EventSynchronize(ev[count]);
+    for (int i = 0; i < count && r == CUDA_SUCCESS; i++) {
+        float ms = 0;
+        r = cu->EventElapsedTime(&ms, ev[i], ev[i + 1]);
+        us[i] = 1000.0 * ms / g[order ? order[i] : 0].launches;
+    }
+    for (int i = 0; i < made; i++)
+        cu->EventDestroy(ev[i]);
+    free(ev);
+    return r == CUDA_SUCCESS ? QJIT_OK : qjit_drv_fail(cu, r, "timing a candidate");
+}
+
 /* Whether a graph whose replay took us a launch is long (LONG_REPLAY_MS above). */
 static bool long_replay(const timed_graph *t, double us)
 {
@@ -255,12 +293,16 @@ static qjit_status time_launches(const qjit_cu_api *cu, qjit_gemm *g, const qjit
     for (int i = 1; i < warmup && st == QJIT_OK; i++)
         st = graph_replay(&tg, NULL);
     int n = 0;
-    for (; n < reps && st == QJIT_OK; n++) {
-        st = graph_replay(&tg, &t[n]);
-        if (st == QJIT_OK && n == 0 && long_graph && cutoff_us > 0 && t[0] > cutoff_us) {
-            n = 1; /* clearly slower than the best so far: this replay is its time */
-            break;
-        }
+    if (st == QJIT_OK && long_graph && cutoff_us > 0) {
+        /* one replay alone first: clearly slower than the best so far, it is its time */
+        st = graph_replay(&tg, &t[0]);
+        n = 1;
+        if (st == QJIT_OK && t[0] > cutoff_us)
+            reps = 1;
+    }
+    if (st == QJIT_OK && reps > n) {
+        st = replays_timed(cu, &tg, NULL, reps - n, tg.s, t + n);
+        n = reps;
     }
     if (st == QJIT_OK)
         *us = median(t, n);
@@ -296,18 +338,26 @@ static qjit_status time_interleaved(const qjit_cu_api *cu, qjit_gemm *const *g, 
     for (int i = 0; i < (long_graph ? 1 : warmup) && st == QJIT_OK; i++)
         for (int j = 0; j < n && st == QJIT_OK; j++)
             st = graph_replay(&tg[j], NULL);
-    /* each graph has a stream of its own: the warm-ups end before the first timed replay,
-     * which then runs alone (each timed replay waits for its own end) */
+    /* each graph's warm-ups run on its own stream: they end before the first timed replay */
     for (int j = 0; j < n && st == QJIT_OK; j++) {
         const CUresult r = cu->StreamSynchronize(tg[j].s);
         if (r != CUDA_SUCCESS)
             st = qjit_drv_fail(cu, r, "the final round's warm-up");
     }
+    /* then every round's replays back to back on one stream, one wait at the end */
+    int *order = st == QJIT_OK ? malloc((size_t)(n * rounds) * sizeof *order) : NULL;
+    double *all = order ? malloc((size_t)(n * rounds) * sizeof *all) : NULL;
+    if (st == QJIT_OK && !all)
+        st = qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "the final round (%d replays)", n * rounds);
     for (int r = 0; r < rounds && st == QJIT_OK; r++)
-        for (int k = 0; k < n && st == QJIT_OK; k++) {
-            const int j = r % 2 ? n - 1 - k : k;
-            st = graph_replay(&tg[j], &t[j * rounds + r]);
-        }
+        for (int k = 0; k < n; k++)
+            order[r * n + k] = r % 2 ? n - 1 - k : k;
+    if (st == QJIT_OK)
+        st = replays_timed(cu, tg, order, n * rounds, tg[0].s, all);
+    for (int i = 0; i < n * rounds && st == QJIT_OK; i++)
+        t[order[i] * rounds + i / n] = all[i];
+    free(order);
+    free(all);
     for (int j = 0; j < n && st == QJIT_OK; j++)
         us[j] = median(t + j * rounds, rounds);
     for (int j = 0; j < made; j++)
