@@ -251,8 +251,8 @@ __device__ __forceinline__ void issue_rows(u32 dst, const char *src, long long p
 // the loads' latency is not the producer's.  The stores are ordered before the
 // consumers' reads by one more arrival per thread on full[s] (make_ring<..., 256>).
 // A side with FILLS_A (produce only, RAW) also makes A's tile itself: issue copies this
-// thread's part of A's K tile as stored beside the stage and decode, one pass later, writes it
-// into the tile, so produce copies no A.
+// thread's part of A's K tile as stored beside the stage and decode, its LAG passes later,
+// writes it into the tile, so produce copies no A.
 struct no_side {
     static constexpr bool ARRIVES = false, PREFETCH = false, RAW = false, FILLS_A = false;
     __device__ __forceinline__ void now(int, int, int, int, int) const {}
@@ -284,6 +284,15 @@ template <int PB_ROW> __device__ __forceinline__ int pb_chunk(int row, int c)
 {
     return PB_ROW == 32 ? pb_half(row, c) : c ^ ((row >> 1) & 3);
 }
+// The passes a RAW side's decode follows its copies by in produce: a side that fills A's tile
+// says (its LAG), the others 2 where 4 stages or more allow, else 1.
+template <class Side, int STAGES> __device__ constexpr int side_lag()
+{
+    if constexpr (Side::FILLS_A)
+        return Side::LAG;
+    else
+        return STAGES >= 4 ? 2 : 1;
+}
 template <int BM, int BN, int STAGES, int ES, class Side = no_side, int PB_ROW = 0, bool TMA_A = false, int TR = BM>
 __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM, BN, ES> &w, u32 ring,
                                         u32 full0, u32 empty0, int tid, Side side = Side(),
@@ -304,10 +313,12 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
     static_assert(!Side::PREFETCH, "produce: side data with PREFETCH goes with produce_packed");
     int s = 0, n = 0; // stage, K tiles issued
     u32 phase = 0;
-    // passes between a RAW side's copy and decode; one where the side fills A's tile, whose
-    // consumers (wgmma_wqr's: a stage freed once the one two K tiles on is full) need
-    // STAGES − RAW_LAG ≥ 3 stages
-    constexpr int RAW_LAG = Side::FILLS_A ? 1 : STAGES >= 4 ? 2 : 1;
+    // passes between a RAW side's copy and decode; where the side fills A's tile, its own LAG
+    // (its consumers, wgmma_wqr's, free a stage once the one two K tiles on is full, so
+    // STAGES − RAW_LAG ≥ 3)
+    constexpr int RAW_LAG = side_lag<Side, STAGES>();
+    static_assert(!Side::FILLS_A || (RAW_LAG >= 1 && STAGES - RAW_LAG >= 3),
+                  "produce: a side that fills A's tile lags 1 or more passes and leaves 3 stages");
     for (int t = w.first; t < w.tiles; t += w.stride) {
         int m0, n0;
         w.origin(t, m0, n0);

@@ -184,8 +184,11 @@
 %       unsupported(string.format("gemm_wgmma_wqr: split=%d keeps the f32 tile (%d bytes) in the ring, which holds %d at stages=%d", SPLIT_K, BM * (BN + 8) * 4, RING, STAGES))
 %     end
 %     local NC = WN
-%     -- (MXFP4's producer expands the tokens: 56 registers, where 40 spilled its pending codes)
-%     local THREADS, PRODUCER_REGS, CONSUMER_REGS, REG_BUDGET = hopper_regs(NC, wqr_mx4() and 56 or nil)
+%     -- (MXFP4's producer expands the tokens: 56 registers, where 40 spilled its pending codes;
+%     -- 64 for a tile of up to 128 tokens with three K tiles of them in flight (six stages or
+%     -- more), where 56 spilled 8 bytes: its consumers keep 216)
+%     local mx4_regs = wqr_mx4() and ((BM <= 128 and STAGES >= 6) and 64 or 56) or nil
+%     local THREADS, PRODUCER_REGS, CONSUMER_REGS, REG_BUDGET = hopper_regs(NC, mx4_regs)
 %     local NI = WGN // 64
 %     -- W4A8 with groups: each K tile's int32 part beside the f32 total
 %     local ACC = NI * BM // 2 * (PROMOTE and 2 or 1)
@@ -577,7 +580,7 @@ __device__ __forceinline__ void split_finish(const float (&acc)[NI][BM / 2], u32
 // MXFP4's tokens (a side of qh::produce that fills A's tile: FILLS_A, RAW).  Producer thread t
 // copies 16-byte chunk c = t % 2 of token rows t/2 + 64i of each K tile as stored (K values
 // 32c .. 32c + 31: one scale block) into the stage's raw rows after the ring, and loads the
-// block's e8m0 code for each row; one K tile later, once those copies have landed, it
+// block's e8m0 code for each row; LAG K tiles later, once those copies have landed, it
 // expands its own chunks into the stage's bf16 token rows, q·2^(x−127) (the weights'
 // arithmetic: exact for x ≤ 252), as the 16-byte chunks 4c .. 4c + 3 of each row at their
 // swizzled places, and makes them visible to the wgmma (async proxy) before its arrival.
@@ -585,7 +588,9 @@ __device__ __forceinline__ void split_finish(const float (&acc)[NI][BM / 2], u32
 struct mx4_tokens {
     static constexpr bool ARRIVES = true, PREFETCH = false, RAW = true, FILLS_A = true;
     static constexpr int RPT = (BM + 63) / 64;            // token rows a producer thread, t/2 + 64i below BM
-    static constexpr int LAG = 1;                         // produce's passes between issue and decode (FILLS_A)
+    // produce's passes between issue and decode: as many as the stages allow (STAGES − LAG ≥ 3,
+    // qh::produce), up to 3; each is a K tile of the tokens' copies more in flight
+    static constexpr int LAG = STAGES - 3 < 3 ? STAGES - 3 : 3;
     bool raw_ok;
     const qc::u8 *__restrict__ a;
     const qc::u8 *__restrict__ sa;
