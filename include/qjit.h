@@ -474,7 +474,9 @@ QJIT_API qjit_status qjit_tune_record(qjit_context *ctx, const qjit_gemm_desc *d
  * recorded with ok = 0 and cannot win.  The passed candidates within 5% of the fastest
  * (three at most) and the heuristic's kernel are then timed again side by side, their
  * graphs replayed in turns on one stream, and that time is the one recorded for them (at
- * the board's power limit the clock drifts between two candidates timed apart).  Needs a current CUDA context; allocates and
+ * the board's power limit the clock drifts between two candidates timed apart); with
+ * QJIT_TUNE_WARM_MS=N in the environment (milliseconds, 0 to 60000), after N ms of their
+ * replays untimed.  Needs a current CUDA context; allocates and
  * frees its own device memory; the current stream is not used.  Not for use while
  * another thread captures a graph on this device. */
 typedef struct qjit_tune_problem {

@@ -10,6 +10,7 @@
 #include "qjit_internal.h"
 #include "testlib.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define H100 "NVIDIA H100 80GB HBM3"
@@ -113,6 +114,17 @@ int main(void)
           "k off the group: %s: %s", qjit_status_string(st), qjit_last_error());
     /* zero problems: nothing to do, and nothing needs a GPU */
     CHECK_OK(qjit_gemm_tune(ctx, &d, p, 0, &to, r));
+    /* the final round's warm load (QJIT_TUNE_WARM_MS): a value that is not milliseconds is
+     * refused by name, before any GPU work */
+    static const char *const bad_warm[] = {"abc", "-5", "1e9", "30ms"};
+    for (size_t i = 0; i < sizeof bad_warm / sizeof *bad_warm; i++) {
+        setenv("QJIT_TUNE_WARM_MS", bad_warm[i], 1);
+        st = qjit_gemm_tune(ctx, &d, p, 1, &to, r);
+        CHECK(st == QJIT_ERROR_INVALID_ARGUMENT && strstr(qjit_last_error(), "QJIT_TUNE_WARM_MS") &&
+                  strstr(qjit_last_error(), bad_warm[i]),
+              "QJIT_TUNE_WARM_MS=%s: %s: %s", bad_warm[i], qjit_status_string(st), qjit_last_error());
+    }
+    unsetenv("QJIT_TUNE_WARM_MS");
 
     /* without a GPU (this machine, CI): a clear refusal, nothing recorded */
     size_t before = 0;
