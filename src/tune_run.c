@@ -39,9 +39,9 @@
  * within seconds).  The passed candidates within FINAL_WINDOW of the fastest (FINAL_MAX of
  * them at most), and the heuristic's kernel where it passed, are timed again side by side:
  * their graphs replayed in turns on one stream, back to back, FINAL_ROUNDS × reps rounds of
- * one replay each, and each one's time becomes the median of its replays there, recorded.  The winner is the fastest
- * of all passed candidates by their recorded times (the others keep their sweep time), which
- * is what dispatch reads back. */
+ * one replay each, and each one's time becomes the median of its replays there, recorded.
+ * The winner is the fastest of all passed candidates by their recorded times (the others
+ * keep their sweep time), which is what dispatch reads back. */
 #define FINAL_WINDOW 1.05
 #define FINAL_MAX 3
 #define FINAL_ROUNDS 2
@@ -215,12 +215,12 @@ static qjit_status graph_replay(timed_graph *t, double *us)
     return QJIT_OK;
 }
 
-/* count replays, graph g[order[i]] the i-th, back to back on stream s with an event between
- * each two and one wait at the end: us[i] is replay i's µs a launch.  The GPU never idles
- * between them, as it does not in a model's prefill: with a wait for each replay (the GPU
- * idle for the host between bursts of a few ms), qjit-tune ranked near-ties of the H100's
- * power-limited clock apart from bench_grid, by 4-10% (docs/NOTES.md, "The tuner's replays
- * back to back"). */
+/* count replays, graph g[order[i]] the i-th (g[0] each where order is NULL), back to back on
+ * stream s with an event between each two and one wait at the end: us[i] is replay i's µs a
+ * launch.  The GPU does not idle between them, as it does not in a model's prefill: with a
+ * wait for each replay, qjit-tune picked near-ties apart from bench_grid on the H100 where,
+ * back to back, it agreed (docs/NOTES.md, "bf16 × e2m1 and MXFP4 under auto; the tuner's
+ * replays back to back"). */
 static qjit_status replays_timed(const qjit_cu_api *cu, const timed_graph *g, const int *order,
                                  int count, CUstream s, double *us)
 {
@@ -251,6 +251,13 @@ static qjit_status replays_timed(const qjit_cu_api *cu, const timed_graph *g, co
         cu->EventDestroy(ev[i]);
     free(ev);
     return r == CUDA_SUCCESS ? QJIT_OK : qjit_drv_fail(cu, r, "timing a candidate");
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
 /* Whether a graph whose replay took us a launch is long (LONG_REPLAY_MS above). */
@@ -317,13 +324,6 @@ static qjit_status time_launches(const qjit_cu_api *cu, qjit_gemm *g, const qjit
  * order reversed every other round, so that a drift of the clock (at the board's power limit
  * it swings within seconds) falls on every finalist alike.  us[j]: the median of finalist j's
  * replays, in the sweep's unit (µs a launch of the same graph). */
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 static qjit_status time_interleaved(const qjit_cu_api *cu, qjit_gemm *const *g, int n,
                                     const qjit_tune_operands *ops, const qjit_gemm_desc *d,
                                     const qjit_tune_problem *p, int warmup, int rounds,
