@@ -542,15 +542,16 @@ typedef struct qjit_gemm_args {
  * QJIT_ERROR_INVALID_ARGUMENT names the devices) and launches nothing on error.
  * Does not allocate, synchronize, read device memory or load modules: legal inside
  * stream capture in any mode.  M == 0 or N == 0 launches nothing and returns QJIT_OK.
- * With QJIT_PDL=1 in the environment when the context was made, sm_90a kernels (GEMMs and
- * quantizers, qjit_quant_launch) are launched with programmatic stream serialization: a
- * kernel may be scheduled while the previous one in the stream finishes, and waits
+ * With QJIT_PDL=1 in the environment when the context was made, sm_90a GEMMs are launched
+ * with programmatic stream serialization, and the quantizers (qjit_quant_launch) always are
+ * unless QJIT_PDL=0 (they read nothing before the wait below): a kernel may be scheduled
+ * while the previous one in the stream finishes, and waits
  * (griddepcontrol.wait) until that one's writes are visible before it reads anything the
  * previous kernel could have written; CUDA graphs keep the edge.  The gemv family reads its
  * first weights (B, scale_b, zeros_b) before that wait: under QJIT_PDL=1 they must not be
  * written by the kernel just before it in the stream.  Results are the same bit for bit.
- * Off unless asked for, because of that rule (a GEMM whose B is the output of the GEMM
- * before it would read it too early).  On the H100, with every family letting the next
+ * Off for GEMMs unless asked for, because of that rule (a GEMM whose B is the output of the
+ * GEMM before it would read it too early).  On the H100, with every family letting the next
  * kernel start after its main loop, the Llama 3 decode steps ran 1-3% faster with it at
  * M = 1 and up to 5% faster at M = 16, but for 70B FP8 at M = 16, 1-3% slower (docs/NOTES.md,
  * "The early start with every family's trigger after its main loop").

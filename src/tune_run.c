@@ -604,6 +604,16 @@ qjit_status qjit_gemm_tune(qjit_context *ctx, const qjit_gemm_desc *d,
         st = qjit_gemm_desc_validate(d);
     if (st != QJIT_OK)
         return st;
+    /* the final round's untimed load first (QJIT_TUNE_WARM_MS), checked before anything */
+    double warm_ms = 0;
+    const char *warm = getenv("QJIT_TUNE_WARM_MS");
+    if (warm && *warm) {
+        char *end;
+        warm_ms = strtod(warm, &end);
+        if (*end || !(warm_ms >= 0 && warm_ms <= 60000))
+            return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
+                                "QJIT_TUNE_WARM_MS is '%s' (must be milliseconds, 0 to 60000)", warm);
+    }
     char problem[256];
     qjit_select_problem_text(d, problem, sizeof problem);
     if (qjit_select_fully_named(d))
@@ -626,16 +636,7 @@ qjit_status qjit_gemm_tune(qjit_context *ctx, const qjit_gemm_desc *d,
     }
     if (n == 0)
         return QJIT_OK; /* nothing to measure: no GPU needed */
-    tuner T = {ctx, NULL, d, o, "", 0, 0, NULL, 0, 0};
-    const char *warm = getenv("QJIT_TUNE_WARM_MS");
-    if (warm && *warm) {
-        char *end;
-        const double v = strtod(warm, &end);
-        if (*end || !(v >= 0 && v <= 60000))
-            return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
-                                "QJIT_TUNE_WARM_MS is '%s' (must be milliseconds, 0 to 60000)", warm);
-        T.warm_ms = v;
-    }
+    tuner T = {ctx, NULL, d, o, "", 0, 0, NULL, 0, warm_ms};
     CUcontext cuctx;
     CUdevice dev;
     int major, minor;

@@ -173,8 +173,8 @@
 %     if not (SPLIT_K >= 1 and SPLIT_K <= 4) then unsupported("gemm_wgmma_wqr: split must be 1..4 (split=" .. SPLIT_K .. ")") end
 %     if INT and SPLIT_K ~= 1 then unsupported("gemm_wgmma_wqr: a=s8 takes no K split (split=" .. SPLIT_K .. ")") end
 %     if wqr_mx4() and SPLIT_K ~= 1 then unsupported("gemm_wgmma_wqr: a=e2m1 takes no K split (split=" .. SPLIT_K .. ")") end
-%     -- MXFP4: its tokens reach a stage one K tile after its weights (the producer expands them
-%     -- then), and a consumer frees a stage once the one two K tiles on is full
+%     -- MXFP4: its tokens reach a stage LAG K tiles after its weights (the producer expands them
+%     -- then; mx4_tokens), and a consumer frees a stage once the one two K tiles on is full
 %     if wqr_mx4() and STAGES < 4 then unsupported("gemm_wgmma_wqr: a=e2m1 needs 4 stages or more (stages=" .. STAGES .. ")") end
 %     local PROW = B == "s8" and BK or BK // 2 -- packed bytes of a weight row a K tile
 %     -- MXFP4: each stage's packed token rows (32 bytes a row a K tile) as copied, after the ring
@@ -185,9 +185,9 @@
 %     end
 %     local NC = WN
 %     -- (MXFP4's producer expands the tokens: 56 registers, where 40 spilled its pending codes;
-%     -- 64 for a tile of up to 128 tokens with three K tiles of them in flight (six stages or
-%     -- more), where 56 spilled 8 bytes: its consumers keep 216)
-%     local mx4_regs = wqr_mx4() and ((BM <= 128 and STAGES >= 6) and 64 or 56) or nil
+%     -- 72 with two or three K tiles of them in flight (five stages or more), where 56 spilled
+%     -- 8-16 bytes and 64 did for 160-token tiles: its two consumers keep 216 either way)
+%     local mx4_regs = wqr_mx4() and (STAGES >= 5 and 72 or 56) or nil
 %     local THREADS, PRODUCER_REGS, CONSUMER_REGS, REG_BUDGET = hopper_regs(NC, mx4_regs)
 %     local NI = WGN // 64
 %     -- W4A8 with groups: each K tile's int32 part beside the f32 total
@@ -598,7 +598,7 @@ struct mx4_tokens {
     int M, NG;     // NG: scale blocks a row
     u32 ring, raw;
     // the pending K tiles' codes, a row each, the newest at [LAG]: loaded as issue copies its
-    // rows and read only by decode a pass later, so their latency is not the producer's
+    // rows and read only by decode LAG passes later, so their latency is not the producer's
     u32 codes[LAG + 1][RPT];
     int issued, decoded;
     __device__ __forceinline__ mx4_tokens(const qjit_params &p, u32 ring0)

@@ -300,6 +300,8 @@ static const struct {
     {" kernel=wgmma_wqr tile=64x64x64 warps=1x1 stages=3", WQR_PAIRS, false},
     /* a tile of 96 tokens: A's tiles past M by TMA boxes of 32 rows */
     {" kernel=wgmma_wqr tile=96x128x64 warps=1x2 stages=6", WQR_PAIRS, false},
+    /* MXFP4's tokens two K tiles in flight (5 stages: LAG 2; 4 stages give 1, 6 and more 3) */
+    {" kernel=wgmma_wqr tile=128x128x64 warps=1x2 stages=5", "a=e2m1 b=e2m1", false},
     /* the output in two passes (5 stages of 256x128 leave room for half the tile) */
     {" kernel=wgmma_wqr tile=256x128x64 warps=1x2 stages=5", WQR_PAIRS, false},
     /* and with K split across a cluster of up to 2 and 4 (the launch splits where the tiles

@@ -124,6 +124,13 @@ int main(void)
                   strstr(qjit_last_error(), bad_warm[i]),
               "QJIT_TUNE_WARM_MS=%s: %s: %s", bad_warm[i], qjit_status_string(st), qjit_last_error());
     }
+    /* and a value in range passes the parse: the call goes on to the problems' own checks
+     * (problem 1's m=0), never to a GPU */
+    setenv("QJIT_TUNE_WARM_MS", "250", 1);
+    st = qjit_gemm_tune(ctx, &d, p, 2, &to, r);
+    CHECK(st == QJIT_ERROR_INVALID_ARGUMENT && strstr(qjit_last_error(), "m=0") &&
+              !strstr(qjit_last_error(), "QJIT_TUNE_WARM_MS"),
+          "QJIT_TUNE_WARM_MS=250: %s: %s", qjit_status_string(st), qjit_last_error());
     unsetenv("QJIT_TUNE_WARM_MS");
 
     /* without a GPU (this machine, CI): a clear refusal, nothing recorded */
