@@ -101,10 +101,11 @@ def time_launches(calls, reps):
     return time_graph(calls, len(calls), reps)
 
 
-def time_interleaved(graphs, layers, reps):
+def time_interleaved(graphs, layers, reps, wait_each=False):
     """Median µs of one call of each graph (of `layers` calls), their replays interleaved: one
     replay of each in turn, the order reversed every round, so that a drift of the clock
-    within the cell falls on all of them alike."""
+    within the cell falls on all of them alike.  wait_each: each replay waited for before
+    the next is issued (the GPU idle for the host between them)."""
     marks = []
     for r in range(reps):
         order = range(len(graphs)) if r % 2 == 0 else reversed(range(len(graphs)))
@@ -113,6 +114,8 @@ def time_interleaved(graphs, layers, reps):
             s.record()
             graphs[i].replay()
             e.record()
+            if wait_each:
+                e.synchronize()
             marks.append((i, s, e))
     torch.cuda.synchronize()
     times = [[] for _ in graphs]

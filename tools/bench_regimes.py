@@ -43,21 +43,6 @@ from bench_quant import Qjit  # noqa: E402
 from bench_step import PAIRS, capture, make_act, make_weights, qjit_call  # noqa: E402
 
 
-def synced_turn(graphs, layers, reps):
-    """time_interleaved's turn with a wait after every replay: median µs a launch of each."""
-    times = [[] for _ in graphs]
-    for r in range(reps):
-        order = range(len(graphs)) if r % 2 == 0 else reversed(range(len(graphs)))
-        for i in order:
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            graphs[i].replay()
-            e.record()
-            e.synchronize()
-            times[i].append(s.elapsed_time(e) * 1e3 / layers)
-    return [statistics.median(t) for t in times]
-
-
 def warm(graph, ms):
     """Replay graph without a pause for about ms milliseconds."""
     end = time.perf_counter() + ms / 1e3
@@ -115,8 +100,7 @@ def main():
             if regime == "cool":
                 torch.cuda.synchronize()
                 time.sleep(o.idle_ms / 1e3)
-            t = synced_turn(graphs, len(ws), o.reps) if regime == "synced" \
-                else time_interleaved(graphs, len(ws), o.reps)
+            t = time_interleaved(graphs, len(ws), o.reps, wait_each=regime == "synced")
             for i, v in enumerate(t):
                 per[i].append(v)
         meds = [statistics.median(p) for p in per]
