@@ -134,13 +134,11 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* A candidate's graph of launches over the copies, on a stream of its own, with the events
- * that time one replay. */
+/* A candidate's graph of launches over the copies, captured on a stream of its own. */
 typedef struct timed_graph {
     const qjit_cu_api *cu;
     CUstream s;
     CUgraphExec exec;
-    CUevent e0, e1;
     int launches;
 } timed_graph;
 
@@ -151,10 +149,6 @@ static void graph_free(timed_graph *t)
         cu->StreamSynchronize(t->s);
     if (t->exec)
         cu->GraphExecDestroy(t->exec);
-    if (t->e0)
-        cu->EventDestroy(t->e0);
-    if (t->e1)
-        cu->EventDestroy(t->e1);
     if (t->s)
         cu->StreamDestroy(t->s);
     memset(t, 0, sizeof *t);
@@ -169,10 +163,6 @@ static qjit_status graph_make(const qjit_cu_api *cu, qjit_gemm *g, const qjit_tu
     CUgraph graph = NULL;
     qjit_status st = QJIT_OK;
     CUresult r = cu->StreamCreate(&t->s, CU_STREAM_NON_BLOCKING);
-    if (r == CUDA_SUCCESS)
-        r = cu->EventCreate(&t->e0, CU_EVENT_DEFAULT);
-    if (r == CUDA_SUCCESS)
-        r = cu->EventCreate(&t->e1, CU_EVENT_DEFAULT);
     if (r == CUDA_SUCCESS)
         r = cu->StreamBeginCapture(t->s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
     if (r == CUDA_SUCCESS) {
@@ -194,25 +184,13 @@ static qjit_status graph_make(const qjit_cu_api *cu, qjit_gemm *g, const qjit_tu
     return st;
 }
 
-/* One replay between events: µs a launch (or an untimed replay with us NULL). */
-static qjit_status graph_replay(timed_graph *t, double *us)
+/* An untimed replay of each of the n graphs g, in turn, on stream s (their warm-ups). */
+static qjit_status graphs_launch(const qjit_cu_api *cu, const timed_graph *g, int n, CUstream s)
 {
-    const qjit_cu_api *cu = t->cu;
-    float ms = 0;
-    CUresult r = us ? cu->EventRecord(t->e0, t->s) : CUDA_SUCCESS;
-    if (r == CUDA_SUCCESS)
-        r = cu->GraphLaunch(t->exec, t->s);
-    if (r == CUDA_SUCCESS && us)
-        r = cu->EventRecord(t->e1, t->s);
-    if (r == CUDA_SUCCESS && us)
-        r = cu->EventSynchronize(t->e1);
-    if (r == CUDA_SUCCESS && us)
-        r = cu->EventElapsedTime(&ms, t->e0, t->e1);
-    if (r != CUDA_SUCCESS)
-        return qjit_drv_fail(cu, r, "timing a candidate");
-    if (us)
-        *us = 1000.0 * ms / t->launches;
-    return QJIT_OK;
+    CUresult r = CUDA_SUCCESS;
+    for (int j = 0; j < n && r == CUDA_SUCCESS; j++)
+        r = cu->GraphLaunch(g[j].exec, s);
+    return r == CUDA_SUCCESS ? QJIT_OK : qjit_drv_fail(cu, r, "replaying a candidate");
 }
 
 /* count replays, graph g[order[i]] the i-th (g[0] each where order is NULL), back to back on
@@ -292,18 +270,18 @@ static qjit_status time_launches(const qjit_cu_api *cu, qjit_gemm *g, const qjit
     /* the first warm-up replay, timed, sets the budget */
     double w0 = 0;
     if (st == QJIT_OK)
-        st = graph_replay(&tg, &w0);
+        st = replays_timed(cu, &tg, NULL, 1, tg.s, &w0);
     const bool long_graph = st == QJIT_OK && long_replay(&tg, w0);
     if (long_graph) {
         reps = replays_for(&tg, w0, reps);
         warmup = 1;
     }
     for (int i = 1; i < warmup && st == QJIT_OK; i++)
-        st = graph_replay(&tg, NULL);
+        st = graphs_launch(cu, &tg, 1, tg.s);
     int n = 0;
     if (st == QJIT_OK && long_graph && cutoff_us > 0) {
         /* one replay alone first: clearly slower than the best so far, it is its time */
-        st = graph_replay(&tg, &t[0]);
+        st = replays_timed(cu, &tg, NULL, 1, tg.s, &t[0]);
         n = 1;
         if (st == QJIT_OK && t[0] > cutoff_us)
             reps = 1;
@@ -343,23 +321,13 @@ static qjit_status time_interleaved(const qjit_cu_api *cu, qjit_gemm *const *g, 
         long_graph = long_graph || long_replay(&tg[j], first[j]);
         rounds = fit < rounds ? fit : rounds;
     }
+    /* the warm-ups, then for warm_ms (QJIT_TUNE_WARM_MS) more of the finalists in turns, so
+     * that the timed rounds find the board loaded as a prefill keeps it; all on one stream */
     for (int i = 0; i < (long_graph ? 1 : warmup) && st == QJIT_OK; i++)
-        for (int j = 0; j < n && st == QJIT_OK; j++)
-            st = graph_replay(&tg[j], NULL);
-    /* each graph's warm-ups run on its own stream: they end before the first timed replay */
-    for (int j = 0; j < n && st == QJIT_OK; j++) {
-        const CUresult r = cu->StreamSynchronize(tg[j].s);
-        if (r != CUDA_SUCCESS)
-            st = qjit_drv_fail(cu, r, "the final round's warm-up");
-    }
-    /* warm_ms (QJIT_TUNE_WARM_MS): the finalists replayed in turns, untimed, for that long
-     * first, so that the timed rounds find the board loaded as a prefill keeps it */
+        st = graphs_launch(cu, tg, n, tg[0].s);
     for (const double t0 = now_ms(); st == QJIT_OK && warm_ms > 0 && now_ms() - t0 < warm_ms;) {
-        CUresult r = CUDA_SUCCESS;
-        for (int j = 0; j < n && r == CUDA_SUCCESS; j++)
-            r = cu->GraphLaunch(tg[j].exec, tg[0].s);
-        if (r == CUDA_SUCCESS)
-            r = cu->StreamSynchronize(tg[0].s);
+        st = graphs_launch(cu, tg, n, tg[0].s);
+        const CUresult r = st == QJIT_OK ? cu->StreamSynchronize(tg[0].s) : CUDA_SUCCESS;
         if (r != CUDA_SUCCESS)
             st = qjit_drv_fail(cu, r, "the final round's warm load");
     }
