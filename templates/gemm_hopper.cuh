@@ -279,7 +279,7 @@ __device__ __forceinline__ int pb_half(int row, int half) { return half ^ ((row 
 struct tmap;
 __device__ __forceinline__ void mbar_add_tx(u32 bar, u32 bytes);
 template <int BM, int R> __device__ __forceinline__ u32 tma_rows_bytes(int m0, int M);
-template <int BM, int R> __device__ __forceinline__ u32 tma_rows_load(u32 dst, const tmap &ta, const tmap &tr, int x, int m0, int M, u32 bar);
+template <int BM, int R> __device__ __forceinline__ void tma_rows_load(u32 dst, const tmap &ta, const tmap &tr, int x, int m0, int M, u32 bar);
 template <int PB_ROW> __device__ __forceinline__ int pb_chunk(int row, int c)
 {
     return PB_ROW == 32 ? pb_half(row, c) : c ^ ((row >> 1) & 3);
@@ -405,8 +405,8 @@ __device__ __forceinline__ void produce(const qjit_params &p, const tile_walk<BM
 // ---- TMA (the wgmma_tma family) ----
 // A tensor map as the kernel receives it: the driver's 128-byte CUtensorMap, which the library
 // encodes at each launch (gemm.c: the operand's rows of K, 128-byte swizzle, boxes of one
-// 128-byte ring row (128/ES values) by BM and by the plan's tma_rows for A and BN/2 rows for B, zeros outside the
-// tensor) and passes by value after qjit_params, as a __grid_constant__ parameter whose
+// 128-byte ring row (128/ES values) by BM and by the plan's tma_rows for A and BN/2 rows for
+// B, zeros outside the tensor) and passes by value after qjit_params, as a __grid_constant__ parameter whose
 // address the copies take.
 struct alignas(64) tmap {
     u64 opaque[16];
@@ -457,13 +457,14 @@ __device__ __forceinline__ void tma_load(u32 dst, const tmap &m, int x, int y, u
 }
 // A's tile of BM rows from m0: one box of BM rows (ta) where the tile is inside A, else boxes
 // of R rows (tr: R is the plan's tma_rows, hopper_tma_rows in gemm_hopper_plan.cuh, which the
-// map was encoded with) up to the first past M.  On the H100 a box's
-// rows past the tensor cost about as much as rows read (a 256-row tile at M = 64 ran 2.2x its
-// time at M = 256), and boxes of 64 rows cost 2-15% against one of BM on whole tiles, hence
-// the two maps.  A tile's rows past M are then neither copied nor counted: its stage keeps
-// whatever those rows held, which only output rows past M read (never stored).  The boxes
-// land one after another: R is a multiple of 8, so each starts on a 1024-byte line
-// and the 128-byte swizzle is the one a single box of BM rows makes.
+// map was encoded with) up to the first past M; tma_rows_bytes is what they bring, for the
+// stage's expected bytes, counted before the copies.  On the H100 a box's rows past the
+// tensor cost about as much as rows read (a 256-row tile at M = 64 ran 2.2x its time at
+// M = 256), and boxes of 64 rows cost 2-15% against one of BM on whole tiles, hence the two
+// maps.  A tile's rows past M are then neither copied nor counted: its stage keeps whatever
+// those rows held, which only output rows past M read (never stored).  The boxes land one
+// after another: R is a multiple of 8, so each starts on a 1024-byte line and the 128-byte
+// swizzle is the one a single box of BM rows makes.
 template <int BM, int R> __device__ __forceinline__ u32 tma_rows_bytes(int m0, int M)
 {
     static_assert(BM % R == 0 && R % 8 == 0, "tma_rows: boxes of whole 8-row swizzle lines that tile BM");
@@ -471,7 +472,7 @@ template <int BM, int R> __device__ __forceinline__ u32 tma_rows_bytes(int m0, i
     return (u32)(boxes * R * ROW_BYTES);
 }
 template <int BM, int R>
-__device__ __forceinline__ u32 tma_rows_load(u32 dst, const tmap &ta, const tmap &tr, int x, int m0, int M, u32 bar)
+__device__ __forceinline__ void tma_rows_load(u32 dst, const tmap &ta, const tmap &tr, int x, int m0, int M, u32 bar)
 {
     if (M - m0 >= BM) {
         tma_load(dst, ta, x, m0, bar);
@@ -481,7 +482,6 @@ __device__ __forceinline__ u32 tma_rows_load(u32 dst, const tmap &ta, const tmap
             if (m0 + b * R < M)
                 tma_load(dst + b * R * ROW_BYTES, tr, x, m0 + b * R, bar);
     }
-    return tma_rows_bytes<BM, R>(m0, M);
 }
 // The same, written at `dst` and completed on `bar` in every CTA of the cluster in `mask`.
 __device__ __forceinline__ void tma_load_multicast(u32 dst, const tmap &m, int x, int y, u32 bar, unsigned short mask)
@@ -495,11 +495,11 @@ __device__ __forceinline__ void tma_load_multicast(u32 dst, const tmap &m, int x
 // bulk tensor copies, which land in the layout produce's cp.async copies make (the 128-byte
 // swizzle of a 1024-byte aligned tile is the address-bit swizzle TMA applies) and count their
 // bytes on full[s], armed by one expect_tx arrival (make_ring<..., 1>).  Alone (w.cl == 1) it
-// loads A's rows up to M (tma_rows_load) and B's two halves of BN/2 rows; in a cluster of two along M, the CTAs
-// work on tiles of the same columns (tile_walk), so each loads its own A and half `rank` of B,
-// multicast into both CTAs' stage: each B row leaves L2 once a pair.  Stage s is refilled
-// after empty[s] completes, which counts the consumer warps of every CTA it is written into
-// (make_ring's peers).  ES: bytes of a value (a K tile is 128/ES values).
+// loads A's rows up to M (tma_rows_load) and B's two halves of BN/2 rows; in a cluster of two
+// along M, the CTAs work on tiles of the same columns (tile_walk), so each loads its own A and
+// half `rank` of B, multicast into both CTAs' stage: each B row leaves L2 once a pair.  Stage
+// s is refilled after empty[s] completes, which counts the consumer warps of every CTA it is
+// written into (make_ring's peers).  ES: bytes of a value (a K tile is 128/ES values).
 template <int BM, int BN, int STAGES, int ES, int TR>
 __device__ __forceinline__ void produce_tma(const tmap &ta, const tmap &tb, const tmap &tr,
                                             const tile_walk<BM, BN, ES> &w, u32 ring, u32 full0, u32 empty0, int M)
