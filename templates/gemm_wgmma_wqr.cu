@@ -4,11 +4,12 @@
 // scales × B s4 with col or f32 group:g scales (g a multiple of 128), bf16 × e2m1 with e8m0
 // scales per 32 of K (MX weights), and MXFP4 (e2m1 × e2m1, both mx: the tokens expanded to
 // bf16 by the producer, mx4_tokens).  The weights are wgmma's A operand, taken from
-// registers, and the tokens its B operand, from shared memory: each consumer warpgroup computes Dᵀ for its 64 weight rows and all BM tokens of the tile
-// (wgmma m64nBMk16, W4A8 m64nBMk32 on the int8 tensor cores), so that a weight row is
-// dequantized once for BM tokens, in the consumer's own registers, while the tensor cores
-// run the K tile before it.  No dequantized copy of B is written to shared memory, and no
-// producer waits on an expansion.
+// registers, and the tokens its B operand, from shared memory: each consumer warpgroup
+// computes Dᵀ for its 64 weight rows and all BM tokens of the tile (wgmma m64nBMk16, W4A8
+// m64nBMk32 on the int8 tensor cores), so that a weight row is dequantized once for BM
+// tokens, in the consumer's own registers, while the tensor cores run the K tile before it.
+// No dequantized copy of B is written to shared memory, and no producer waits on an
+// expansion.
 //
 // The producer warpgroup fills a stage of the ring with each K tile's BM token rows (one
 // 128-byte swizzled row: 64 values of 16 bits, or 128 of 8), as bulk tensor copies (TMA) of
@@ -197,12 +198,12 @@
 %     end
 %     local NP, SMEM = hopper_staging("gemm_wgmma_wqr", RING + 2048, WGN)
 %     if NP > 2 then unsupported(string.format("gemm_wgmma_wqr: %d stages of %dx%dx%d leave too little shared memory to stage the %s output in two passes", STAGES, BM, BN, BK, OUT)) end
-%     -- the tokens by TMA (tensor maps of A: tiles inside A as one box, tiles past M by boxes of tma_rows rows up to M): on the
-%     -- H100 W4A16 3.5-13%, W8A16 11-13% and W4A8 col 1-3.4% faster than by cp.async; W4A8
-%     -- with groups, once half its sums went by I2F, 1.0-1.4% more at M = 1024 and mixed at
-%     -- 4096 (it was 5.6-8.6% slower with the promotion all by the magic number); the K-split
-%     -- tiles 4-10% at M = 128-256
-%     -- (MXFP4's tokens are expanded by the producer instead)
+%     -- the tokens by TMA (tensor maps of A: tiles inside A as one box, tiles past M by boxes
+%     -- of tma_rows rows up to M): on the H100 W4A16 3.5-13%, W8A16 11-13% and W4A8 col 1-3.4%
+%     -- faster than by cp.async; W4A8 with groups, once half its sums went by I2F, 1.0-1.4%
+%     -- more at M = 1024 and mixed at 4096 (it was 5.6-8.6% slower with the promotion all by
+%     -- the magic number); the K-split tiles 4-10% at M = 128-256.  MXFP4's tokens are
+%     -- expanded by the producer instead.
 %     local TMA_A = not wqr_mx4()
 %     return hopper_split{threads = THREADS, smem = SMEM, k_multiple = 32, ld_multiple = 32, align = 16, persistent = 1,
 %                         NC = NC, NP = NP, NI = NI, PRODUCER_REGS = PRODUCER_REGS, CONSUMER_REGS = CONSUMER_REGS, PB_ROW = PROW,
