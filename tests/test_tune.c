@@ -117,6 +117,9 @@ int main(void)
     /* the final round's warm load (QJIT_TUNE_WARM_MS): a value that is not milliseconds is
      * refused by name, before any GPU work */
     static const char *const bad_warm[] = {"abc", "-5", "1e9", "30ms"};
+    size_t before_warm = 0, after_warm = 0;
+    CHECK_OK(qjit_gemm_variants(ctx, &d, QJIT_ARCH_SM90A, NULL, 0, &before_warm));
+    to.dry_run = 0; /* refused before anything: nothing is recorded even where it would be */
     for (size_t i = 0; i < sizeof bad_warm / sizeof *bad_warm; i++) {
         setenv("QJIT_TUNE_WARM_MS", bad_warm[i], 1);
         st = qjit_gemm_tune(ctx, &d, p, 1, &to, r);
@@ -124,6 +127,11 @@ int main(void)
                   strstr(qjit_last_error(), bad_warm[i]),
               "QJIT_TUNE_WARM_MS=%s: %s: %s", bad_warm[i], qjit_status_string(st), qjit_last_error());
     }
+    to.dry_run = 1;
+    CHECK_OK(qjit_gemm_variants(ctx, &d, QJIT_ARCH_SM90A, NULL, 0, &after_warm));
+    CHECK(after_warm == before_warm,
+          "a refused QJIT_TUNE_WARM_MS changed the dispatch: %zu variants, %zu before", after_warm,
+          before_warm);
     /* and a value in range passes the parse: the call goes on to the problems' own checks
      * (problem 1's m=0), never to a GPU */
     setenv("QJIT_TUNE_WARM_MS", "250", 1);
