@@ -471,12 +471,14 @@ QJIT_API qjit_status qjit_tune_record(qjit_context *ctx, const qjit_gemm_desc *d
  * from L2, and every launch the same activations (A, its scales), which a model's kernel
  * finds in L2 after the kernel that wrote them.  A candidate whose
  * launch is refused (sizes it cannot do) is skipped; one whose output fails is
- * recorded with ok = 0 and cannot win.  The passed candidates within 5% of the fastest
- * (three at most) and the heuristic's kernel are then timed again side by side, their
- * graphs replayed in turns on one stream, and that time is the one recorded for them (at
- * the board's power limit the clock drifts between two candidates timed apart); with
- * QJIT_TUNE_WARM_MS=N in the environment (milliseconds, 0 to 60000), after N ms of their
- * replays untimed.  Needs a current CUDA context; allocates and
+ * recorded with ok = 0 and cannot win.  The passed candidates within 10% of the fastest
+ * (four at most) and the heuristic's kernel are then timed again side by side, their
+ * graphs replayed in turns on one stream (at the board's power limit the clock drifts
+ * between two candidates timed apart), and the fastest of them there wins; their records
+ * hold those times on the sweep's scale (the winner's is the sweep's fastest).  For M above
+ * 64 their replays first run untimed for 1000 ms, so that the board is as loaded as a
+ * prefill keeps it; QJIT_TUNE_WARM_MS=N in the environment (milliseconds, 0 to 60000) sets
+ * that load for every problem.  Needs a current CUDA context; allocates and
  * frees its own device memory; the current stream is not used.  Not for use while
  * another thread captures a graph on this device. */
 typedef struct qjit_tune_problem {

@@ -39,11 +39,16 @@
  * within seconds).  The passed candidates within FINAL_WINDOW of the fastest (FINAL_MAX of
  * them at most), and the heuristic's kernel where it passed, are timed again side by side:
  * their graphs replayed in turns on one stream, back to back, FINAL_ROUNDS × reps rounds of
- * one replay each, and each one's time becomes the median of its replays there, recorded.
- * The winner is the fastest of all passed candidates by their recorded times (the others
- * keep their sweep time), which is what dispatch reads back. */
-#define FINAL_WINDOW 1.05
-#define FINAL_MAX 3
+ * one replay each.  The winner is the finalist fastest there.  A prefill problem (M above
+ * 64) first loads the board for WARM_PREFILL_MS with the finalists (QJIT_TUNE_WARM_MS sets
+ * it for every problem), since a board kept busy, as a prefill keeps it, ranks near-ties
+ * otherwise than one that has idled.  The finalists' times are recorded on the sweep's
+ * scale (the winner's as the sweep's fastest, the others in proportion to it), so that the
+ * winner is also the fastest record, which is what dispatch reads back: a loaded board's
+ * times are higher than an idle one's, and the sweep's times of the others stay. */
+#define FINAL_WINDOW 1.10
+#define FINAL_MAX 4
+#define WARM_PREFILL_MS 1000.0
 #define FINAL_ROUNDS 2
 
 void qjit_tune_options_init(qjit_tune_options *o)
@@ -380,7 +385,8 @@ typedef struct tuner {
     size_t done, total; /* measurements, for progress */
     compile_job *job;   /* the candidates being compiled */
     size_t compiled;    /* compiles reported to progress */
-    double warm_ms;     /* QJIT_TUNE_WARM_MS: the final round's untimed load first */
+    double warm_ms;     /* QJIT_TUNE_WARM_MS: the final round's untimed load first (< 0: the
+                         * default, WARM_PREFILL_MS for M above 64) */
 } tuner;
 
 /* The final round (FINAL_WINDOW above): first[i] is candidate i's time in the sweep, 0
@@ -428,27 +434,27 @@ static qjit_status final_round(tuner *T, const qjit_tune_problem *p, const qjit_
         firsts[j] = first[pick[j]];
         st = qjit_context_get_gemm(T->ctx, &cands[pick[j]], NULL, &g[j]);
     }
+    const double warm_ms = T->warm_ms >= 0 ? T->warm_ms : p->m > 64 ? WARM_PREFILL_MS : 0;
     if (st == QJIT_OK)
-        st = time_interleaved(T->cu, g, npick, ops, T->d, p, warmup, FINAL_ROUNDS * reps, T->warm_ms,
+        st = time_interleaved(T->cu, g, npick, ops, T->d, p, warmup, FINAL_ROUNDS * reps, warm_ms,
                               firsts, t);
     if (st != QJIT_OK)
         return qjit_err_prefix(st, "m=%lld n=%lld k=%lld: the final round", (long long)p->m,
                                (long long)p->n, (long long)p->k);
-    /* the passed candidates not timed again keep their sweep times */
-    res->best_us = 0;
-    for (size_t i = 0; i < ncands; i++) {
-        if (!picked(pick, npick, i) && first[i] > 0 && (res->best_us == 0 || first[i] < res->best_us)) {
-            res->best_us = first[i];
-            res->best = cands[i];
-        }
+    /* the winner: the finalist fastest in the final round; its time becomes the sweep's
+     * fastest (every finalist was within the window of it), the others' in proportion */
+    int w = 0;
+    double sweep_best = firsts[0];
+    for (int j = 1; j < npick; j++) {
+        w = t[j] < t[w] ? j : w;
+        sweep_best = firsts[j] < sweep_best ? firsts[j] : sweep_best;
     }
+    const double scale = sweep_best / t[w];
+    res->best = cands[pick[w]];
+    res->best_us = sweep_best;
     for (int j = 0; j < npick && st == QJIT_OK; j++) {
-        const double us = t[j];
+        const double us = t[j] * scale;
         const qjit_gemm_desc *c = &cands[pick[j]];
-        if (res->best_us == 0 || us < res->best_us) {
-            res->best_us = us;
-            res->best = *c;
-        }
         if (!memcmp(c, &res->heuristic, sizeof *c))
             res->heuristic_us = us;
         if (!T->o->dry_run) {
@@ -573,7 +579,7 @@ qjit_status qjit_gemm_tune(qjit_context *ctx, const qjit_gemm_desc *d,
     if (st != QJIT_OK)
         return st;
     /* the final round's untimed load first (QJIT_TUNE_WARM_MS), checked before anything */
-    double warm_ms = 0;
+    double warm_ms = -1;
     const char *warm = getenv("QJIT_TUNE_WARM_MS");
     if (warm && *warm) {
         char *end;
