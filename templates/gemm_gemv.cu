@@ -81,10 +81,11 @@
 %   -- decode tile.  At M = 9-16, 4-bit weights take 32 rows a CTA: qjit-tune's best on every
 %   -- 8B and 70B layer it reached, up to 1.86x the 16-row tile (8192x8192 at M = 16).
 %   default = function(m)
-%     -- MXFP4 to M = 32 under auto: its tile families have no decode tile, and gemv's 16-token
-%     -- tile, two of them a column, won the M = 32 bucket on 6 of the 8 Llama 3 layers
-%     -- (qjit-tune on the H100: 2.2-8.0x wgmma_mx 64x128x128, which ran there before)
-%     local top = A == "e2m1" and 32 or 16
+%     -- MX weights to M = 32 under auto (MXFP4; bf16 x e2m1 on sm_90a): gemv's 16-token tile,
+%     -- two of them a column, won the M = 32 bucket on 6 of the 9 Llama 3 layers for each
+%     -- (qjit-tune on the H100: 1.5-1.9x mma_wq 16x128x128 for bf16 x e2m1, 2.2-8.0x wgmma_mx
+%     -- for MXFP4)
+%     local top = (A == "e2m1" or (A == "bf16" and B == "e2m1" and ARCH == 90)) and 32 or 16
 %     if (m == 0 or m > top) and (not NAMED or m > 32) then return nil end
 %     -- a tile of 64 tokens (M = 33-64) by name only (kernel=gemv, the sweep, tuned records)
 %     -- until it has been measured against the tile families that auto runs there

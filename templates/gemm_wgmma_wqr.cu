@@ -121,9 +121,14 @@
 %   -- Past M = 128: 256 tokens by 128 weights, two consumers of 64 weights: a weight row is
 %   -- dequantized once for 256 tokens.  Up to 128, and for f32 output (whose staged 256-token
 %   -- tile does not fit beside the ring): 128x128, twice the CTAs.  Decode (M <= 64): gemv and
-%   -- mma_wq under auto; named, 64 tokens by 128 weights.
+%   -- mma_wq under auto; named, 64 tokens by 128 weights.  MX weights at M = 33-64 take that
+%   -- tile under auto too: it won the M = 64 bucket on 7 of the 9 Llama 3 layers for bf16 x e2m1
+%   -- and MXFP4 (qjit-tune on the H100: 1.3-2.7x mma_wq 16x128x128, the heuristic before; gemv
+%   -- took the 4096-wide ones).
 %   default = function(m)
-%     if m ~= 0 and m <= 64 and BM == 0 then return NAMED and wqr_choose(64, 128, 2, 8) or nil end
+%     if m ~= 0 and m <= 64 and BM == 0 then
+%       return (NAMED or (B == "e2m1" and m > 32)) and wqr_choose(64, 128, 2, 8) or nil
+%     end
 %     -- a named tile or named warps: one configuration at every M, 4 stages
 %     if BM ~= 0 or WM ~= 0 then return wqr_choose(128, 128, 2, 4) end
 %     -- W4A8: 128 tokens by 128 weights, 6 stages; with groups a part and a total of 64
