@@ -219,6 +219,7 @@ static void diagnose(const qjit_gemm_desc *d, const char *text, const double *go
 typedef struct problem {
     int64_t m, n, k, lda, ldb, ldd;
     qjit_gemm *twin;
+    int sa_shift; /* scale_a passed this many bytes past its allocation's start (MX codes: any) */
 } problem;
 
 /* Runs g (descriptor d, facts info) once on fresh random data of problem p with D poisoned,
@@ -246,9 +247,10 @@ static bool run_problem(qjit_gemm *g, const qjit_gemm_desc *d, const qjit_gemm_i
     bool int_pair = d->a == QJIT_DTYPE_S8;
     qjit_dtype st;
     size_t na = scale_count(d, 1, m, n, k, &st);
+    const size_t sa_shift = (size_t)p.sa_shift;
     if (na) {
-        buf_make(&sa, na * (size_t)(bits_of(st) / 8));
-        fill_scales(st, sa.h, na, int_pair ? 0.5e-3f : 0.5f, int_pair ? 1.5e-3f : 1.5f);
+        buf_make(&sa, na * (size_t)(bits_of(st) / 8) + sa_shift);
+        fill_scales(st, (char *)sa.h + sa_shift, na, int_pair ? 0.5e-3f : 0.5f, int_pair ? 1.5e-3f : 1.5f);
     }
     size_t nb = scale_count(d, 0, m, n, k, &st);
     if (nb) {
@@ -270,9 +272,10 @@ static bool run_problem(qjit_gemm *g, const qjit_gemm_desc *d, const qjit_gemm_i
         if (ups[i]->d)
             buf_up(ups[i]);
     CK(cudaMemset(D.d, 0xff, D.n)); /* poison: NaN in every output type */
-    qjit_gemm_args hostargs = {A.h, B.h, NULL, d->bias ? bias.h : NULL, sa.h, sb.h, zb.h,
+    void *sa_h = sa.h ? (char *)sa.h + sa_shift : NULL, *sa_d = sa.d ? (char *)sa.d + sa_shift : NULL;
+    qjit_gemm_args hostargs = {A.h, B.h, NULL, d->bias ? bias.h : NULL, sa_h, sb.h, zb.h,
                                m, n, k, lda, ldb, ldd};
-    qjit_gemm_args devargs = {A.d, B.d, D.d, d->bias ? bias.d : NULL, sa.d, sb.d, zb.d,
+    qjit_gemm_args devargs = {A.d, B.d, D.d, d->bias ? bias.d : NULL, sa_d, sb.d, zb.d,
                               m, n, k, lda, ldb, ldd};
     bool ok = true;
     qjit_status s = qjit_gemm_launch(g, &devargs, NULL);
