@@ -190,10 +190,11 @@
 %       unsupported(string.format("gemm_wgmma_wqr: split=%d keeps the f32 tile (%d bytes) in the ring, which holds %d at stages=%d", SPLIT_K, BM * (BN + 8) * 4, RING, STAGES))
 %     end
 %     local NC = WN
-%     -- (MXFP4's producer expands the tokens: 56 registers, where 40 spilled its pending codes;
-%     -- 72 with two or three K tiles of them in flight (five stages or more), where 56 spilled
-%     -- 8-16 bytes and 64 did for 160-token tiles: its two consumers keep 216 either way)
-%     local mx4_regs = wqr_mx4() and (STAGES >= 5 and 72 or 56) or nil
+%     -- (MXFP4's producer expands the tokens: 72 registers, for its pending codes (two or three
+%     -- K tiles of them in flight at five stages or more) and the block's byte tables of the
+%     -- expansion, where 56 spilled 8-16 bytes and 64 did for 160-token tiles: its two
+%     -- consumers keep 216 either way)
+%     local mx4_regs = wqr_mx4() and 72 or nil
 %     local THREADS, PRODUCER_REGS, CONSUMER_REGS, REG_BUDGET = hopper_regs(NC, mx4_regs)
 %     local NI = WGN // 64
 %     -- W4A8 with groups: each K tile's int32 part beside the f32 total
@@ -278,6 +279,47 @@ __device__ __forceinline__ u32 e2m1_bf16x2(u32 w, u32 sel, u32 sc)
 }
 // An e8m0 code's 2^(x−127) as bf16 bits: x << 7, but x = 0 is the subnormal 0x0040 and 0xFF NaN
 __device__ __forceinline__ u32 e8m0_bf16(u32 x) { return (x << 7) | (x == 0 || x == 255 ? 0x40u : 0u); }
+% end
+% if MX4 then
+// A block's e2m1 magnitudes as bf16 times its scale sc (both halves), as byte tables for prmt:
+// t[0], t[1] the high bytes of codes 0..3 and 4..7, t[2], t[3] the low bytes.  Each product is
+// e2m1_bf16x2's: one rounding of q·2^(x−127), exact while bf16 holds it.
+__device__ __forceinline__ void e2m1_tables(u32 sc, u32 (&t)[4])
+{
+    // 0, 0.5 | 1, 1.5 | 2, 3 | 4, 6 in bf16, the lower code in the low half
+    const u32 base[4] = {0x3F000000u, 0x3FC03F80u, 0x40404000u, 0x40C04080u};
+    u32 v[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+        asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(v[i]) : "r"(base[i]), "r"(sc));
+    asm("prmt.b32 %0, %1, %2, 0x7531;\n" : "=r"(t[0]) : "r"(v[0]), "r"(v[1]));
+    asm("prmt.b32 %0, %1, %2, 0x7531;\n" : "=r"(t[1]) : "r"(v[2]), "r"(v[3]));
+    asm("prmt.b32 %0, %1, %2, 0x6420;\n" : "=r"(t[2]) : "r"(v[0]), "r"(v[1]));
+    asm("prmt.b32 %0, %1, %2, 0x6420;\n" : "=r"(t[3]) : "r"(v[2]), "r"(v[3]));
+}
+// The eight e2m1 values of word w (k in nibble order) through a block's tables: o[q] holds
+// nibbles 2q and 2q + 1 as bf16, the first in the low half, equal to e2m1_bf16x2(w, byte q's
+// selector, sc) (a NaN scale's NaNs aside, whose payloads differ).  Per word: the magnitudes'
+// high and low bytes by prmt on the sign-cleared nibbles, the signs into the high bytes (a
+// prmt that replicates each nibble's top bit, moved to a byte's top), and the bytes paired.
+__device__ __forceinline__ void e2m1_bf16x8(u32 w, const u32 (&t)[4], u32 (&o)[4])
+{
+    const u32 m = w & 0x77777777u, mh = m >> 16, s = w << 4;
+    u32 hl, hh, ll, lh, sl, sh;
+    asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(hl) : "r"(t[0]), "r"(t[1]), "r"(m));
+    asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(hh) : "r"(t[0]), "r"(t[1]), "r"(mh));
+    asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(ll) : "r"(t[2]), "r"(t[3]), "r"(m));
+    asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(lh) : "r"(t[2]), "r"(t[3]), "r"(mh));
+    // nibble 2j's sign is bit 7 of s's byte j, nibble 2j + 1's bit 7 of w's byte j
+    asm("prmt.b32 %0, %1, %2, 0x9D8C;\n" : "=r"(sl) : "r"(w), "r"(s));
+    asm("prmt.b32 %0, %1, %2, 0xBFAE;\n" : "=r"(sh) : "r"(w), "r"(s));
+    hl |= sl & 0x80808080u;
+    hh |= sh & 0x80808080u;
+    asm("prmt.b32 %0, %1, %2, 0x5140;\n" : "=r"(o[0]) : "r"(ll), "r"(hl));
+    asm("prmt.b32 %0, %1, %2, 0x7362;\n" : "=r"(o[1]) : "r"(ll), "r"(hl));
+    asm("prmt.b32 %0, %1, %2, 0x5140;\n" : "=r"(o[2]) : "r"(lh), "r"(hh));
+    asm("prmt.b32 %0, %1, %2, 0x7362;\n" : "=r"(o[3]) : "r"(lh), "r"(hh));
+}
 % end
 
 // This consumer thread's weights: rows g and g + 8 (g = lane/4) of its warp's 16 in each of
@@ -651,15 +693,18 @@ struct mx4_tokens {
             for (int j = 0; j <= LAG; ++j)
                 if (j == pos)
                     x = codes[j][i];
-            const u32 sc = e8m0_bf16(x) * 0x10001u;
+            u32 t[4];
+            e2m1_tables(e8m0_bf16(x) * 0x10001u, t);
             const u32 row = ring + st * STAGE_BYTES + rr * ROW_BYTES;
             const u32 ws[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
-            for (int q = 0; q < 4; ++q) // word q: values 8q .. 8q + 7 of the chunk, bytes 0..3
+            for (int q = 0; q < 4; ++q) { // word q: values 8q .. 8q + 7 of the chunk
+                u32 o[4];
+                e2m1_bf16x8(ws[q], t, o);
                 asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n"
-                             :: "r"(row + (((4 * c + q) ^ (rr & 7)) << 4)), "r"(e2m1_bf16x2(ws[q], 0x0400u, sc)),
-                                "r"(e2m1_bf16x2(ws[q], 0x0501u, sc)), "r"(e2m1_bf16x2(ws[q], 0x0602u, sc)),
-                                "r"(e2m1_bf16x2(ws[q], 0x0703u, sc)) : "memory");
+                             :: "r"(row + (((4 * c + q) ^ (rr & 7)) << 4)), "r"(o[0]), "r"(o[1]), "r"(o[2]), "r"(o[3])
+                             : "memory");
+            }
         }
         qh::fence_proxy_async(); // the wgmma read these rows through the async proxy
     }
