@@ -361,10 +361,28 @@ __device__ __forceinline__ u32 unbias_scale(u32 t, u32 k, u32 sc)
 // block's scale (exact where bf16 holds the product: scale exponents −124 to +119 for every
 // code).  The code S.1111.111, e4m3's NaN, reads as ±480 here; qjit's quantizers never write
 // it (a group with a NaN or an infinity gets scale 0xFF, which is NaN in mx_scale, and codes 0).
+%   if AE2 then
+% include("gemm_e2m1.cuh")
+%   end
 __device__ __forceinline__ void mx_regs(const uint4 &w, u32 (&p)[R], u16 e)
 {
     const u32 v[4] = {w.x, w.y, w.z, w.w};
     const u32 sc = mx_scale(e);
+%   if AE2 then
+    // MXFP4: both sides come through here, so a chunk's k order is free: register 4i + q holds
+    // nibbles 2q, 2q + 1 of word i, by byte tables (about 2.2 instructions a value, where the
+    // pairs (k, k + 4) below take about 3.5)
+    u32 t[4];
+    e2m1_tables(sc, t);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        u32 o[4];
+        e2m1_bf16x8(v[i], t, o);
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+            p[4 * i + q] = o[q];
+    }
+%   else
 #pragma unroll
     for (int i = 0; i < 4; ++i)
 #pragma unroll
@@ -378,6 +396,7 @@ __device__ __forceinline__ void mx_regs(const uint4 &w, u32 (&p)[R], u16 e)
             p[2 * i + j] = unbias_scale((prmt(v[i], 0u, j ? 0xB3A2u : 0x9180u) << 4) & 0x87f087f0u, 0x7b807b80u, sc); // 2^120
 %   end
         }
+%   end
 }
 
 % else

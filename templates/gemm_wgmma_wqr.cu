@@ -281,45 +281,7 @@ __device__ __forceinline__ u32 e2m1_bf16x2(u32 w, u32 sel, u32 sc)
 __device__ __forceinline__ u32 e8m0_bf16(u32 x) { return (x << 7) | (x == 0 || x == 255 ? 0x40u : 0u); }
 % end
 % if MX4 then
-// A block's e2m1 magnitudes as bf16 times its scale sc (both halves), as byte tables for prmt:
-// t[0], t[1] the high bytes of codes 0..3 and 4..7, t[2], t[3] the low bytes.  Each product is
-// e2m1_bf16x2's: one rounding of q·2^(x−127), exact while bf16 holds it.
-__device__ __forceinline__ void e2m1_tables(u32 sc, u32 (&t)[4])
-{
-    // 0, 0.5 | 1, 1.5 | 2, 3 | 4, 6 in bf16, the lower code in the low half
-    const u32 base[4] = {0x3F000000u, 0x3FC03F80u, 0x40404000u, 0x40C04080u};
-    u32 v[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-        asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(v[i]) : "r"(base[i]), "r"(sc));
-    asm("prmt.b32 %0, %1, %2, 0x7531;\n" : "=r"(t[0]) : "r"(v[0]), "r"(v[1]));
-    asm("prmt.b32 %0, %1, %2, 0x7531;\n" : "=r"(t[1]) : "r"(v[2]), "r"(v[3]));
-    asm("prmt.b32 %0, %1, %2, 0x6420;\n" : "=r"(t[2]) : "r"(v[0]), "r"(v[1]));
-    asm("prmt.b32 %0, %1, %2, 0x6420;\n" : "=r"(t[3]) : "r"(v[2]), "r"(v[3]));
-}
-// The eight e2m1 values of word w (k in nibble order) through a block's tables: o[q] holds
-// nibbles 2q and 2q + 1 as bf16, the first in the low half, equal to e2m1_bf16x2(w, byte q's
-// selector, sc) (a NaN scale's NaNs aside, whose payloads differ).  Per word: the magnitudes'
-// high and low bytes by prmt on the sign-cleared nibbles, the signs into the high bytes (a
-// prmt that replicates each nibble's top bit, moved to a byte's top), and the bytes paired.
-__device__ __forceinline__ void e2m1_bf16x8(u32 w, const u32 (&t)[4], u32 (&o)[4])
-{
-    const u32 m = w & 0x77777777u, mh = m >> 16, s = w << 4;
-    u32 hl, hh, ll, lh, sl, sh;
-    asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(hl) : "r"(t[0]), "r"(t[1]), "r"(m));
-    asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(hh) : "r"(t[0]), "r"(t[1]), "r"(mh));
-    asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(ll) : "r"(t[2]), "r"(t[3]), "r"(m));
-    asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(lh) : "r"(t[2]), "r"(t[3]), "r"(mh));
-    // nibble 2j's sign is bit 7 of s's byte j, nibble 2j + 1's bit 7 of w's byte j
-    asm("prmt.b32 %0, %1, %2, 0x9D8C;\n" : "=r"(sl) : "r"(w), "r"(s));
-    asm("prmt.b32 %0, %1, %2, 0xBFAE;\n" : "=r"(sh) : "r"(w), "r"(s));
-    hl |= sl & 0x80808080u;
-    hh |= sh & 0x80808080u;
-    asm("prmt.b32 %0, %1, %2, 0x5140;\n" : "=r"(o[0]) : "r"(ll), "r"(hl));
-    asm("prmt.b32 %0, %1, %2, 0x7362;\n" : "=r"(o[1]) : "r"(ll), "r"(hl));
-    asm("prmt.b32 %0, %1, %2, 0x5140;\n" : "=r"(o[2]) : "r"(lh), "r"(hh));
-    asm("prmt.b32 %0, %1, %2, 0x7362;\n" : "=r"(o[3]) : "r"(lh), "r"(hh));
-}
+% include("gemm_e2m1.cuh")
 % end
 
 // This consumer thread's weights: rows g and g + 8 (g = lane/4) of its warp's 16 in each of
