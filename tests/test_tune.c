@@ -8,8 +8,10 @@
  */
 #include "qjit.h"
 #include "qjit_internal.h"
+#include "tune_data.h"
 #include "testlib.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,8 +75,34 @@ static void test_shipped(void)
     qjit_context_destroy(ctx);
 }
 
+/* The final round's pick (no GPU): the finalist fastest in its own turns wins, even where
+ * another had the faster sweep time, and its record is the problem's lowest. */
+static void test_final_pick(void)
+{
+    /* the bf16 cell the tuner once got wrong: 256x128 s4 luckier in the sweep, 128x256 s3
+     * faster side by side on a loaded board, a third finalist behind both */
+    const double sweep[3] = {331.0, 338.0, 345.0}, final[3] = {385.7, 366.8, 390.0};
+    double rec[3];
+    int w = qjit_tune_final_pick(sweep, final, 3, rec);
+    CHECK(w == 1, "final pick: finalist %d won, want 1 (the fastest in the final round)", w);
+    CHECK(rec[1] == 331.0, "final pick: the winner's record %.3f, want the sweep's fastest 331", rec[1]);
+    for (int j = 0; j < 3; j++)
+        CHECK(j == w || rec[j] > rec[w], "final pick: record %d (%.3f) not above the winner's %.3f", j,
+              rec[j], rec[w]);
+    CHECK(fabs(rec[0] / rec[1] - 385.7 / 366.8) < 1e-12 && fabs(rec[2] / rec[1] - 390.0 / 366.8) < 1e-12,
+          "final pick: records %.3f %.3f %.3f not in the final round's proportions", rec[0], rec[1], rec[2]);
+    /* one finalist, and a tie (the first kept) */
+    const double one_s[1] = {12.5}, one_f[1] = {13.0};
+    w = qjit_tune_final_pick(one_s, one_f, 1, rec);
+    CHECK(w == 0 && rec[0] == 12.5, "final pick of one: %d, %.3f", w, rec[0]);
+    const double tie_s[2] = {10.0, 9.5}, tie_f[2] = {11.0, 11.0};
+    w = qjit_tune_final_pick(tie_s, tie_f, 2, rec);
+    CHECK(w == 0 && rec[0] == 9.5 && rec[1] >= rec[0], "final pick of a tie: %d, %.3f %.3f", w, rec[0], rec[1]);
+}
+
 int main(void)
 {
+    test_final_pick();
     qjit_options o;
     qjit_options_init(&o);
     o.cache_dir = tl_tmpdir("tune");
