@@ -25,7 +25,9 @@ m="${QJIT_TUNE_M:-1,4,8,16,32,64,128,256,1024,4096}" # one M per bucket (src/sel
 # QJIT_TUNE_MATCH (an extended regular expression) keeps the descriptors it matches, to
 # split the list over calls: e.g. 'a=bf16 b=bf16|b=s4' and then the rest with grep -v.
 match="${QJIT_TUNE_MATCH:-.}"
+start=$SECONDS
 grep -v '^#' "$root/cache/tune/descriptors.txt" | grep -v '^$' | grep -E -- "$match" | while read -r d; do
+  t0=$SECONDS
   echo "== $d"
   timeout "$limit" "$build/tools/qjit-tune" --reps 10 --cache-dir "$cache" \
     --nk "$nk" --m "$m" "$d" 2>&1 | grep -v '^qjit-tune: \(compile\|time\)' |
@@ -43,4 +45,7 @@ dst.execute("VACUUM")
 dst.close()
 PY
   xz -9f "$out/tuned.db" || echo "tune-h100: could not pack the records"
+  # the descriptor's seconds and the run's so far (the whole manifest's time, summed over
+  # calls where a call's limit splits it with QJIT_TUNE_MATCH)
+  echo "tune-h100: $((SECONDS - t0)) s for this descriptor, $((SECONDS - start)) s so far" | tee -a "$out/tune.txt"
 done
