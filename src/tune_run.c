@@ -41,14 +41,16 @@
  * their graphs replayed in turns on one stream, back to back, FINAL_ROUNDS × reps rounds of
  * one replay each.  The winner is the finalist fastest there.  A prefill problem (M above
  * 64) first loads the board for WARM_PREFILL_MS with the finalists (QJIT_TUNE_WARM_MS sets
- * it for every problem), since a board kept busy, as a prefill keeps it, ranks near-ties
- * otherwise than one that has idled.  The finalists' times are recorded on the sweep's
+ * it for every problem), so that they are not timed on a board that idled while the host
+ * checked their outputs.  A short load does it: on the H100 a longer one widened the gaps
+ * between near-ties without reordering them, and at 1000 ms the load alone took 540 s of a
+ * full tuning's 1800.  The finalists' times are recorded on the sweep's
  * scale (the winner's as the sweep's fastest, the others in proportion to it), so that the
  * winner is also the fastest record, which is what dispatch reads back: a loaded board's
  * times are higher than an idle one's, and the sweep's times of the others stay. */
 #define FINAL_WINDOW 1.10
 #define FINAL_MAX 4
-#define WARM_PREFILL_MS 1000.0
+#define WARM_PREFILL_MS 250.0
 #define FINAL_ROUNDS 2
 
 void qjit_tune_options_init(qjit_tune_options *o)
