@@ -27,6 +27,10 @@
 // use waits for all of them (docs/NOTES.md).  W warps of a CTA take the steps of K
 // round-robin and their partial tiles are summed in shared memory in the order of their
 // steps (per row group, with warps across the rows), so a result does not depend on timing.
+// On sm_90a, split=S also splits K across a cluster of up to S CTAs (the launch takes the
+// split only where the tiles leave SMs idle): each rank takes a contiguous share of the
+// steps, and rank 0 adds the others' partial tiles from distributed shared memory in rank
+// order (qjit-tune's small-m sweep offers it; not yet run on the H100).
 //
 // The 8-bit activations use m16n8k32 (s8 into s32, fp8 into f32) with the same fragments, a
 // register holding four values instead of two; s4 weights against s8 tokens become bytes of
@@ -142,6 +146,15 @@
 %     else
 %       c[#c + 1] = config(16, 16, bk, 1, 8, s2)
 %     end
+%     -- K split across a cluster of up to 8 CTAs (sm_90a): a CTA of 64 or 128 rows reads
+%     -- each token chunk from L2 once for them, and a 4096-wide layer still has 256 CTAs
+%     -- (64 tiles of 64 rows, 4 ranks each; the launch splits only where the tiles leave SMs
+%     -- idle).  Warps of 16 rows: 102-180 registers for 4-bit weights (ptxas, sm_90a), where
+%     -- 32 rows a warp take all 255 and spill with the split's bounds
+%     if ARCH >= 90 then
+%       c[#c + 1], c[#c + 2] = config(8, 64, bk, 4, 2, s1, 8), config(16, 64, bk, 4, 2, s2, 8)
+%       if deep and not (one_of(SA, "mx", "block") or SB == "block") then c[#c + 1] = config(16, 128, bk, 4, 2, s2, 8) end
+%     end
 %     return c
 %   end,
 %   plan = function()
@@ -168,7 +181,13 @@
 %     -- block scales), refilled a pass at a time; without per-step scales, 2)
 %     local PERSTEP = SB == "group" or SA == "block" or SB == "block" or SB == "mx"
 %     local DR = SR and (PERSTEP and math.min((ZEROS or SA == "block" or SB == "block") and 4 or 8, STAGES) or 2) or STAGES
-%     if SPLIT_K ~= 1 then unsupported("kernel gemv splits K across the warps of a CTA, not across CTAs (split=" .. SPLIT_K .. ")") end
+%     -- split=S (2..8, sm_90a): K split across a cluster of up to S CTAs a tile when the tiles
+%     -- alone leave SMs idle (chosen at launch: a 4096-wide layer in tiles of 128 rows is 32
+%     -- CTAs), each rank's partial tile added to rank 0's through distributed shared memory
+%     -- in rank order, so a result does not depend on timing
+%     local SPLIT = SPLIT_K > 1
+%     if SPLIT and ARCH < 90 then unsupported("kernel gemv splits K across a cluster: split=" .. SPLIT_K .. " needs sm_90a") end
+%     if SPLIT_K > 8 then unsupported("kernel gemv splits K across at most 8 CTAs of a cluster (split=" .. SPLIT_K .. ")") end
 %     local NT, RB = BM // 8, BN // (16 * WM) -- a warp's token tiles and row blocks
 %     -- MX tokens (MXFP4, MXFP8) become bf16 mma operands with their block scales: T is the
 %     -- 16-bit operands' type
@@ -193,7 +212,9 @@
 %     if RED_BYTES + RING_BYTES > SMEM_MAX then unsupported(string.format("kernel gemv: %d warps with %d steps of %d rows each in shared memory need %d bytes, more than the %d KB of sm_%d", WM * WN, STAGES, 16 * RB, RED_BYTES + RING_BYTES, SMEM_MAX // 1024, ARCH)) end
 %     -- 16-byte chunks: K a multiple of a chunk (a chunk is all in or all out); rows of A and
 %     -- B 16-byte aligned (lda % 8; ldb % 32 for 4-bit, % 16 for s8, % 8 for 16-bit)
-%     return {threads = THREADS, smem = math.max(16, RED_BYTES + RING_BYTES), k_multiple = KC, SR = SR, DR = DR, RED_BYTES = RED_BYTES,
+%     -- (a split's rank leaves its partial tile in shared memory: BN·BM·4 bytes)
+%     return {threads = THREADS, smem = math.max(16, RED_BYTES + RING_BYTES, SPLIT and BN * BM * 4 or 0), k_multiple = KC, SR = SR, DR = DR, RED_BYTES = RED_BYTES,
+%             SPLIT = SPLIT, cluster_k = SPLIT and SPLIT_K or 1, k_chunk = SPLIT and 4 * KC * WN or 0,
 %             ld_multiple = KC, align = 16, KC = KC, NT = NT, RB = RB, AB = AB, R = R, RA = RA, T = T, AMX = AMX,
 %             AE2 = A == "e2m1", Q4 = one_of(B, "s4", "u4"), E2M1 = B == "e2m1", INT = A == "s8",
 %             -- weights with e8m0 block scales, dequantized into T with them by mx_regs (the
@@ -516,7 +537,14 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
     const unsigned lin = blockIdx.x + gridDim.x * blockIdx.y;
     const int rt = (int)(lin / gridDim.y), mt = (int)(lin % gridDim.y);
     const int n0 = rt * (16 * RB * WR) + wr * (16 * RB), m0 = mt * (8 * NT);
+% if SPLIT then
+    // K split across the gridDim.z CTAs of a cluster: this rank's steps [k_s0, nsteps) (zeros
+    // past nsteps, as past K); a rank past K has none and adds zeros
+    const int all_steps = (K + STEP - 1) / STEP, per = (all_steps + (int)gridDim.z - 1) / (int)gridDim.z;
+    const int k_s0 = min(all_steps, (int)blockIdx.z * per), nsteps = min(all_steps, k_s0 + per);
+% else
     const int nsteps = (K + STEP - 1) / STEP;
+% end
     const long long row_bytes = p.ldb * RBYTES_NUM / RBYTES_DEN;
 
     // this thread's weight rows n0 + 16r + g + 8h, chunk c of each step; token rows m0 + g + 8t
@@ -630,7 +658,7 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
         constexpr bool G = decltype(gd)::on;
         const int s = s0 + rel;
         (void)G;
-        const bool in = s * STEP + c * KC < K; // this thread's chunk of step s
+        const bool in = $(SPLIT and "s < nsteps && " or "")s * STEP + c * KC < K; // this thread's chunk of step s
         (void)in;
 #pragma unroll
         for (int r = 0; r < RB; ++r)
@@ -661,7 +689,7 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
         constexpr bool G = decltype(gd)::on;
         const int s = s0 + rel;
         (void)G;
-        const bool in = s * STEP + c * KC < K;
+        const bool in = $(SPLIT and "s < nsteps && " or "")s * STEP + c * KC < K;
 #pragma unroll
         for (int r = 0; r < RB; ++r)
 #pragma unroll
@@ -673,7 +701,7 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
         constexpr bool G = decltype(gd)::on;
         const int s = s0 + rel;
         (void)G;
-        const bool in = s * STEP + c * KC < K;
+        const bool in = $(SPLIT and "s < nsteps && " or "")s * STEP + c * KC < K;
 #pragma unroll
         for (int t = 0; t < NT; ++t)
 #pragma unroll
@@ -687,7 +715,7 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
         constexpr bool G = decltype(gd)::on;
         const int s = s0 + rel;
         (void)G;
-        const bool in = s * STEP + c * KC < K;
+        const bool in = $(SPLIT and "s < nsteps && " or "")s * STEP + c * KC < K;
 % if not SR then
 #pragma unroll
         for (int t = 0; t < NT; ++t)
@@ -729,7 +757,7 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
         for (int t = 0; t < NT; ++t)
             arow[t] += steps * (STEP * ANUM / ADEN);
     };
-    advance(wk);
+    advance($(SPLIT and "k_s0 + wk" or "wk"));
 
 % if FOLD then
     float acc[RB][NT][4]; // the folded sum
@@ -747,20 +775,20 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
     // weight of the first DB steps (a superset of its step: the count of groups holds)
 #pragma unroll
     for (int j = 0; j < DB; ++j)
-        load_ww(j, wk, j * W, guard<true>());
+        load_ww(j, $(SPLIT and "k_s0 + wk" or "wk"), j * W, guard<true>());
 % end
 #pragma unroll
     for (int d = 0; d < D; ++d)
-        load_b(d, wk, d * W, guard<true>());
+        load_b(d, $(SPLIT and "k_s0 + wk" or "wk"), d * W, guard<true>());
     qc::pdl_wait();
 % if SR then
 #pragma unroll
     for (int j = 0; j < DB; ++j)
-        load_wa(j, wk, j * W, guard<true>());
+        load_wa(j, $(SPLIT and "k_s0 + wk" or "wk"), j * W, guard<true>());
 % end
 #pragma unroll
     for (int d = 0; d < D; ++d)
-        load_a(d, wk, d * W, guard<true>());
+        load_a(d, $(SPLIT and "k_s0 + wk" or "wk"), d * W, guard<true>());
     // A straight-line body: slot d is used in place, then reloaded D·W steps ahead (the
     // weights' ring slot j, DB·W steps ahead).
 % if SR then
@@ -770,10 +798,10 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
     // steps of this warp ahead) lies wholly inside K, with no predicate and no zero fill;
     // then the last passes, guarded.
     constexpr int LA = $(SR and "DB" or "D"); // how far ahead a slot is reloaded, in steps of this warp
-    int s0 = wk;
+    int s0 = $(SPLIT and "k_s0 + wk" or "wk");
 % for _, G in ipairs({"false", "true"}) do
 %   if G == "false" then
-    for (; s0 < nsteps && (s0 + (D - 1 + LA) * W + 1) * STEP <= K; s0 += D * W) {
+    for (; s0 < nsteps && (s0 + (D - 1 + LA) * W + 1) * STEP <= K$(SPLIT and " && s0 + (D - 1 + LA) * W < nsteps" or ""); s0 += D * W) {
 %   else
     for (; s0 < nsteps; s0 += D * W) {
 %   end
@@ -939,13 +967,45 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
             for (int i = 0; i < NV; ++i)
                 mine[((wk - 1) * NV + i) * 32 + lane] = $(INT and not FOLD and "__int_as_float(v[i])" or "v[i]");
         __syncthreads();
+% if not SPLIT then
         if (wk > 0)
             return;
+% else
+        if (wk == 0)
+% end
         for (int w = 1; w < W; ++w)
 #pragma unroll
             for (int i = 0; i < NV; ++i)
                 v[i] += $(INT and not FOLD and "__float_as_int(mine[((w - 1) * NV + i) * 32 + lane])" or "mine[((w - 1) * NV + i) * 32 + lane]");
     }
+% if SPLIT then
+    // then the ranks' tiles: each leaves its row warps' sums (value i of lane l of row warp
+    // wr at word (i·WR + wr)·32 + l), and rank 0 adds ranks 1, 2, ... in that order; every
+    // thread of the cluster passes both barriers (the second keeps a rank's shared memory
+    // alive until rank 0 has read it)
+    {
+        constexpr int NV = RB * NT * 4;
+        auto *v = &acc[0][0][0];
+        const u32 at = qc::smem_addr(red) + (wr * 32 + lane) * 4;
+        __syncthreads(); // the W warps' sum above has read red
+        if (wk == 0)
+#pragma unroll
+            for (int i = 0; i < NV; ++i)
+                qc::cluster_put(at + i * (WR * 32 * 4), v[i]);
+        qc::cluster_sync();
+        if (blockIdx.z == 0 && wk == 0)
+            for (int r = 1; r < (int)gridDim.z; ++r) {
+                u32 base;
+                asm("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(base) : "r"(at), "r"(r));
+#pragma unroll
+                for (int i = 0; i < NV; ++i)
+                    qc::cluster_add(v[i], base + i * (WR * 32 * 4));
+            }
+        qc::cluster_sync();
+        if (blockIdx.z != 0 || wk > 0)
+            return;
+    }
+% end
 
     // epilogue: acc[r][t][i] is row n0 + 16r + g + 8(i/2), token m0 + 8t + 2c + i%2; rows g
     // and g + 8 of one token go through finish2 together

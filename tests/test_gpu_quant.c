@@ -622,6 +622,20 @@ int main(int argc, char **argv)
         "gemm a=e4m3 b=e4m3 sa=block sb=block out=bf16 kernel=mma_f8 tile=16x128x64 warps=1x4 stages=4 split=8",
         "gemm a=e4m3 b=e4m3 sa=mx sb=mx out=bf16 kernel=mma_f8 tile=16x128x128 warps=1x4 stages=4 split=8",
         "gemm a=e2m1 b=e2m1 sa=mx sb=mx out=f32 kernel=mma_f8 tile=16x128x128 warps=1x4 stages=4 split=4",
+        /* gemv's split: each transform, the register and the shared-memory rings, int32 sums
+         * as they are and folded */
+        "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 kernel=gemv tile=16x64x128 warps=4x2 stages=2 split=8",
+        "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 kernel=gemv tile=16x64x128 warps=2x2 stages=9 split=4",
+        "gemm a=bf16 b=u4 sb=group:128 gs=bf16 zeros=1 out=f32 bias=1 kernel=gemv tile=8x64x128 warps=4x2 stages=4 split=8",
+        "gemm a=bf16 b=bf16 out=bf16 kernel=gemv tile=16x128x32 warps=4x2 stages=4 split=8",
+        "gemm a=f16 b=f16 out=f16 kernel=gemv tile=8x64x32 warps=4x2 stages=8 split=8",
+        "gemm a=bf16 b=s8 sb=col out=bf16 kernel=gemv tile=16x128x64 warps=4x2 stages=4 split=8",
+        "gemm a=s8 b=s8 sa=row sb=col out=bf16 kernel=gemv tile=16x128x64 warps=4x2 stages=4 split=8",
+        "gemm a=s8 b=s4 sa=row sb=group:128 gs=f32 out=bf16 kernel=gemv tile=8x64x128 warps=4x2 stages=2 split=8",
+        "gemm a=e4m3 b=e4m3 sa=block sb=block out=bf16 kernel=gemv tile=16x64x64 warps=4x2 stages=4 split=8",
+        "gemm a=bf16 b=e2m1 sb=mx out=bf16 kernel=gemv tile=16x64x128 warps=4x2 stages=2 split=8",
+        "gemm a=e2m1 b=e2m1 sa=mx sb=mx out=bf16 kernel=gemv tile=8x64x128 warps=4x2 stages=4 split=8",
+        "gemm a=e4m3 b=e4m3 sa=mx sb=mx out=bf16 kernel=gemv tile=16x64x64 warps=4x2 stages=4 split=8",
     };
     replay_each(ctx, splits, sizeof splits / sizeof splits[0], filter, max_shapes, true);
     /* the decode kernel (gemv, auto's choice to M = 16): its K shared by the warps of a CTA
