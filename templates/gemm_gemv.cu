@@ -154,6 +154,9 @@
 %     if ARCH >= 90 then
 %       c[#c + 1], c[#c + 2] = config(8, 64, bk, 4, 2, s1, 8), config(16, 64, bk, 4, 2, s2, 8)
 %       if deep and not (one_of(SA, "mx", "block") or SB == "block") then c[#c + 1] = config(16, 128, bk, 4, 2, s2, 8) end
+%       -- the shared-memory ring of 9 steps (one CTA an SM, 72 KB of 4-bit weights and their
+%       -- tokens in flight) split in two: a 4096-wide layer's 64 tiles of 64 rows fill 128 SMs
+%       c[#c + 1] = config(16, 64, bk, 2, 2, 9, 2)
 %     end
 %     return c
 %   end,

@@ -631,6 +631,7 @@ int main(int argc, char **argv)
         "gemm a=f16 b=f16 out=f16 kernel=gemv tile=8x64x32 warps=4x2 stages=8 split=8",
         "gemm a=bf16 b=s8 sb=col out=bf16 kernel=gemv tile=16x128x64 warps=4x2 stages=4 split=8",
         "gemm a=s8 b=s8 sa=row sb=col out=bf16 kernel=gemv tile=16x128x64 warps=4x2 stages=4 split=8",
+        "gemm a=s8 b=s8 sa=row sb=col out=bf16 kernel=gemv tile=16x64x64 warps=2x2 stages=9 split=2",
         "gemm a=s8 b=s4 sa=row sb=group:128 gs=f32 out=bf16 kernel=gemv tile=8x64x128 warps=4x2 stages=2 split=8",
         "gemm a=e4m3 b=e4m3 sa=block sb=block out=bf16 kernel=gemv tile=16x64x64 warps=4x2 stages=4 split=8",
         "gemm a=bf16 b=e2m1 sb=mx out=bf16 kernel=gemv tile=16x64x128 warps=4x2 stages=2 split=8",
