@@ -985,8 +985,8 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
     // then the ranks' tiles: each leaves its row warps' sums (value i of lane l of row warp
     // wr at word (i·WR + wr)·32 + l), and rank 0 adds ranks 1, 2, ... in that order; every
     // thread of the cluster passes both barriers (the second keeps a rank's shared memory
-    // alive until rank 0 has read it)
-    {
+    // alive until rank 0 has read it); a launch that did not split skips it
+    if (gridDim.z > 1) {
         constexpr int NV = RB * NT * 4;
         auto *v = &acc[0][0][0];
         const u32 at = qc::smem_addr(red) + (wr * 32 + lane) * 4;
@@ -1005,9 +1005,11 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
                     qc::cluster_add(v[i], base + i * (WR * 32 * 4));
             }
         qc::cluster_sync();
-        if (blockIdx.z != 0 || wk > 0)
+        if (blockIdx.z != 0)
             return;
     }
+    if (wk > 0)
+        return;
 % end
 
     // epilogue: acc[r][t][i] is row n0 + 16r + g + 8(i/2), token m0 + 8t + 2c + i%2; rows g
