@@ -126,6 +126,8 @@ static qjit_status kernel_make(qjit_context *ctx, const qjit_cu_api *cu, CUconte
     if (plan->cluster_k > 1 && plan->k_chunk > 0 && k->gf.sms > 0) {
         k->gf.cluster_k = plan->cluster_k;
         k->gf.k_chunk = plan->k_chunk;
+    } else if (plan->cluster_k > 1) {
+        k->gf.split_k = 1; /* no SM count to split by: its ranks would have no cluster */
     }
     k->gf.cluster_m = plan->cluster_m;
     if ((cr = cu->FuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,

@@ -47,8 +47,9 @@
 // W along K; stages: steps in flight per warp.  More rows a CTA read each token chunk from
 // L2 once for more weights (the WR warps of a step share it through L1).  Block: 32·WR·W
 // threads; shared memory (W − 1)·BN·BM·4 bytes for the sum, and with stages 9..32 the ring,
-// WR·W·STAGES·(2·RB + NT·RA)·512 bytes.  Grid: N/BN × M/BM, the token tiles of a row tile
-// neighbours in launch order.
+// WR·W·STAGES·(2·RB + NT·RA)·512 bytes (with split, at least BN·BM·4 for a rank's tile).
+// Grid: N/BN × M/BM, the token tiles of a row tile neighbours in launch order (× the ranks
+// of a split along z).
 % -- qjit family: name=gemv id=11 order=5
 % include("gemm_stage_plan.cuh")
 % -- k per 16-byte chunk of B, and the step (four chunks)
@@ -542,9 +543,11 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
     const int n0 = rt * (16 * RB * WR) + wr * (16 * RB), m0 = mt * (8 * NT);
 % if SPLIT then
     // K split across the gridDim.z CTAs of a cluster: this rank's steps [k_s0, nsteps) (zeros
-    // past nsteps, as past K); a rank past K has none and adds zeros
-    const int all_steps = (K + STEP - 1) / STEP, per = (all_steps + (int)gridDim.z - 1) / (int)gridDim.z;
-    const int k_s0 = min(all_steps, (int)blockIdx.z * per), nsteps = min(all_steps, k_s0 + per);
+    // past nsteps, as past K), the steps dealt evenly (the launch gives no more ranks than
+    // steps, so none is empty)
+    const int all_steps = (K + STEP - 1) / STEP;
+    const int k_s0 = (int)((long long)blockIdx.z * all_steps / gridDim.z),
+              nsteps = (int)((long long)(blockIdx.z + 1) * all_steps / gridDim.z);
 % else
     const int nsteps = (K + STEP - 1) / STEP;
 % end
@@ -991,7 +994,7 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
         auto *v = &acc[0][0][0];
         const u32 at = qc::smem_addr(red) + (wr * 32 + lane) * 4;
         __syncthreads(); // the W warps' sum above has read red
-        if (wk == 0)
+        if (wk == 0 && blockIdx.z != 0)
 #pragma unroll
             for (int i = 0; i < NV; ++i)
                 qc::cluster_put(at + i * (WR * 32 * 4), v[i]);
