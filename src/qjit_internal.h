@@ -116,7 +116,8 @@ typedef struct qjit_plan {
     int k_multiple, ld_multiple, align;
     int persistent; /* 1: a grid of at most one CTA per SM that walks the tiles */
     int cluster_k;  /* > 1: K may be split across up to this many CTAs of a cluster */
-    int k_chunk;    /* with cluster_k: each CTA's share of K is a multiple of this */
+    int k_chunk;    /* with cluster_k: at most ceil(K / k_chunk) ranks, so each has about
+                       this much of K (gemv deals its steps evenly, the others whole chunks) */
     int tma;        /* 1: the kernel takes tensor maps of A and B after its parameter struct,
                        2: of A alone (gemm.c encodes them at each launch: encode_maps) */
     int cluster_m;  /* > 1: CTAs go in clusters of this many along M when the output has
