@@ -476,7 +476,7 @@ QJIT_API qjit_status qjit_tune_record(qjit_context *ctx, const qjit_gemm_desc *d
  * graphs replayed in turns on one stream (at the board's power limit the clock drifts
  * between two candidates timed apart), and the fastest of them there wins; their records
  * hold those times on the sweep's scale (the winner's is the sweep's fastest).  For M above
- * 64 their replays first run untimed for 1000 ms, so that the board is as loaded as a
+ * 64 their replays first run untimed for 250 ms, so that the board is as loaded as a
  * prefill keeps it; QJIT_TUNE_WARM_MS=N in the environment (milliseconds, 0 to 60000) sets
  * that load for every problem.  Needs a current CUDA context; allocates and
  * frees its own device memory; the current stream is not used.  Not for use while

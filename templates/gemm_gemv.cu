@@ -47,7 +47,7 @@
 // W along K; stages: steps in flight per warp.  More rows a CTA read each token chunk from
 // L2 once for more weights (the WR warps of a step share it through L1).  Block: 32·WR·W
 // threads; shared memory (W − 1)·BN·BM·4 bytes for the sum, and with stages 9..32 the ring,
-// WR·W·STAGES·(2·RB + NT·RA)·512 bytes (with split, at least BN·BM·4 for a rank's tile).
+// WR·W·STAGES·(2·RB + NT·RA)·512 bytes (with split, at least W·BN·BM·4 for a rank's tile).
 // Grid: N/BN × M/BM, the token tiles of a row tile neighbours in launch order (× the ranks
 // of a split along z).
 % -- qjit family: name=gemv id=11 order=5
@@ -216,8 +216,9 @@
 %     if RED_BYTES + RING_BYTES > SMEM_MAX then unsupported(string.format("kernel gemv: %d warps with %d steps of %d rows each in shared memory need %d bytes, more than the %d KB of sm_%d", WM * WN, STAGES, 16 * RB, RED_BYTES + RING_BYTES, SMEM_MAX // 1024, ARCH)) end
 %     -- 16-byte chunks: K a multiple of a chunk (a chunk is all in or all out); rows of A and
 %     -- B 16-byte aligned (lda % 8; ldb % 32 for 4-bit, % 16 for s8, % 8 for 16-bit)
-%     -- (a split's rank leaves its partial tile in shared memory: BN·BM·4 bytes)
-%     return {threads = THREADS, smem = math.max(16, RED_BYTES + RING_BYTES, SPLIT and BN * BM * 4 or 0), k_multiple = KC, SR = SR, DR = DR, RED_BYTES = RED_BYTES,
+%     -- (a split's rank leaves every thread's partial tile in shared memory: BN·BM·4 bytes a
+%     -- warp along K, qc::cluster_sum)
+%     return {threads = THREADS, smem = math.max(16, RED_BYTES + RING_BYTES, SPLIT and BN * BM * 4 * WN or 0), k_multiple = KC, SR = SR, DR = DR, RED_BYTES = RED_BYTES,
 %             SPLIT = SPLIT, cluster_k = SPLIT and SPLIT_K or 1, k_chunk = SPLIT and 4 * KC * WN or 0,
 %             ld_multiple = KC, align = 16, KC = KC, NT = NT, RB = RB, AB = AB, R = R, RA = RA, T = T, AMX = AMX,
 %             AE2 = A == "e2m1", Q4 = one_of(B, "s4", "u4"), E2M1 = B == "e2m1", INT = A == "s8",
@@ -985,33 +986,9 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
                 v[i] += $(INT and not FOLD and "__float_as_int(mine[((w - 1) * NV + i) * 32 + lane])" or "mine[((w - 1) * NV + i) * 32 + lane]");
     }
 % if SPLIT then
-    // then the ranks' tiles: each leaves its row warps' sums (value i of lane l of row warp
-    // wr at word (i·WR + wr)·32 + l), and rank 0 adds ranks 1, 2, ... in that order; every
-    // thread of the cluster passes both barriers (the second keeps a rank's shared memory
-    // alive until rank 0 has read it); a launch that did not split skips it
-    if (gridDim.z > 1) {
-        constexpr int NV = RB * NT * 4;
-        auto *v = &acc[0][0][0];
-        const u32 at = qc::smem_addr(red) + (wr * 32 + lane) * 4;
-        __syncthreads(); // the W warps' sum above has read red
-        if (wk == 0 && blockIdx.z != 0)
-#pragma unroll
-            for (int i = 0; i < NV; ++i)
-                qc::cluster_put(at + i * (WR * 32 * 4), v[i]);
-        qc::cluster_sync();
-        if (blockIdx.z == 0 && wk == 0)
-            for (int r = 1; r < (int)gridDim.z; ++r) {
-                u32 base;
-                asm("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(base) : "r"(at), "r"(r));
-#pragma unroll
-                for (int i = 0; i < NV; ++i)
-                    qc::cluster_add(v[i], base + i * (WR * 32 * 4));
-            }
-        qc::cluster_sync();
-        if (blockIdx.z != 0)
-            return;
-    }
-    if (wk > 0)
+    // then the ranks' tiles, added by rank 0 in rank order (qc::cluster_sum; the warps along K
+    // after the first carry their own parts along, unused); a launch that did not split skips it
+    if (!qc::cluster_sum<RB * NT * 4, $(threads)>(&acc[0][0][0], qc::smem_addr(red), (int)threadIdx.x) || wk > 0)
         return;
 % end
 
