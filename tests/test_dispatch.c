@@ -700,6 +700,11 @@ static void test_hopper_refusals(void)
          "split=8 arch=sm_89", "sm_90a"},
         {"gemm a=e4m3 b=e4m3 sa=row sb=col out=bf16 kernel=mma_f8 tile=16x128x128 warps=1x4 "
          "stages=4 split=16", "at most 8"},
+        /* gemv's K split across a cluster: sm_90a, up to 8 */
+        {"gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 kernel=gemv tile=16x64x128 warps=4x2 "
+         "stages=2 split=8 arch=sm_89", "needs sm_90a"},
+        {"gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 kernel=gemv tile=16x64x128 warps=4x2 "
+         "stages=2 split=16", "at most 8"},
         /* wgmma_wqr: W4A8 groups of a multiple of 128 (one K tile), 128 of K a tile, a part and a
          * total of 256 tokens do not fit, no K split; W8A16 64 of K a tile */
         {"gemm a=s8 b=s4 sa=row sb=group:64 gs=f32 out=bf16 kernel=wgmma_wqr", "does not serve"},
