@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char usage_text[] =
@@ -154,9 +155,17 @@ typedef struct progress {
     bool quiet, tty, csv;
     const char *desc, *gpu;
     const qjit_tune_result *results; /* the current descriptor's, filled as problems finish */
+    double mark;                     /* when the last problem finished (or the descriptor began) */
 } progress;
 
-static void print_row(const progress *p, const qjit_tune_result *r);
+static void print_row(const progress *p, const qjit_tune_result *r, double seconds);
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
 
 static void on_progress(void *user, const char *stage, size_t done, size_t total,
                         const char *what)
@@ -165,7 +174,11 @@ static void on_progress(void *user, const char *stage, size_t done, size_t total
     if (!strcmp(stage, "problem")) { /* a finished problem: its row now, so a cut run keeps it */
         if (p->tty && !p->quiet)
             fputs("\r\033[K", stderr);
-        print_row(p, &p->results[done - 1]);
+        /* its wall time: since the one before finished (the first's includes the wait for
+         * the first candidates' compiles), to see where a tuning's time goes */
+        const double t = now_s();
+        print_row(p, &p->results[done - 1], t - p->mark);
+        p->mark = t;
         return;
     }
     if (p->quiet)
@@ -196,21 +209,21 @@ static const char *config_of(const qjit_gemm_desc *d, char *buf, size_t cap)
     return k ? k : buf;
 }
 
-/* One problem's row of the table (or CSV line), on stdout. */
-static void print_row(const progress *p, const qjit_tune_result *r)
+/* One problem's row of the table (or CSV line), on stdout; seconds: its wall time. */
+static void print_row(const progress *p, const qjit_tune_result *r, double seconds)
 {
     char c1[512], c2[512];
     double speedup = r->best_us > 0 ? r->heuristic_us / r->best_us : 0;
     if (p->csv)
-        printf("\"%s\",\"%s\",%lld,%lld,%lld,%d,\"%s\",%.3f,\"%s\",%.3f,%.4f,%d,%d,%d,%.3g\n",
+        printf("\"%s\",\"%s\",%lld,%lld,%lld,%d,\"%s\",%.3f,\"%s\",%.3f,%.4f,%d,%d,%d,%.3g,%.2f\n",
                p->desc, p->gpu, (long long)r->problem.m, (long long)r->problem.n,
                (long long)r->problem.k, r->bucket, config_of(&r->heuristic, c1, sizeof c1),
                r->heuristic_us, r->passed ? config_of(&r->best, c2, sizeof c2) : "",
-               r->best_us, speedup, r->passed, r->failed, r->skipped, r->max_error);
+               r->best_us, speedup, r->passed, r->failed, r->skipped, r->max_error, seconds);
     else
-        printf("%6lld %6lld %6lld %13.2f %10.2f %7.2fx %6d/%d/%d  %s\n",
+        printf("%6lld %6lld %6lld %13.2f %10.2f %7.2fx %6d/%d/%d %6.1f  %s\n",
                (long long)r->problem.m, (long long)r->problem.n, (long long)r->problem.k,
-               r->heuristic_us, r->best_us, speedup, r->passed, r->failed, r->skipped,
+               r->heuristic_us, r->best_us, speedup, r->passed, r->failed, r->skipped, seconds,
                r->passed ? config_of(&r->best, c2, sizeof c2) : "(none passed)");
     fflush(stdout);
 }
@@ -394,7 +407,7 @@ int main(int argc, char **argv)
             problems[i * nms + j] = (qjit_tune_problem){ms[j], nk[i][0], nk[i][1]};
     if (csv)
         printf("descriptor,gpu,m,n,k,bucket,heuristic,heuristic_us,best,best_us,speedup,"
-               "passed,failed,skipped,max_error\n");
+               "passed,failed,skipped,max_error,seconds\n");
     pr.csv = csv;
     pr.gpu = prop.name;
     pr.results = results;
@@ -405,10 +418,11 @@ int main(int argc, char **argv)
         if (!pr.quiet)
             fprintf(stderr, "qjit-tune: %s on %s\n", text, prop.name);
         if (!csv) /* the rows follow as their problems finish (on_progress) */
-            printf("\n%s (%s)\n%6s %6s %6s %13s %10s %8s %13s  %s\n", text, prop.name, "M", "N",
-                   "K", "heuristic us", "best us", "speedup", "pass/fail/skip",
+            printf("\n%s (%s)\n%6s %6s %6s %13s %10s %8s %13s %6s  %s\n", text, prop.name, "M",
+                   "N", "K", "heuristic us", "best us", "speedup", "pass/fail/skip", "s",
                    "best configuration");
         fflush(stdout);
+        pr.mark = now_s();
         if (qjit_gemm_tune(ctx, &descs[di], problems, np, &to, results) != QJIT_OK) {
             fprintf(stderr, "qjit-tune: %s: %s\n", text, qjit_last_error());
             rc = 1;
