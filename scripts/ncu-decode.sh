@@ -11,7 +11,9 @@
 # by name to profile beside auto's (tools/probe_decode.py --named); QJIT_NCU_SOURCE=1
 # samples the warps' stalls at each SASS instruction (the source view) and writes
 # $OUT/source.csv (ncu's source page) and $OUT/source.txt (each kernel's instructions with
-# the most stall samples).
+# the most stall samples).  QJIT_NCU_METRICS adds metrics by name (comma-separated, e.g.
+# the L2 slices' balance: lts__t_sectors_srcunit_tex_op_read.max and .avg), each printed in
+# the summary beside the sections' figures.
 # Usage: bash scripts/ncu-decode.sh [MxNxK] [pairs]
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -33,6 +35,7 @@ if [ "${QJIT_NCU_PREFILL:-0}" = 1 ]; then
   metrics="$metrics,regex:l1tex__data_bank_conflicts_pipe_lsu_mem_shared.*\.sum"
   extra+=(--prefill)
 fi
+[ -n "${QJIT_NCU_METRICS:-}" ] && metrics="$metrics,$QJIT_NCU_METRICS"
 [ "${QJIT_NCU_SOURCE:-0}" = 1 ] && sections="$sections --section SourceCounters"
 sections="$sections --metrics $metrics"
 [ -n "${QJIT_NCU_NAMED:-}" ] && extra+=(--named "$QJIT_NCU_NAMED")
@@ -42,7 +45,7 @@ ncu --target-processes all --nvtx --nvtx-include "probe/" $sections -f -o "$out/
 rc=$?
 ncu --import "$out/decode.ncu-rep" --csv --page details > "$out/ncu.csv" 2>> "$out/ncu.err"
 # the lines a reader wants first: kernel, duration, DRAM throughput, grid, top stalls
-python3 - "$out/ncu.csv" > "$out/ncu.txt" <<'PY'
+python3 - "$out/ncu.csv" "${QJIT_NCU_METRICS:-}" > "$out/ncu.txt" <<'PY'
 import csv, sys
 rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
 if not rows:
@@ -60,7 +63,8 @@ for r in rows[1:]:
     tensor = name.startswith("sm__pipe_tensor_op_") and name.endswith("active.avg.pct_of_peak_sustained_active")
     banks = name in ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
                      "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum")
-    if name in want or tensor or banks:
+    extra = name in sys.argv[2].split(",")
+    if name in want or tensor or banks or extra:
         seen.setdefault(key, []).append(f"{name}={value}{r[col['Metric Unit']]}")
     elif name.startswith("smsp__average_warps_issue_stalled_"):
         try:
