@@ -56,6 +56,7 @@ want = ("Duration", "DRAM Throughput", "Memory Throughput", "Grid Size", "Block 
         "Registers Per Thread", "Achieved Occupancy", "Waves Per SM",
         "Warp Cycles Per Issued Instruction", "Dynamic Shared Memory Per Block",
         "Compute (SM) Throughput", "Issue Slots Busy")
+added = set(filter(None, sys.argv[2].split(",")))  # QJIT_NCU_METRICS
 seen, stalls = {}, {}
 for r in rows[1:]:
     key = (r[col["ID"]], r[col["Kernel Name"]][:70])
@@ -63,8 +64,7 @@ for r in rows[1:]:
     tensor = name.startswith("sm__pipe_tensor_op_") and name.endswith("active.avg.pct_of_peak_sustained_active")
     banks = name in ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
                      "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum")
-    extra = name in sys.argv[2].split(",")
-    if name in want or tensor or banks or extra:
+    if name in want or tensor or banks or name in added:
         seen.setdefault(key, []).append(f"{name}={value}{r[col['Metric Unit']]}")
     elif name.startswith("smsp__average_warps_issue_stalled_"):
         try:
