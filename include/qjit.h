@@ -485,9 +485,11 @@ typedef struct qjit_tune_problem {
     int64_t m, n, k;
 } qjit_tune_problem;
 /* Called as work advances: stage "compile" (done/total candidates), "time" (done/total
- * measurements), what = the candidate's canonical text; and "problem" each time a problem
- * is finished (done of total problems: results[done - 1] is complete, and recorded unless
- * dry_run), what = "".  From the calling thread. */
+ * measurements: a candidate is loaded, run and checked), "measure" (its timing begins),
+ * what = the candidate's canonical text; "operands" (a problem's operands are made) and
+ * "final" (its final round begins), what = ""; and "problem" each time a problem is
+ * finished (done of total problems: results[done - 1] is complete, and recorded unless
+ * dry_run), what = "".  Each stage lasts until the next call.  From the calling thread. */
 typedef void (*qjit_tune_progress_fn)(void *user, const char *stage, size_t done,
                                       size_t total, const char *what);
 typedef struct qjit_tune_options {

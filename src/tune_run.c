@@ -468,6 +468,8 @@ static qjit_status tune_problem(tuner *T, const qjit_tune_problem *p, const qjit
     const int warmup = T->o->warmup > 0 ? T->o->warmup : 3;
     const int reps = T->o->reps > 0 ? T->o->reps : 20;
     qjit_tune_operands ops;
+    if (T->o->progress) /* where a problem's time goes: operands, checks, timing, final */
+        T->o->progress(T->o->user, "operands", T->done, T->total, "");
     qjit_status st = qjit_tune_operands_make(cu, &res->heuristic, p,
                                    T->o->rotate_bytes ? T->o->rotate_bytes : 256ull << 20, &ops);
     if (st != QJIT_OK)
@@ -517,6 +519,8 @@ static qjit_status tune_problem(tuner *T, const qjit_tune_problem *p, const qjit
         /* a candidate that is wrong cannot win: it is timed for the record, and pruned as
          * any other once it is clearly slower */
         const double cutoff = res->best_us > 0 ? PRUNE * res->best_us : 0;
+        if (T->o->progress)
+            T->o->progress(T->o->user, "measure", T->done, T->total, text);
         if ((st = time_launches(cu, g, &ops, d, p, warmup, reps, cutoff, &us)) != QJIT_OK) {
             st = qjit_err_prefix(st, "m=%lld n=%lld k=%lld: %s", (long long)p->m,
                                  (long long)p->n, (long long)p->k, text);
@@ -541,6 +545,8 @@ static qjit_status tune_problem(tuner *T, const qjit_tune_problem *p, const qjit
                 break;
         }
     }
+    if (st == QJIT_OK && res->passed >= 2 && T->o->progress)
+        T->o->progress(T->o->user, "final", T->done, T->total, "");
     if (st == QJIT_OK && res->passed >= 2)
         st = final_round(T, p, cands, first, ncands, &ops, res);
     free(first);

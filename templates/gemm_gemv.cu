@@ -133,6 +133,11 @@
 %       if not one_of(B, "s4", "u4") and not (B == "s8" and A ~= "s8") then c[#c + 1] = config(64, 64, bk, 4, 2, 2) end
 %     end
 %     if not one_of(B, "s4", "u4", "e2m1") then c[#c + 1] = config(8, 64, bk, 1, 4, 2) end
+%     -- 4-bit weights: 32 rows a warp, 4 steps in flight, so that a warp waits out half as
+%     -- many memory latencies (a pass's first use waits for every load in flight) as at 2
+%     -- steps, two CTAs an SM at 200-255 registers (ptxas, sm_90a: up to 48 bytes of spills
+%     -- with f16 tokens or zero points, none with bf16 s4, e2m1 or 8-bit tokens)
+%     if not deep then c[#c + 1] = config(8, 32, bk, 1, 4, s1) end
 %     -- weights and tokens through shared memory, 9-16 steps a warp in flight (at most 222
 %     -- KB a CTA for 4-bit weights under 16-bit tokens)
 %     do

@@ -333,6 +333,8 @@ static const struct {
     {" kernel=gemv tile=16x32x64 warps=1x2 stages=3", "a=s8 b=s8|" GEMV_F8, true},
     {" kernel=gemv tile=8x64x64 warps=1x8 stages=2", "16 b=s8 sb=col|a=s8 b=s8|b=e4m3 sa=row", true},
     {" kernel=gemv tile=16x32x128 warps=1x4 stages=2", "16 b=s4 sb=col|16 b=e2m1 sb=mx", true},
+    /* 4-bit weights, 32 rows a warp and 4 steps in flight (the small-m sweep) */
+    {" kernel=gemv tile=8x32x128 warps=1x4 stages=4", "16 b=s4 sb=col|16 b=s4 sb=group:128|16 b=u4 sb=group:128|16 b=e2m1|a=s8 b=s4 sa=row sb=col|a=s8 b=s4 sa=row sb=group:128|a=e2m1", true},
     /* warps across the rows (WM > 1): 64 and 128 rows a CTA, each warp its own 16-32 */
     {" kernel=gemv tile=16x64x128 warps=2x4 stages=2", "16 b=s4 sb=col|16 b=s4 sb=group:128|16 b=u4 sb=group:128|16 b=e2m1 sb=mx|a=s8 b=s4 sa=row sb=col|a=s8 b=s4 sa=row sb=group:128", true},
     {" kernel=gemv tile=16x64x128 warps=4x2 stages=2", "16 b=u4 sb=group:256|a=s8 b=s4 sa=row sb=col", true},

@@ -156,7 +156,21 @@ typedef struct progress {
     const char *desc, *gpu;
     const qjit_tune_result *results; /* the current descriptor's, filled as problems finish */
     double mark;                     /* when the last problem finished (or the descriptor began) */
+    int phase;                       /* the stage running since `since` (PHASE_*) */
+    double since, spent[4];          /* and the current problem's seconds in each */
 } progress;
+
+/* A problem's seconds by stage (the library's progress stages): its operands made; the
+ * candidates loaded, run once and checked against the heuristic's output; their timing;
+ * the final round (with its load). */
+enum { PHASE_OPERANDS, PHASE_CHECK, PHASE_TIME, PHASE_FINAL };
+static int phase_of(const char *stage)
+{
+    return !strcmp(stage, "operands") ? PHASE_OPERANDS
+           : !strcmp(stage, "measure") ? PHASE_TIME
+           : !strcmp(stage, "final")   ? PHASE_FINAL
+                                       : PHASE_CHECK; /* "time", "compile" */
+}
 
 static void print_row(const progress *p, const qjit_tune_result *r, double seconds);
 
@@ -171,17 +185,23 @@ static void on_progress(void *user, const char *stage, size_t done, size_t total
                         const char *what)
 {
     progress *p = user;
+    const double t = now_s();
+    p->spent[p->phase] += t - p->since; /* the stage before ends here */
+    p->since = t;
     if (!strcmp(stage, "problem")) { /* a finished problem: its row now, so a cut run keeps it */
         if (p->tty && !p->quiet)
             fputs("\r\033[K", stderr);
         /* its wall time: since the one before finished (the first's includes the wait for
          * the first candidates' compiles), to see where a tuning's time goes */
-        const double t = now_s();
         print_row(p, &p->results[done - 1], t - p->mark);
         p->mark = t;
+        memset(p->spent, 0, sizeof p->spent);
+        p->phase = PHASE_CHECK;
         return;
     }
-    if (p->quiet)
+    p->phase = phase_of(stage);
+    if (p->quiet || !strcmp(stage, "operands") || !strcmp(stage, "measure") ||
+        !strcmp(stage, "final"))
         return;
     if (p->tty) {
         fprintf(stderr, "\r[%s %zu/%zu] %.90s\033[K", stage, done, total, what);
@@ -209,21 +229,26 @@ static const char *config_of(const qjit_gemm_desc *d, char *buf, size_t cap)
     return k ? k : buf;
 }
 
-/* One problem's row of the table (or CSV line), on stdout; seconds: its wall time. */
+/* One problem's row of the table (or CSV line), on stdout; seconds: its wall time, and
+ * p->spent its parts by stage. */
 static void print_row(const progress *p, const qjit_tune_result *r, double seconds)
 {
     char c1[512], c2[512];
     double speedup = r->best_us > 0 ? r->heuristic_us / r->best_us : 0;
+    const double *s = p->spent;
     if (p->csv)
-        printf("\"%s\",\"%s\",%lld,%lld,%lld,%d,\"%s\",%.3f,\"%s\",%.3f,%.4f,%d,%d,%d,%.3g,%.2f\n",
+        printf("\"%s\",\"%s\",%lld,%lld,%lld,%d,\"%s\",%.3f,\"%s\",%.3f,%.4f,%d,%d,%d,%.3g,%.2f,"
+               "%.2f,%.2f,%.2f,%.2f\n",
                p->desc, p->gpu, (long long)r->problem.m, (long long)r->problem.n,
                (long long)r->problem.k, r->bucket, config_of(&r->heuristic, c1, sizeof c1),
                r->heuristic_us, r->passed ? config_of(&r->best, c2, sizeof c2) : "",
-               r->best_us, speedup, r->passed, r->failed, r->skipped, r->max_error, seconds);
+               r->best_us, speedup, r->passed, r->failed, r->skipped, r->max_error, seconds,
+               s[PHASE_OPERANDS], s[PHASE_CHECK], s[PHASE_TIME], s[PHASE_FINAL]);
     else
-        printf("%6lld %6lld %6lld %13.2f %10.2f %7.2fx %6d/%d/%d %6.1f  %s\n",
+        printf("%6lld %6lld %6lld %13.2f %10.2f %7.2fx %6d/%d/%d %6.1f %4.1f %4.1f %4.1f %4.1f  %s\n",
                (long long)r->problem.m, (long long)r->problem.n, (long long)r->problem.k,
                r->heuristic_us, r->best_us, speedup, r->passed, r->failed, r->skipped, seconds,
+               s[PHASE_OPERANDS], s[PHASE_CHECK], s[PHASE_TIME], s[PHASE_FINAL],
                r->passed ? config_of(&r->best, c2, sizeof c2) : "(none passed)");
     fflush(stdout);
 }
@@ -407,7 +432,7 @@ int main(int argc, char **argv)
             problems[i * nms + j] = (qjit_tune_problem){ms[j], nk[i][0], nk[i][1]};
     if (csv)
         printf("descriptor,gpu,m,n,k,bucket,heuristic,heuristic_us,best,best_us,speedup,"
-               "passed,failed,skipped,max_error,seconds\n");
+               "passed,failed,skipped,max_error,seconds,operands_s,check_s,time_s,final_s\n");
     pr.csv = csv;
     pr.gpu = prop.name;
     pr.results = results;
@@ -418,11 +443,13 @@ int main(int argc, char **argv)
         if (!pr.quiet)
             fprintf(stderr, "qjit-tune: %s on %s\n", text, prop.name);
         if (!csv) /* the rows follow as their problems finish (on_progress) */
-            printf("\n%s (%s)\n%6s %6s %6s %13s %10s %8s %13s %6s  %s\n", text, prop.name, "M",
-                   "N", "K", "heuristic us", "best us", "speedup", "pass/fail/skip", "s",
-                   "best configuration");
+            printf("\n%s (%s)\n%6s %6s %6s %13s %10s %8s %13s %6s %4s %4s %4s %4s  %s\n", text,
+                   prop.name, "M", "N", "K", "heuristic us", "best us", "speedup",
+                   "pass/fail/skip", "s", "data", "chk", "time", "fin", "best configuration");
         fflush(stdout);
-        pr.mark = now_s();
+        pr.mark = pr.since = now_s();
+        pr.phase = PHASE_CHECK;
+        memset(pr.spent, 0, sizeof pr.spent);
         if (qjit_gemm_tune(ctx, &descs[di], problems, np, &to, results) != QJIT_OK) {
             fprintf(stderr, "qjit-tune: %s: %s\n", text, qjit_last_error());
             rc = 1;

@@ -355,8 +355,9 @@ def tune(desc, problems, sweep=None, reps=0, warmup=0, compile_threads=0, rotate
     """Measure desc's candidate configurations on the current CUDA device for each
     (m, n, k) of `problems` and record them (qjit_gemm_tune; with torch, make the device
     current first, e.g. torch.cuda.set_device).  progress(stage, done, total, what) is
-    called as work advances: stages "compile", "time", and "problem" once each problem's
-    result is final.  Returns one dict per problem: heuristic and best
+    called as work advances: stages "compile", "operands", "time" (a candidate loaded, run
+    and checked), "measure" (its timing), "final" (the final round), and "problem" once each
+    problem's result is final.  Returns one dict per problem: heuristic and best
     configuration with their times (µs), passed/failed/skipped counts and max_error."""
     probs = (_lib.TuneProblem * max(1, len(problems)))(*[_lib.TuneProblem(*p) for p in problems])
     res = (_lib.TuneResult * max(1, len(problems)))()
