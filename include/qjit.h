@@ -497,10 +497,10 @@ typedef struct qjit_tune_options {
                                    problems of M <= 64, default above */
     int warmup;                 /* graph replays before timing (0: 3) */
     int reps;                   /* timed replays; the median is kept (0: 20).  A graph whose
-                                   first replay takes over 20 ms (prefill sizes) gets one
-                                   warm-up and as many as 200 ms allow, at least 3, and
-                                   there a candidate whose first timed replay is over 1.25x
-                                   the fastest so far stops, that replay its time */
+                                   first replay takes over 5 ms (prefill sizes) gets that
+                                   replay as its warm-up and as many as 100 ms allow, at
+                                   least 3, unless that first replay is over 1.25x the
+                                   fastest so far: then it is the candidate's time */
     int compile_threads;        /* (0: the CPU count) */
     uint64_t rotate_bytes;      /* weight bytes read before a copy is read again (0: 256 MB) */
     int dry_run;                /* 1: measure, report, record nothing */

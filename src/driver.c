@@ -50,6 +50,8 @@ static void load(void)
         SYM(MemcpyHtoD, "cuMemcpyHtoD_v2"),
         SYM(MemcpyDtoH, "cuMemcpyDtoH_v2"),
         SYM(MemcpyDtoD, "cuMemcpyDtoD_v2"),
+        SYM(MemAllocHost, "cuMemAllocHost_v2"),
+        SYM(MemFreeHost, "cuMemFreeHost"),
         SYM(MemsetD8, "cuMemsetD8_v2"),
         SYM(StreamCreate, "cuStreamCreate"),
         SYM(StreamDestroy, "cuStreamDestroy_v2"),

@@ -26,11 +26,17 @@
 /* Timing's budget, so that prefill problems (a replay of 8 launches of milliseconds each)
  * do not take the tuning's time: a graph whose first warm-up replay took over
  * LONG_REPLAY_MS is replayed only as often as REPLAY_BUDGET_MS allows (at least
- * MIN_LONG_REPS times, with no further warm-up), and there a candidate whose first timed
- * replay is over PRUNE times the fastest so far stops (that replay is its time).  Shorter
- * graphs (decode) are cheap to time and noisier a replay: every candidate gets its median. */
-#define LONG_REPLAY_MS 20.0
-#define REPLAY_BUDGET_MS 200.0
+ * MIN_LONG_REPS times, with no further warm-up), and there a candidate whose warm-up replay
+ * is over PRUNE times the fastest so far stops (that replay is its time).  Shorter graphs
+ * (decode) are cheap to time and noisier a replay: every candidate gets its median.  The
+ * sweep only has to find the candidates within FINAL_WINDOW of the fastest, which the final
+ * round times again in turns (with its own budget, FINAL_LONG_MS and FINAL_BUDGET_MS): on
+ * the H100, 20 and 200 ms here spent 55% of a prefill bucket's tuning timing the sweep,
+ * every candidate of a graph of 5-20 ms (M = 1024) getting 14 replays (docs/NOTES.md). */
+#define LONG_REPLAY_MS 5.0
+#define REPLAY_BUDGET_MS 100.0
+#define FINAL_LONG_MS 20.0
+#define FINAL_BUDGET_MS 200.0
 #define MIN_LONG_REPS 3
 #define PRUNE 1.25
 /* The final round: the fastest of a sweep is the minimum of many noisy medians, biased low,
@@ -245,20 +251,21 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* Whether a graph whose replay took us a launch is long (LONG_REPLAY_MS above). */
-static bool long_replay(const timed_graph *t, double us)
+/* Whether a graph whose replay took us a launch is long (over long_ms). */
+static bool long_replay(const timed_graph *t, double us, double long_ms)
 {
-    return us * t->launches / 1000.0 > LONG_REPLAY_MS;
+    return us * t->launches / 1000.0 > long_ms;
 }
 
 /* How many timed replays a graph gets whose first replay took first_us a launch: reps, or
- * for a long graph what REPLAY_BUDGET_MS allows (at least MIN_LONG_REPS). */
-static int replays_for(const timed_graph *t, double first_us, int reps)
+ * for a long graph (over long_ms) what budget_ms allows (at least MIN_LONG_REPS). */
+static int replays_for(const timed_graph *t, double first_us, int reps, double long_ms,
+                       double budget_ms)
 {
-    if (!long_replay(t, first_us))
+    if (!long_replay(t, first_us, long_ms))
         return reps;
     const double ms = first_us * t->launches / 1000.0;
-    const int fit = (int)ceil(REPLAY_BUDGET_MS / ms), want = fit < MIN_LONG_REPS ? MIN_LONG_REPS : fit;
+    const int fit = (int)ceil(budget_ms / ms), want = fit < MIN_LONG_REPS ? MIN_LONG_REPS : fit;
     return want < reps ? want : reps;
 }
 
@@ -278,27 +285,19 @@ static qjit_status time_launches(const qjit_cu_api *cu, qjit_gemm *g, const qjit
     double w0 = 0;
     if (st == QJIT_OK)
         st = replays_timed(cu, &tg, NULL, 1, tg.s, &w0);
-    const bool long_graph = st == QJIT_OK && long_replay(&tg, w0);
+    const bool long_graph = st == QJIT_OK && long_replay(&tg, w0, LONG_REPLAY_MS);
     if (long_graph) {
-        reps = replays_for(&tg, w0, reps);
+        reps = replays_for(&tg, w0, reps, LONG_REPLAY_MS, REPLAY_BUDGET_MS);
         warmup = 1;
     }
-    for (int i = 1; i < warmup && st == QJIT_OK; i++)
+    /* a long graph clearly slower than the best so far: its warm-up replay is its time */
+    const bool pruned = long_graph && cutoff_us > 0 && w0 > cutoff_us;
+    for (int i = 1; i < warmup && st == QJIT_OK && !pruned; i++)
         st = graphs_launch(cu, &tg, 1, tg.s);
-    int n = 0;
-    if (st == QJIT_OK && long_graph && cutoff_us > 0) {
-        /* one replay alone first: clearly slower than the best so far, it is its time */
-        st = replays_timed(cu, &tg, NULL, 1, tg.s, &t[0]);
-        n = 1;
-        if (st == QJIT_OK && t[0] > cutoff_us)
-            reps = 1;
-    }
-    if (st == QJIT_OK && reps > n) {
-        st = replays_timed(cu, &tg, NULL, reps - n, tg.s, t + n);
-        n = reps;
-    }
+    if (st == QJIT_OK && !pruned)
+        st = replays_timed(cu, &tg, NULL, reps, tg.s, t);
     if (st == QJIT_OK)
-        *us = median(t, n);
+        *us = pruned ? w0 : median(t, reps);
     if (tg.cu)
         graph_free(&tg);
     free(t);
@@ -324,8 +323,8 @@ static qjit_status time_interleaved(const qjit_cu_api *cu, qjit_gemm *const *g, 
             break;
     bool long_graph = false; /* long graphs: one warm-up, and the rounds the budget allows */
     for (int j = 0; j < n && st == QJIT_OK; j++) {
-        const int fit = replays_for(&tg[j], first[j], rounds);
-        long_graph = long_graph || long_replay(&tg[j], first[j]);
+        const int fit = replays_for(&tg[j], first[j], rounds, FINAL_LONG_MS, FINAL_BUDGET_MS);
+        long_graph = long_graph || long_replay(&tg[j], first[j], FINAL_LONG_MS);
         rounds = fit < rounds ? fit : rounds;
     }
     /* the warm-ups, then for warm_ms (QJIT_TUNE_WARM_MS) more of the finalists in turns, so
@@ -389,7 +388,44 @@ typedef struct tuner {
     size_t compiled;    /* compiles reported to progress */
     double warm_ms;     /* QJIT_TUNE_WARM_MS: the final round's untimed load first (< 0: the
                          * default, WARM_PREFILL_MS for M above 64) */
+    uint8_t *ref, *got; /* host copies of the reference and a candidate's output, as large
+                         * as the largest problem's: page-locked where the driver gives them
+                         * (a prefill output of hundreds of MB copies at about twice the
+                         * rate of pageable memory), made once for the whole list */
+    bool pinned;
 } tuner;
+
+/* T's host buffers of `bytes` each, page-locked if possible. */
+static qjit_status host_buffers(tuner *T, size_t bytes)
+{
+    void *a = NULL, *b = NULL;
+    if (T->cu->MemAllocHost(&a, bytes) == CUDA_SUCCESS &&
+        T->cu->MemAllocHost(&b, bytes) == CUDA_SUCCESS) {
+        T->ref = a, T->got = b, T->pinned = true;
+        return QJIT_OK;
+    }
+    if (a)
+        T->cu->MemFreeHost(a);
+    T->ref = malloc(bytes), T->got = malloc(bytes);
+    if (T->ref && T->got)
+        return QJIT_OK;
+    free(T->ref);
+    free(T->got);
+    T->ref = T->got = NULL;
+    return qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "tuning outputs (%zu bytes)", bytes);
+}
+
+static void host_buffers_free(tuner *T)
+{
+    if (T->pinned) {
+        T->cu->MemFreeHost(T->ref);
+        T->cu->MemFreeHost(T->got);
+    } else {
+        free(T->ref);
+        free(T->got);
+    }
+    T->ref = T->got = NULL;
+}
 
 /* The final round (FINAL_WINDOW above): first[i] is candidate i's time in the sweep, 0
  * where it did not pass.  Updates res (best, best_us, heuristic_us) and the records. */
@@ -474,10 +510,8 @@ static qjit_status tune_problem(tuner *T, const qjit_tune_problem *p, const qjit
                                    T->o->rotate_bytes ? T->o->rotate_bytes : 256ull << 20, &ops);
     if (st != QJIT_OK)
         return st;
-    uint8_t *ref = malloc(ops.d_bytes), *got = malloc(ops.d_bytes);
+    uint8_t *ref = T->ref, *got = T->got; /* (sized for the largest problem) */
     qjit_gemm *hg = NULL;
-    if (!ref || !got)
-        st = qjit_err_set(QJIT_ERROR_OUT_OF_MEMORY, "tuning outputs (%zu bytes)", ops.d_bytes);
     /* the reference: the bucket's heuristic kernel (candidate 0) */
     if (st == QJIT_OK)
         compile_wait(T->job, uidx[0], T->o, &T->compiled);
@@ -550,8 +584,6 @@ static qjit_status tune_problem(tuner *T, const qjit_tune_problem *p, const qjit
     if (st == QJIT_OK && res->passed >= 2)
         st = final_round(T, p, cands, first, ncands, &ops, res);
     free(first);
-    free(ref);
-    free(got);
     qjit_tune_operands_free(&ops);
     return st;
 }
@@ -611,7 +643,7 @@ qjit_status qjit_gemm_tune(qjit_context *ctx, const qjit_gemm_desc *d,
     }
     if (n == 0)
         return QJIT_OK; /* nothing to measure: no GPU needed */
-    tuner T = {ctx, NULL, d, o, "", 0, 0, NULL, 0, warm_ms};
+    tuner T = {ctx, NULL, d, o, "", 0, 0, NULL, 0, warm_ms, NULL, NULL, false};
     CUcontext cuctx;
     CUdevice dev;
     int major, minor;
@@ -662,6 +694,14 @@ qjit_status qjit_gemm_tune(qjit_context *ctx, const qjit_gemm_desc *d,
         T.total += count[i];
         r->candidates = (int)count[i];
     }
+    /* the host's copies of the outputs, once for the largest */
+    size_t out_bytes = 16;
+    for (size_t i = 0; i < n; i++) {
+        const size_t b = (size_t)((problems[i].m * problems[i].n * qjit_desc_dtype_bits(d->out) + 7) / 8);
+        out_bytes = b > out_bytes ? b : out_bytes;
+    }
+    if (st == QJIT_OK)
+        st = host_buffers(&T, out_bytes);
     /* compile on CPU threads while this thread measures */
     compile_job job = {ctx, uniq, ustatus, udone, nuniq, 0, 0, PTHREAD_MUTEX_INITIALIZER,
                        PTHREAD_COND_INITIALIZER};
@@ -688,6 +728,8 @@ qjit_status qjit_gemm_tune(qjit_context *ctx, const qjit_gemm_desc *d,
     }
     if (st == QJIT_OK && o->progress)
         o->progress(o->user, "time", T.total, T.total, "");
+    if (T.ref)
+        host_buffers_free(&T);
     free(cands);
     free(count);
     free(uniq);
