@@ -497,7 +497,7 @@ typedef struct qjit_tune_options {
                                    problems of M <= 64, default above */
     int warmup;                 /* graph replays before timing (0: 3) */
     int reps;                   /* timed replays; the median is kept (0: 20).  A graph whose
-                                   first replay takes over 5 ms (prefill sizes) gets that
+                                   first replay takes over 1 ms (prefill sizes) gets that
                                    replay as its warm-up and as many as 100 ms allow, at
                                    least 3, unless that first replay is over 1.25x the
                                    fastest so far: then it is the candidate's time */

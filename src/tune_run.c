@@ -32,8 +32,9 @@
  * sweep only has to find the candidates within FINAL_WINDOW of the fastest, which the final
  * round times again in turns (with its own budget, FINAL_LONG_MS and FINAL_BUDGET_MS): on
  * the H100, 20 and 200 ms here spent 55% of a prefill bucket's tuning timing the sweep,
- * every candidate of a graph of 5-20 ms (M = 1024) getting 14 replays (docs/NOTES.md). */
-#define LONG_REPLAY_MS 5.0
+ * every candidate of a graph of 5-20 ms (M = 1024) getting 14 replays, and at decode the
+ * widest layers' graphs of 8- and 16-bit weights take 1-3 ms (docs/NOTES.md). */
+#define LONG_REPLAY_MS 1.0
 #define REPLAY_BUDGET_MS 100.0
 #define FINAL_LONG_MS 20.0
 #define FINAL_BUDGET_MS 200.0
