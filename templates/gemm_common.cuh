@@ -40,14 +40,6 @@ __device__ __forceinline__ void pdl_launch()
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
-// bytes (a multiple of 16) from p (16-byte aligned) asked into L2, no register written and
-// nothing waited for (sm_90: one bulk prefetch; a hint, elsewhere nothing).
-__device__ __forceinline__ void prefetch_l2(const void *p, unsigned bytes)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-#endif
-}
 // An int32 x with |x| <= 2^22 as a float, exactly: added to the bits of 1.5·2^23 it reads
 // as the float 1.5·2^23 + x.  An IADD and an FADD, where I2F issues at a quarter of their rate.
 __device__ __forceinline__ float exact_f32(int x) { return __int_as_float(x + 0x4B400000) - 12582912.0f; }

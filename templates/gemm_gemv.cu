@@ -777,30 +777,6 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
     acc_t acc[RB][NT][4];
 % end
     qc::zero(acc);
-    // Under an early start the wait for the kernel before (below) lasts as long as that one
-    // still runs (a quantizer of these tokens: 1-3 µs), the first loads long landed and DRAM
-    // idle: each row of the CTA's next PF_BYTES past the steps in flight is asked into L2
-    // (one bulk prefetch a row, sm_90), so that DRAM streams them meanwhile; without an
-    // early start they are the loads that come next anyway.  First, while no ring register
-    // is live (after the ring's loads, it spilled the 255-register tiles: ptxas)
-    {
-        constexpr int PF_BYTES = 2048, BNC = 16 * RB * WR; // the CTA's rows
-        const long long kb = (long long)K * RBYTES_NUM / RBYTES_DEN; // a row's bytes of K
-% if SPLIT then
-        const long long end = kb < (long long)nsteps * 64 ? kb : (long long)nsteps * 64; // this rank's
-        const long long off = (long long)(k_s0 + $(SR and "DB" or "D") * W) * 64;
-% else
-        const long long end = kb, off = (long long)($(SR and "DB" or "D") * W) * 64;
-% end
-        if (off < end)
-            for (int i = threadIdx.x; i < BNC; i += blockDim.x) {
-                const int n = rt * BNC + i;
-                const long long left = end - off;
-                if (n < N)
-                    qc::prefetch_l2(static_cast<const char *>(p.b) + n * row_bytes + off,
-                                    (unsigned)((left < PF_BYTES ? left : PF_BYTES) & ~15ll));
-            }
-    }
     // The weights do not depend on the kernel before this one (A, the activations, does):
     // the first D steps of weights are on their way before the wait for it, so under an
     // early start (QJIT_PDL=1) they load under that kernel's tail.  The next kernel is let
