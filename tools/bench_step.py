@@ -11,10 +11,13 @@ bandwidth measured in the same run.  Peers: cuBLAS (`torch.mm`) for bf16,
 `torch._weight_int4pack_mm` for W4A16 g128, `torch._int_mm` for W8A8 (int32 out, no
 scales; M padded to 32 where it needs M > 16), `torch._scaled_mm` with row-wise scales for
 FP8 (M padded to 16).  W8A16, W4A8 and MXFP8 have no torch path here and run alone.
-Activations are already in each pair's type (the quantizers are bench_quantize.py's).
+Activations are already in each pair's type (the quantizers are bench_quantize.py's);
+with --quantize, the pairs of quantized activations are timed again (rows "PAIR+q", no
+peer) with each projection's quantizer (bf16 in, qjit's quantizer of the pair's mode)
+launched before its GEMM in the graph, as a W8A8 or FP8 model runs them.
 
     LD_LIBRARY_PATH=build python3 tools/bench_step.py [--lib build/libqjit.so]
-        [--models 8b,70b] [--m 1,4,16,32,64] [--csv out.csv] [--png step.png]
+        [--models 8b,70b] [--m 1,4,16,32,64] [--quantize] [--csv out.csv] [--png step.png]
 """
 import argparse
 import os
@@ -52,6 +55,35 @@ PAIRS = {
     "w4a8c": ("gemm a=s8 b=s4 sa=row sb=col out=bf16", None, 0.5, 0.0, 1),
     "mxfp4": ("gemm a=e2m1 b=e2m1 sa=mx sb=mx out=bf16", None, 0.5, 1 / 32, 0.5),
 }
+
+
+# the quantizer before each projection of a pair of quantized activations (--quantize)
+QUANTIZERS = {
+    "w8a8": "quant in=bf16 out=s8 scale=row", "w4a8": "quant in=bf16 out=s8 scale=row",
+    "w4a8c": "quant in=bf16 out=s8 scale=row", "fp8": "quant in=bf16 out=e4m3 scale=row",
+    "fp8t": "quant in=bf16 out=e4m3 scale=tensor", "fp8blk": "quant in=bf16 out=e4m3 scale=block",
+    "mxfp8": "quant in=bf16 out=e4m3 scale=mx rule=rceil",
+    "mxfp4": "quant in=bf16 out=e2m1 scale=mx rule=rceil",
+}
+
+
+def quantized_calls(quant, q, g, pair, m, shapes, weights, outs, layers):
+    """Each projection's quantizer (bf16 activations in, into buffers of the pair's type),
+    then its GEMM over them, for every layer."""
+    calls = []
+    per = []
+    for n, k in shapes:
+        qshape, qdt, sshape, sdt = quant.shapes(m, k)
+        x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
+        xq = torch.empty(qshape, dtype=qdt, device="cuda")
+        xs = torch.empty(sshape, dtype=sdt, device="cuda")
+        per.append((x, xq, xs))
+    for l in range(layers):
+        for i, (n, k) in enumerate(shapes):
+            x, xq, xs = per[i]
+            calls.append(lambda x=x, xq=xq, xs=xs: quant(x, out=xq, scale=xs))
+            calls.append(qjit_call(q, g, pair, {"x": xq, "s": xs}, weights[l][i], outs[i], m, n, k))
+    return calls, per
 
 
 def copy_bandwidth():
@@ -215,6 +247,8 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--min-weight-mb", type=int, default=512,
                     help="layers per graph: enough for this many MB of weights")
+    ap.add_argument("--quantize", action="store_true",
+                    help="also time the quantized pairs with each projection's quantizer")
     ap.add_argument("--csv", default="")
     ap.add_argument("--png", default="")
     ap.add_argument("--plot", default="", metavar="CSV",
@@ -265,6 +299,17 @@ def main():
                 rows.append(dict(model=model, pair=pair, m=m, layers=layers, qjit_us=tq,
                                  peer=peer or "", peer_us=tp, ideal_us=ideal,
                                  gpu=torch.cuda.get_device_name(), copy_tbps=bw / 1e12))
+                if o.quantize and pair in QUANTIZERS:
+                    import qjit  # the package's quantizer callables (PYTHONPATH=python)
+                    quant = qjit.get_quant(QUANTIZERS[pair])
+                    qc, _ = quantized_calls(quant, q, g, pair, m, shapes, weights, outs, layers)
+                    tqq = time_graph(qc, layers, o.reps)
+                    # the ideal adds the quantizers' bytes: bf16 in, the pair's codes out
+                    extra = sum(m * k * 2 + m * k * PAIRS[pair][4] for _, k in shapes)
+                    rows.append(dict(model=model, pair=pair + "+q", m=m, layers=layers,
+                                     qjit_us=tqq, peer="", peer_us=None,
+                                     ideal_us=ideal + extra / bw * 1e6,
+                                     gpu=torch.cuda.get_device_name(), copy_tbps=bw / 1e12))
         # the bf16 cuBLAS step of this model at each M: the ratio's reference
         base = {r["m"]: r["peer_us"] for r in rows if r["model"] == model and r["pair"] == "bf16"}
         for r in rows:
