@@ -24,9 +24,19 @@ export LD_LIBRARY_PATH="$build:$build/deps:/usr/local/cuda/lib64:${LD_LIBRARY_PA
 m="${QJIT_TUNE_M:-1,4,8,16,32,64,128,256,1024,4096}" # one M per bucket (src/select.c)
 # QJIT_TUNE_MATCH (an extended regular expression) keeps the descriptors it matches, to
 # split the list over calls: e.g. 'a=bf16 b=bf16|b=s4' and then the rest with grep -v.
+# QJIT_TUNE_PART=i/n keeps the i-th of n equal slices of the (matched) list, in order:
+# 1/3, 2/3 and 3/3 are the whole list in three calls.
 match="${QJIT_TUNE_MATCH:-.}"
+part="${QJIT_TUNE_PART:-1/1}"
+pi="${part%/*}" pn="${part#*/}"
+if ! [[ "$pi" =~ ^[0-9]+$ && "$pn" =~ ^[0-9]+$ ]] || [ "$pn" -lt 1 ] || [ "$pi" -lt 1 ] || [ "$pi" -gt "$pn" ]; then
+  echo "tune-h100: QJIT_TUNE_PART is '$part' (must be i/n with 1 <= i <= n)" >&2
+  exit 2
+fi
 start=$SECONDS
-grep -v '^#' "$root/cache/tune/descriptors.txt" | grep -v '^$' | grep -E -- "$match" | while read -r d; do
+grep -v '^#' "$root/cache/tune/descriptors.txt" | grep -v '^$' | grep -E -- "$match" |
+  awk -v i="$pi" -v n="$pn" '{ l[NR] = $0 } END { for (r = 1; r <= NR; r++) if (int((r - 1) * n / NR) + 1 == i) print l[r] }' |
+  while read -r d; do
   t0=$SECONDS
   echo "== $d"
   timeout "$limit" "$build/tools/qjit-tune" --reps 10 --cache-dir "$cache" \
