@@ -18,7 +18,7 @@
 /* ------------------------------------------------------------ operands */
 static int bits_of(qjit_dtype t) { return qjit_desc_dtype_bits(t); }
 
-static size_t bytes_of(qjit_dtype t, int64_t rows, int64_t cols)
+size_t qjit_tune_bytes(qjit_dtype t, int64_t rows, int64_t cols)
 {
     return (size_t)((rows * cols * bits_of(t) + 7) / 8);
 }
@@ -218,12 +218,12 @@ qjit_status qjit_tune_operands_make(const qjit_cu_api *cu, const qjit_gemm_desc 
     const int64_t m = p->m, n = p->n, k = p->k;
     qjit_dtype sat, sbt;
     int64_t nsa = scale_count(d, true, m, n, k, &sat), nsb = scale_count(d, false, m, n, k, &sbt);
-    o->a_bytes = bytes_of(d->a, m, k);
-    o->b_bytes = bytes_of(d->b, n, k);
-    o->sa_bytes = bytes_of(sat, 1, nsa);
-    o->sb_bytes = bytes_of(sbt, 1, nsb);
-    o->d_bytes = bytes_of(d->out, m, n);
-    o->bias_bytes = bytes_of(d->out, 1, n);
+    o->a_bytes = qjit_tune_bytes(d->a, m, k);
+    o->b_bytes = qjit_tune_bytes(d->b, n, k);
+    o->sa_bytes = qjit_tune_bytes(sat, 1, nsa);
+    o->sb_bytes = qjit_tune_bytes(sbt, 1, nsb);
+    o->d_bytes = qjit_tune_bytes(d->out, m, n);
+    o->bias_bytes = qjit_tune_bytes(d->out, 1, n);
     /* the weights (B, its scales and zero points) in copies, read from DRAM as a model's
      * are; the activations (A and its scales) once, warm in L2 as a model's are when the
      * kernel before wrote them: with A in copies too, the tuner preferred prefill tiles

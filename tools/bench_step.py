@@ -70,8 +70,7 @@ QUANTIZERS = {
 def quantized_calls(quant, q, g, pair, m, shapes, weights, outs, layers):
     """Each projection's quantizer (bf16 activations in, into buffers of the pair's type),
     then its GEMM over them, for every layer."""
-    calls = []
-    per = []
+    calls, per = [], []
     for n, k in shapes:
         qshape, qdt, sshape, sdt = quant.shapes(m, k)
         x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
@@ -83,7 +82,7 @@ def quantized_calls(quant, q, g, pair, m, shapes, weights, outs, layers):
             x, xq, xs = per[i]
             calls.append(lambda x=x, xq=xq, xs=xs: quant(x, out=xq, scale=xs))
             calls.append(qjit_call(q, g, pair, {"x": xq, "s": xs}, weights[l][i], outs[i], m, n, k))
-    return calls, per
+    return calls
 
 
 def copy_bandwidth():
@@ -302,7 +301,7 @@ def main():
                 if o.quantize and pair in QUANTIZERS:
                     import qjit  # the package's quantizer callables (PYTHONPATH=python)
                     quant = qjit.get_quant(QUANTIZERS[pair])
-                    qc, _ = quantized_calls(quant, q, g, pair, m, shapes, weights, outs, layers)
+                    qc = quantized_calls(quant, q, g, pair, m, shapes, weights, outs, layers)
                     tqq = time_graph(qc, layers, o.reps)
                     # the ideal adds the quantizers' bytes: bf16 in, the pair's codes out
                     extra = sum(m * k * 2 + m * k * PAIRS[pair][4] for _, k in shapes)

@@ -202,8 +202,7 @@ static void on_progress(void *user, const char *stage, size_t done, size_t total
         return;
     }
     p->phase = phase_of(stage);
-    if (p->quiet || !strcmp(stage, "operands") || !strcmp(stage, "measure") ||
-        !strcmp(stage, "final"))
+    if (p->quiet || p->phase != PHASE_CHECK) /* shown: "compile" and "time" */
         return;
     if (p->tty) {
         fprintf(stderr, "\r[%s %zu/%zu] %.90s\033[K", stage, done, total, what);
