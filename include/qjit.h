@@ -567,7 +567,8 @@ QJIT_API qjit_status qjit_gemm_launch(const qjit_gemm *g, const qjit_gemm_args *
  * themselves (benchmarks of launch overhead).  Validates like qjit_gemm_launch.  A kernel
  * that takes more than its one parameter (kernel=wgmma_tma: tensor maps of A and B;
  * kernel=wgmma_wqr: tensor maps of A; all encoded at each launch)
- * gives QJIT_ERROR_UNSUPPORTED: launch it with qjit_gemm_launch. */
+ * gives QJIT_ERROR_UNSUPPORTED: launch it with qjit_gemm_launch.  params tells the kernel
+ * it has no early start, whatever QJIT_PDL says: a raw launch asks for none. */
 typedef struct qjit_launch_config {
     void *function;         /* CUfunction */
     unsigned grid[3], block[3];

@@ -592,12 +592,14 @@ void qjit_launch_grid(const qjit_grid_facts *f, int64_t m, int64_t n, int64_t k,
     }
 }
 
+/* The kernel's parameter with no flags (a launch that asks for an early start sets
+ * QJIT_KERNEL_EARLY), its grid and cluster. */
 static void fill_config(const kernel *g, const qjit_gemm_args *a, unsigned grid[3],
                         unsigned cluster[3], qjit_kernel_params *p)
 {
     *p = (qjit_kernel_params){a->a,       a->b,       a->d,       a->bias, a->scale_a,
                        a->scale_b, a->zeros_b, a->m,       a->n,    a->k,
-                       a->lda,     a->ldb,     a->ldd};
+                       a->lda,     a->ldb,     a->ldd,     0};
     qjit_launch_grid(&g->gf, a->m, a->n, a->k, grid, cluster);
 }
 
@@ -673,6 +675,7 @@ qjit_status qjit_gemm_launch(const qjit_gemm *h, const qjit_gemm_args *a,
     qjit_kernel_params p;
     unsigned grid[3], cluster[3];
     fill_config(k, a, grid, cluster, &p);
+    p.flags = k->pdl ? QJIT_KERNEL_EARLY : 0; /* as the launch below asks */
     /* the kernel's parameters: p, then its maps (A, B where plan.tma is 1, A by tma_rows) */
     CUtensorMap maps[3];
     void *params[4] = {&p, &maps[0], &maps[1], &maps[2]};
@@ -707,7 +710,7 @@ qjit_status qjit_gemm_launch_config(const qjit_gemm *h, const qjit_gemm_args *a,
                             "qjit_gemm_launch",
                             g->text);
     memset(cfg, 0, sizeof *cfg);
-    qjit_kernel_params p;
+    qjit_kernel_params p; /* flags 0: a raw launch asks for no early start */
     unsigned cluster[3];
     fill_config(g, a, cfg->grid, cluster, &p);
     cfg->cluster_z = cluster[2];

@@ -91,15 +91,21 @@ QJIT_HIDDEN bool qjit_arch_at_least(qjit_arch a, qjit_arch floor);
 /* ---------------------------------------------------------------- the kernel ABI */
 /* Every GEMM kernel's one by-value parameter (docs/TEMPLATES.md).  gemm_common.cuh declares
  * the same struct and asserts its size against PARAMS_BYTES, a template parameter set from
- * sizeof this one, so a kernel built against another layout does not compile. */
+ * sizeof this one, so a kernel built against another layout does not compile.  flags tells
+ * the kernel how it was launched (QJIT_KERNEL_*). */
 typedef struct qjit_kernel_params {
     const void *a, *b;
     void *d;
     const void *bias, *scale_a, *scale_b, *zeros_b;
     long long m, n, k, lda, ldb, ldd;
+    unsigned long long flags;
 } qjit_kernel_params;
-_Static_assert(sizeof(qjit_kernel_params) == 104 && __builtin_offsetof(qjit_kernel_params, m) == 56,
-               "qjit_kernel_params: thirteen 8-byte fields, as docs/TEMPLATES.md states");
+_Static_assert(sizeof(qjit_kernel_params) == 112 && __builtin_offsetof(qjit_kernel_params, m) == 56,
+               "qjit_kernel_params: fourteen 8-byte fields, as docs/TEMPLATES.md states");
+/* flags: the launch asked for an early start (programmatic dependent launch, QJIT_PDL=1), so
+ * the kernel's qc::pdl_wait may wait for the whole kernel before it (gemm_common.cuh,
+ * qc::EARLY_START) */
+#define QJIT_KERNEL_EARLY 1ull
 
 /* ---------------------------------------------------------------- family.c */
 /* The configuration fields of a descriptor: what chooses among a family's kernels. */

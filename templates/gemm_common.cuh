@@ -15,6 +15,7 @@ struct qjit_params {
     const void *bias;
     const void *scale_a, *scale_b, *zeros_b;
     long long m, n, k, lda, ldb, ldd;
+    unsigned long long flags; // how the kernel was launched: qc::EARLY_START
 };
 static_assert(sizeof(qjit_params) == $(PARAMS_BYTES), "qjit_params: the library's qjit_kernel_params");
 
@@ -38,6 +39,17 @@ __device__ __forceinline__ void pdl_launch()
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+// p.flags bit: the launch asked for that early start (QJIT_KERNEL_EARLY), so pdl_wait may
+// wait for the whole kernel before this one
+constexpr unsigned long long EARLY_START = 1;
+// bytes (a multiple of 16) from p (16-byte aligned) asked into L2, no register written and
+// nothing waited for (sm_90: one bulk prefetch; a hint, elsewhere nothing).
+__device__ __forceinline__ void prefetch_l2(const void *p, unsigned bytes)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
 #endif
 }
 // An int32 x with |x| <= 2^22 as a float, exactly: added to the bits of 1.5·2^23 it reads

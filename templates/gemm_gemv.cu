@@ -777,6 +777,34 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
     acc_t acc[RB][NT][4];
 % end
     qc::zero(acc);
+% if one_of(A, "s8", "e4m3") and one_of(B, "s8", "e4m3") then
+    // 8-bit weights behind 8-bit tokens, whose quantizer is the kernel before: under an early
+    // start the wait below lasts that one's run (1-3 µs), the first loads long landed and DRAM
+    // idle, so each of the CTA's rows asks its next PF_BYTES (four steps) past the steps in
+    // flight into L2 (one bulk prefetch a row, sm_90) to stream meanwhile: 3-6% off a W8A8 or
+    // FP8 decode step on the H100.  Without the early start the prefetch only repeats the
+    // loads that come next and costs 1-9%, 4-bit weights the most (docs/NOTES.md); hence the
+    // two gates.  Before the ring's loads, while none of its registers is live (after them,
+    // ptxas spilled the 255-register tiles).
+    if (p.flags & qc::EARLY_START) {
+        constexpr int PF_BYTES = 256, BNC = 16 * RB * WR; // the CTA's rows
+        const long long kb = (long long)K * RBYTES_NUM / RBYTES_DEN; // a row's bytes of K
+%   if SPLIT then
+        const long long end = kb < (long long)nsteps * 64 ? kb : (long long)nsteps * 64; // this rank's
+        const long long off = (long long)(k_s0 + $(SR and "DB" or "D") * W) * 64;
+%   else
+        const long long end = kb, off = (long long)($(SR and "DB" or "D") * W) * 64;
+%   end
+        if (off < end)
+            for (int i = threadIdx.x; i < BNC; i += blockDim.x) {
+                const int n = rt * BNC + i;
+                const long long left = end - off;
+                if (n < N)
+                    qc::prefetch_l2(static_cast<const char *>(p.b) + n * row_bytes + off,
+                                    (unsigned)((left < PF_BYTES ? left : PF_BYTES) & ~15ll));
+            }
+    }
+% end
     // The weights do not depend on the kernel before this one (A, the activations, does):
     // the first D steps of weights are on their way before the wait for it, so under an
     // early start (QJIT_PDL=1) they load under that kernel's tail.  The next kernel is let
