@@ -553,7 +553,9 @@ typedef struct qjit_gemm_args {
  * (griddepcontrol.wait) until that one's writes are visible before it reads anything the
  * previous kernel could have written; CUDA graphs keep the edge.  The gemv family reads its
  * first weights (B, scale_b, zeros_b) before that wait: under QJIT_PDL=1 they must not be
- * written by the kernel just before it in the stream.  Results are the same bit for bit.
+ * written by the kernel just before it in the stream.  Under it, gemv with 8-bit weights behind
+ * 8-bit tokens also asks each row's next bytes into L2 before that wait (a hint: it reads
+ * nothing into registers).  Results are the same bit for bit.
  * Off for GEMMs unless asked for, because of that rule (a GEMM whose B is the output of the
  * GEMM before it would read it too early).  On the H100, with every family letting the next
  * kernel start after its main loop, the Llama 3 decode steps ran 1-3% faster with it at
