@@ -57,6 +57,22 @@ int qjit_desc_dtype_bits(qjit_dtype t)
     return (unsigned)t < QJIT_DTYPE_COUNT ? dtype_bits[t] : 0;
 }
 
+int64_t qjit_desc_scale_count(const qjit_gemm_desc *d, bool is_a, int64_t m, int64_t n,
+                              int64_t k, qjit_dtype *type)
+{
+    qjit_scale_mode mode = is_a ? d->sa : d->sb;
+    int64_t rows = is_a ? m : n;
+    *type = QJIT_DTYPE_F32;
+    switch (mode) {
+    case QJIT_SCALE_TENSOR: return 1;
+    case QJIT_SCALE_ROW: case QJIT_SCALE_COL: return rows;
+    case QJIT_SCALE_GROUP: *type = d->group_scale; return rows * (k / d->group);
+    case QJIT_SCALE_BLOCK: return (is_a ? rows : (rows + 127) / 128) * ((k + 127) / 128);
+    case QJIT_SCALE_MX: *type = QJIT_DTYPE_E8M0; return rows * ((k + 31) / 32);
+    default: return 0;
+    }
+}
+
 static bool four_bit(const qjit_gemm_desc *d)
 {
     return qjit_desc_dtype_bits(d->a) == 4 || qjit_desc_dtype_bits(d->b) == 4;

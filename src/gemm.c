@@ -29,7 +29,8 @@ typedef struct kernel {
     unsigned registers;
     qjit_grid_facts gf; /* what the launch geometry depends on besides the sizes */
     int out_bytes;
-    bool pdl; /* launched with programmatic stream serialization (QJIT_PDL, sm_90a) */
+    bool pdl;   /* launched with programmatic stream serialization (QJIT_PDL, sm_90a) */
+    bool early; /* may be so launched where the caller vouches for it (sm_90a, QJIT_PDL not 0) */
 } kernel;
 
 static int dtype_bytes(qjit_dtype t) { return qjit_desc_dtype_bits(t) / 8; }
@@ -113,6 +114,7 @@ static qjit_status kernel_make(qjit_context *ctx, const qjit_cu_api *cu, CUconte
     k->plan = *plan;
     k->out_bytes = dtype_bytes(r->out);
     k->pdl = ctx->pdl && r->arch == QJIT_ARCH_SM90A;
+    k->early = ctx->pdl_quant && r->arch == QJIT_ARCH_SM90A;
     k->gf = (qjit_grid_facts){r->bm, r->bn, r->split_k, 0, 1, 0, 1, 0, 0};
     if (plan->persistent || plan->cluster_k > 1 || plan->cluster_m > 1) {
         int sms = 0;
@@ -663,19 +665,23 @@ qjit_status qjit_gemm_check_launch(const qjit_gemm *h, const qjit_gemm_args *a)
     return checked(h, a, NULL, &k);
 }
 
-qjit_status qjit_gemm_launch(const qjit_gemm *h, const qjit_gemm_args *a,
-                             struct CUstream_st *stream)
+/* The launch of qjit_gemm_launch; early: the caller vouches that the kernel before this one
+ * in the stream writes none of B, scale_b, zeros_b, so the early start is safe whatever
+ * QJIT_PDL asks for GEMMs (qjit_gemm_launch_early). */
+static qjit_status launch(const qjit_gemm *h, const qjit_gemm_args *a, CUstream stream,
+                          bool early)
 {
     if (!h || !a)
         return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT, "qjit_gemm_launch: NULL argument");
     const kernel *k;
-    qjit_status st = checked(h, a, (CUstream)stream, &k);
+    qjit_status st = checked(h, a, stream, &k);
     if (st != QJIT_OK || a->m == 0 || a->n == 0)
         return st;
+    const bool pdl = k->pdl || (early && k->early);
     qjit_kernel_params p;
     unsigned grid[3], cluster[3];
     fill_config(k, a, grid, cluster, &p);
-    p.flags = k->pdl ? QJIT_KERNEL_EARLY : 0; /* as the launch below asks */
+    p.flags = pdl ? QJIT_KERNEL_EARLY : 0; /* as the launch below asks */
     /* the kernel's parameters: p, then its maps (A, B where plan.tma is 1, A by tma_rows) */
     CUtensorMap maps[3];
     void *params[4] = {&p, &maps[0], &maps[1], &maps[2]};
@@ -687,10 +693,22 @@ qjit_status qjit_gemm_launch(const qjit_gemm *h, const qjit_gemm_args *a,
      * holds it until the previous kernel in the stream has finished */
     const char *what = "cuLaunchKernel";
     const CUresult r = qjit_drv_launch(k->cu, k->fn, grid, k->plan.threads, k->plan.smem,
-                                       (CUstream)stream, params, cluster, k->pdl, &what);
+                                       stream, params, cluster, pdl, &what);
     if (r != CUDA_SUCCESS)
         return qjit_err_prefix(qjit_drv_fail(k->cu, r, what), "%s", k->text);
     return QJIT_OK;
+}
+
+qjit_status qjit_gemm_launch(const qjit_gemm *h, const qjit_gemm_args *a,
+                             struct CUstream_st *stream)
+{
+    return launch(h, a, (CUstream)stream, false);
+}
+
+qjit_status qjit_gemm_launch_early(const qjit_gemm *h, const qjit_gemm_args *a,
+                                   struct CUstream_st *stream)
+{
+    return launch(h, a, (CUstream)stream, true);
 }
 
 qjit_status qjit_gemm_launch_config(const qjit_gemm *h, const qjit_gemm_args *a,

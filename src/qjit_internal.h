@@ -55,6 +55,10 @@ QJIT_HIDDEN void qjit_buf_free(qjit_buf *b);
 QJIT_HIDDEN const char *qjit_desc_dtype_name(qjit_dtype t);      /* "bf16"; NULL if bad */
 QJIT_HIDDEN const char *qjit_desc_scale_name(qjit_scale_mode m); /* "group" (no size); NULL if bad */
 QJIT_HIDDEN int qjit_desc_dtype_bits(qjit_dtype t);              /* 16, 8, 4, 32 */
+/* Elements of the scale tensor of side A (is_a) or B of an M×N×K problem, as a launch reads
+ * them (dense; a zero-point tensor has as many), and their type. */
+QJIT_HIDDEN int64_t qjit_desc_scale_count(const qjit_gemm_desc *d, bool is_a, int64_t m,
+                                          int64_t n, int64_t k, qjit_dtype *type);
 QJIT_HIDDEN qjit_status qjit_desc_parse_arch(const char *s, qjit_arch *out);
 /* The canonical text, or "gemm (unprintable descriptor)" (messages and map keys). */
 QJIT_HIDDEN void qjit_desc_text(const qjit_gemm_desc *d, char *buf, size_t cap);
@@ -430,6 +434,12 @@ QJIT_HIDDEN const char *qjit_drv_error_name(qjit_cu_result r);
  * arguments, the current context), without launching: the linear helper checks its GEMM
  * before its quantizer runs. */
 QJIT_HIDDEN qjit_status qjit_gemm_check_launch(const qjit_gemm *h, const qjit_gemm_args *a);
+/* qjit_gemm_launch with the early start on sm_90a (unless QJIT_PDL=0), whatever QJIT_PDL asks
+ * for GEMMs: for a caller that knows the kernel just before this one in the stream writes
+ * none of B, scale_b and zeros_b, which gemv reads before its wait (qjit_linear_launch: the
+ * quantizer it launched itself). */
+QJIT_HIDDEN qjit_status qjit_gemm_launch_early(const qjit_gemm *h, const qjit_gemm_args *a,
+                                               struct CUstream_st *stream);
 /* What a kernel's launch geometry depends on besides the sizes: its resolved tile and split
  * field, and from its plan and GPU: a persistent grid of at most persistent_ctas CTAs (0:
  * not persistent); K split across up to cluster_k CTAs of a cluster in chunks of k_chunk

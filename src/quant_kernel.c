@@ -374,6 +374,53 @@ qjit_status qjit_quant_launch(const qjit_quant *q, const qjit_quant_args *a,
 }
 
 /* ------------------------------------------------------------ a linear layer */
+typedef struct span {
+    const char *name;
+    uintptr_t lo, hi; /* [lo, hi) */
+} span;
+
+static span span_of(const char *name, const void *p, int64_t elems, int bits)
+{
+    const uintptr_t lo = (uintptr_t)p;
+    return (span){name, lo, p && elems > 0 ? lo + (uintptr_t)((elems * bits + 7) / 8) : lo};
+}
+
+/* The first of the GEMM's weight-side operands (B, scale_b, zeros_b) that overlaps what the
+ * quantizer writes (xq, xs, workspace), or QJIT_OK: gemv reads the weight side before it
+ * waits for the quantizer (the early start), so they must be apart. */
+static qjit_status apart(const qjit_quant *q, const qjit_gemm_desc *g, const qjit_quant_args *qa,
+                         const qjit_gemm_args *ga)
+{
+    const qjit_quant_desc *d = &q->desc;
+    const int64_t m = qa->m, k = qa->k;
+    const int64_t xs = d->scale == QJIT_SCALE_TENSOR ? 1
+                       : d->scale == QJIT_SCALE_ROW  ? m
+                       : d->scale == QJIT_SCALE_BLOCK ? m * ((k + 127) / 128)
+                                                      : m * ((k + 31) / 32);
+    const span wrote[3] = {
+        span_of("xq", qa->q, m * k, qjit_desc_dtype_bits(d->out)),
+        span_of("xs", qa->scale, xs, d->scale == QJIT_SCALE_MX ? 8 : 32),
+        span_of("workspace", qa->workspace,
+                d->scale == QJIT_SCALE_TENSOR ? QJIT_QUANT_WORKSPACE_BYTES : 0, 8)};
+    qjit_dtype st;
+    const int64_t nsb = qjit_desc_scale_count(g, false, ga->m, ga->n, ga->k, &st);
+    const span read[3] = {span_of("b", ga->b, ga->n * ga->ldb, qjit_desc_dtype_bits(g->b)),
+                          span_of("scale_b", ga->scale_b, nsb, qjit_desc_dtype_bits(st)),
+                          span_of("zeros_b", ga->zeros_b, g->zeros ? nsb : 0,
+                                  qjit_desc_dtype_bits(g->group_scale))};
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++)
+            if (wrote[i].lo < read[j].hi && read[j].lo < wrote[i].hi)
+                return qjit_err_set(QJIT_ERROR_INVALID_ARGUMENT,
+                                    "qjit_linear_launch: argument '%s' (%p, %llu bytes) overlaps "
+                                    "'%s' (%p, %llu bytes), which the GEMM reads",
+                                    wrote[i].name, (void *)wrote[i].lo,
+                                    (unsigned long long)(wrote[i].hi - wrote[i].lo), read[j].name,
+                                    (void *)read[j].lo,
+                                    (unsigned long long)(read[j].hi - read[j].lo));
+    return QJIT_OK;
+}
+
 qjit_status qjit_linear_launch(const qjit_quant *q, const qjit_gemm *g,
                                const qjit_linear_args *a, struct CUstream_st *stream)
 {
@@ -402,7 +449,12 @@ qjit_status qjit_linear_launch(const qjit_quant *q, const qjit_gemm *g,
         return st;
     if (ga.m > 0 && ga.n > 0 && (st = qjit_gemm_check_launch(g, &ga)) != QJIT_OK)
         return st;
+    if (ga.m > 0 && ga.n > 0 && (st = apart(q, &info.desc, &qa, &ga)) != QJIT_OK)
+        return st;
     if ((st = qjit_quant_launch(q, &qa, stream)) != QJIT_OK)
         return st;
-    return qjit_gemm_launch(g, &ga, stream);
+    /* the kernel just before the GEMM is the quantizer launched here, which writes none of
+     * the weight side (checked above): the GEMM may start early on sm_90a (gemv's weights
+     * then load, and with 8-bit weights ask more into L2, while the quantizer runs) */
+    return qjit_gemm_launch_early(g, &ga, stream);
 }

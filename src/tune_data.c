@@ -23,23 +23,6 @@ size_t qjit_tune_bytes(qjit_dtype t, int64_t rows, int64_t cols)
     return (size_t)((rows * cols * bits_of(t) + 7) / 8);
 }
 
-/* Elements of the scale tensor of side A (is_a) or B, and their type. */
-static int64_t scale_count(const qjit_gemm_desc *d, bool is_a, int64_t m, int64_t n, int64_t k,
-                           qjit_dtype *t)
-{
-    qjit_scale_mode mode = is_a ? d->sa : d->sb;
-    int64_t rows = is_a ? m : n;
-    *t = QJIT_DTYPE_F32;
-    switch (mode) {
-    case QJIT_SCALE_TENSOR: return 1;
-    case QJIT_SCALE_ROW: case QJIT_SCALE_COL: return rows;
-    case QJIT_SCALE_GROUP: *t = d->group_scale; return rows * (k / d->group);
-    case QJIT_SCALE_BLOCK: return (is_a ? rows : (rows + 127) / 128) * ((k + 127) / 128);
-    case QJIT_SCALE_MX: *t = QJIT_DTYPE_E8M0; return rows * ((k + 31) / 32);
-    default: return 0;
-    }
-}
-
 static uint64_t next(uint64_t *s)
 {
     *s ^= *s << 13;
@@ -217,7 +200,8 @@ qjit_status qjit_tune_operands_make(const qjit_cu_api *cu, const qjit_gemm_desc 
     o->cu = cu;
     const int64_t m = p->m, n = p->n, k = p->k;
     qjit_dtype sat, sbt;
-    int64_t nsa = scale_count(d, true, m, n, k, &sat), nsb = scale_count(d, false, m, n, k, &sbt);
+    int64_t nsa = qjit_desc_scale_count(d, true, m, n, k, &sat),
+            nsb = qjit_desc_scale_count(d, false, m, n, k, &sbt);
     o->a_bytes = qjit_tune_bytes(d->a, m, k);
     o->b_bytes = qjit_tune_bytes(d->b, n, k);
     o->sa_bytes = qjit_tune_bytes(sat, 1, nsa);

@@ -143,6 +143,14 @@ int main(void)
     FIELD(qjit_quant_args, batch);
     FIELD(qjit_quant_args, x_batch_stride);
     FIELD(qjit_quant_args, q_batch_stride);
+    SIZE(qjit_linear_args);
+    FIELD(qjit_linear_args, x);
+    FIELD(qjit_linear_args, ldx);
+    FIELD(qjit_linear_args, xq);
+    FIELD(qjit_linear_args, xs);
+    FIELD(qjit_linear_args, workspace);
+    FIELD(qjit_linear_args, clip);
+    FIELD(qjit_linear_args, gemm);
     SIZE(qjit_manifest_item);
     FIELD(qjit_manifest_item, kind);
     FIELD(qjit_manifest_item, gemm);

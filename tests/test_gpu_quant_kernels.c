@@ -694,6 +694,45 @@ static void test_linear(qjit_context *ctx)
         for (int i = 0; i < 5; i++)
             buf_free(all[i]);
     }
+    /* quantizer outputs that overlap the weight side are refused, nothing launched: the GEMM
+     * starts early and reads its weights before it waits for the quantizer */
+    {
+        const int64_t m = 4;
+        buf_make(&X, (size_t)(m * k) * 2);
+        buf_make(&XQ, (size_t)(m * k));
+        buf_make(&XS, (size_t)m * 4);
+        buf_make(&D1, (size_t)(m * n) * 2);
+        for (int64_t i = 0; i < m * k; i++)
+            ((uint16_t *)X.h)[i] = qjit_bf16_from_f32(uni(-2, 2));
+        buf_up(&X);
+        memset(D1.h, 0x5a, D1.n);
+        buf_up(&D1);
+        CK(cudaMemcpy(B.h, B.d, B.n, cudaMemcpyDeviceToHost));
+        void *b_row = (char *)B.d + (size_t)(n / 2) * (size_t)k; /* xq inside B */
+        const struct {
+            void *xq, *xs;
+            const char *want;
+        } cases[2] = {{b_row, XS.d, "argument 'xq'"}, {XQ.d, (char *)SB.d + 8, "argument 'xs'"}};
+        for (int c = 0; c < 2; c++) {
+            qjit_linear_args ov = {X.d, k, cases[c].xq, cases[c].xs, NULL, 0.0f,
+                                   {NULL, B.d, D1.d, NULL, NULL, SB.d, NULL, m, n, k, 0, k, n}};
+            qjit_status st = qjit_linear_launch(qh, g, &ov, NULL);
+            CHECK(st == QJIT_ERROR_INVALID_ARGUMENT && strstr(qjit_last_error(), cases[c].want) &&
+                      strstr(qjit_last_error(), "overlaps"),
+                  "overlap %d: %s", c, qjit_last_error());
+        }
+        CK(cudaDeviceSynchronize());
+        uint8_t *h = malloc(B.n > D1.n ? B.n : D1.n);
+        CK(cudaMemcpy(h, B.d, B.n, cudaMemcpyDeviceToHost));
+        CHECK(!memcmp(h, B.h, B.n), "a refused linear launch wrote into b");
+        CK(cudaMemcpy(h, D1.d, D1.n, cudaMemcpyDeviceToHost));
+        CHECK(!memcmp(h, D1.h, D1.n), "a refused linear launch wrote into d");
+        free(h);
+        buf_free(&X);
+        buf_free(&XQ);
+        buf_free(&XS);
+        buf_free(&D1);
+    }
     /* a GEMM that does not read what the quantizer writes is refused */
     CHECK_OK(qjit_gemm_desc_parse("gemm a=e4m3 b=e4m3 sa=row sb=col out=bf16", &gd));
     CHECK_OK(qjit_context_get_gemm(ctx, &gd, NULL, &g));

@@ -29,6 +29,12 @@ class Args(ctypes.Structure):
                [(n, ctypes.c_int64) for n in ("m", "n", "k", "lda", "ldb", "ldd")]
 
 
+class LinearArgs(ctypes.Structure):
+    _fields_ = [("x", ctypes.c_void_p), ("ldx", ctypes.c_int64), ("xq", ctypes.c_void_p),
+                ("xs", ctypes.c_void_p), ("workspace", ctypes.c_void_p), ("clip", ctypes.c_float),
+                ("gemm", Args)]
+
+
 class Qjit:
     def __init__(self, path):
         self.lib = ctypes.CDLL(path)
@@ -36,6 +42,10 @@ class Qjit:
         self.lib.qjit_gemm_launch.argtypes = [ctypes.c_void_p, ctypes.POINTER(Args), ctypes.c_void_p]
         self.lib.qjit_context_get_gemm.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                                    ctypes.POINTER(ctypes.c_void_p)]
+        self.lib.qjit_context_get_quant.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                                    ctypes.POINTER(ctypes.c_void_p)]
+        self.lib.qjit_linear_launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p,
+                                                ctypes.POINTER(LinearArgs), ctypes.c_void_p]
 
     def get(self, text, ctx=None):
         """The handle of a descriptor, through the default context or ctx (a qjit.Context, or
@@ -51,6 +61,23 @@ class Qjit:
 
     def launch(self, g, args):
         s = self.lib.qjit_gemm_launch(g, ctypes.byref(args), torch.cuda.current_stream().cuda_stream)
+        if s != 0:
+            raise RuntimeError(self.lib.qjit_last_error().decode())
+
+    def get_quant(self, text):
+        """The quantizer handle of a descriptor, through the default context."""
+        desc = (ctypes.c_int * 16)()  # qjit_quant_desc is 6 ints
+        ctx, h = ctypes.c_void_p(), ctypes.c_void_p()
+        got = (self.lib.qjit_quant_desc_parse(text.encode(), desc) == 0 and
+               self.lib.qjit_default_context(ctypes.byref(ctx)) == 0 and
+               self.lib.qjit_context_get_quant(ctx, desc, None, ctypes.byref(h)) == 0)
+        if not got:
+            raise RuntimeError(self.lib.qjit_last_error().decode())
+        return h
+
+    def linear(self, qh, g, la):
+        """qjit_linear_launch: the quantizer qh, then the GEMM g (LinearArgs la)."""
+        s = self.lib.qjit_linear_launch(qh, g, ctypes.byref(la), torch.cuda.current_stream().cuda_stream)
         if s != 0:
             raise RuntimeError(self.lib.qjit_last_error().decode())
 

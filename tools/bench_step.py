@@ -14,10 +14,13 @@ FP8 (M padded to 16).  W8A16, W4A8 and MXFP8 have no torch path here and run alo
 Activations are already in each pair's type (the quantizers are bench_quantize.py's);
 with --quantize, the pairs of quantized activations are timed again (rows "PAIR+q", no
 peer) with each projection's quantizer (bf16 in, qjit's quantizer of the pair's mode)
-launched before its GEMM in the graph, as a W8A8 or FP8 model runs them.
+launched before its GEMM in the graph, as a W8A8 or FP8 model runs them: one
+qjit_linear_launch a projection, as qjit.ops.quant_linear and qjit.nn launch a quantized layer
+(on sm_90a the GEMM starts under its quantizer), or with --quantize-apart two plain launches.
 
     LD_LIBRARY_PATH=build python3 tools/bench_step.py [--lib build/libqjit.so]
-        [--models 8b,70b] [--m 1,4,16,32,64] [--quantize] [--csv out.csv] [--png step.png]
+        [--models 8b,70b] [--m 1,4,16,32,64] [--quantize [--quantize-apart]] [--csv out.csv]
+        [--png step.png]
 """
 import argparse
 import os
@@ -30,7 +33,7 @@ except ImportError:  # drawing a plot from a CSV (bench_step.py --plot) needs no
     torch = None
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_quant import Args, Qjit, ptr  # noqa: E402  (ctypes over the public C API)
+from bench_quant import Args, LinearArgs, Qjit, ptr  # noqa: E402  (ctypes over the public C API)
 
 MODELS = {  # a layer's projections, (N, K) each: qkv, o, gate_up, down
     "8b": [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)],
@@ -67,21 +70,29 @@ QUANTIZERS = {
 }
 
 
-def quantized_calls(quant, q, g, pair, m, shapes, weights, outs, layers):
+def quantized_calls(quant, q, g, pair, m, shapes, weights, outs, layers, apart=False):
     """Each projection's quantizer (bf16 activations in, into buffers of the pair's type),
-    then its GEMM over them, for every layer."""
+    then its GEMM over them, for every layer: one qjit_linear_launch each, as a quantized
+    layer runs (the GEMM may start under the quantizer), or with apart two plain launches."""
     calls, per = [], []
+    qh = q.get_quant(QUANTIZERS[pair])
     for n, k in shapes:
         qshape, qdt, sshape, sdt = quant.shapes(m, k)
         x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
         xq = torch.empty(qshape, dtype=qdt, device="cuda")
         xs = torch.empty(sshape, dtype=sdt, device="cuda")
-        per.append((x, xq, xs))
+        ws = torch.empty(4096, dtype=torch.uint8, device="cuda")  # scale=tensor's workspace
+        per.append((x, xq, xs, ws))
     for l in range(layers):
         for i, (n, k) in enumerate(shapes):
-            x, xq, xs = per[i]
-            calls.append(lambda x=x, xq=xq, xs=xs: quant(x, out=xq, scale=xs))
-            calls.append(qjit_call(q, g, pair, {"x": xq, "s": xs}, weights[l][i], outs[i], m, n, k))
+            x, xq, xs, ws = per[i]
+            if apart:
+                calls.append(lambda x=x, xq=xq, xs=xs: quant(x, out=xq, scale=xs))
+                calls.append(qjit_call(q, g, pair, {"x": xq, "s": xs}, weights[l][i], outs[i], m, n, k))
+                continue
+            ga = qjit_args(pair, {"x": xq, "s": xs}, weights[l][i], outs[i], m, n, k)
+            la = LinearArgs(ptr(x), k, ptr(xq), ptr(xs), ptr(ws), 0.0, ga)
+            calls.append(lambda la=la: q.linear(qh, g, la))
     return calls
 
 
@@ -248,6 +259,9 @@ def main():
                     help="layers per graph: enough for this many MB of weights")
     ap.add_argument("--quantize", action="store_true",
                     help="also time the quantized pairs with each projection's quantizer")
+    ap.add_argument("--quantize-apart", action="store_true",
+                    help="with --quantize: the quantizer and the GEMM as two plain launches, "
+                         "not one qjit_linear_launch")
     ap.add_argument("--csv", default="")
     ap.add_argument("--png", default="")
     ap.add_argument("--plot", default="", metavar="CSV",
@@ -301,7 +315,8 @@ def main():
                 if o.quantize and pair in QUANTIZERS:
                     import qjit  # the package's quantizer callables (PYTHONPATH=python)
                     quant = qjit.get_quant(QUANTIZERS[pair])
-                    qc = quantized_calls(quant, q, g, pair, m, shapes, weights, outs, layers)
+                    qc = quantized_calls(quant, q, g, pair, m, shapes, weights, outs, layers,
+                                         o.quantize_apart)
                     tqq = time_graph(qc, layers, o.reps)
                     # the ideal adds the quantizers' bytes: bf16 in, the pair's codes out
                     extra = sum(m * k * 2 + m * k * PAIRS[pair][4] for _, k in shapes)

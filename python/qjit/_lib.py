@@ -51,6 +51,11 @@ class QuantArgs(ctypes.Structure):
                 ("q_batch_stride", c_int64)]
 
 
+class LinearArgs(ctypes.Structure):
+    _fields_ = [("x", c_void_p), ("ldx", c_int64), ("xq", c_void_p), ("xs", c_void_p),
+                ("workspace", c_void_p), ("clip", ctypes.c_float), ("gemm", GemmArgs)]
+
+
 class ManifestItem(ctypes.Structure):
     _fields_ = [("kind", c_int), ("gemm", GemmDesc), ("quant", QuantDesc),
                 ("sweep", ctypes.c_char * 64)]
@@ -137,7 +142,8 @@ STRUCTS = {"qjit_gemm_desc": GemmDesc, "qjit_gemm_args": GemmArgs, "qjit_options
            "qjit_gemm_variant": GemmVariant, "qjit_tune_measurement": TuneMeasurement,
            "qjit_tune_problem": TuneProblem, "qjit_tune_options": TuneOptions,
            "qjit_tune_result": TuneResult, "qjit_quant_desc": QuantDesc,
-           "qjit_quant_args": QuantArgs, "qjit_manifest_item": ManifestItem,
+           "qjit_quant_args": QuantArgs, "qjit_linear_args": LinearArgs,
+           "qjit_manifest_item": ManifestItem,
            "qjit_cache_stats": CacheStats, "qjit_cache_verify_report": VerifyReport}
 
 # name: (restype, argtypes)
@@ -162,6 +168,7 @@ SIGNATURES = {
     "qjit_quant_precompile": (_S, [c_void_p, P(QuantDesc), c_int, P(c_int)]),
     "qjit_quant_launch": (_S, [c_void_p, P(QuantArgs), c_void_p]),
     "qjit_quant_get_desc": (_S, [c_void_p, P(QuantDesc), c_char_p, c_size_t]),
+    "qjit_linear_launch": (_S, [c_void_p, c_void_p, P(LinearArgs), c_void_p]),
     "qjit_f16_from_f32": (ctypes.c_uint16, [ctypes.c_float]),
     "qjit_f16_to_f32": (ctypes.c_float, [ctypes.c_uint16]),
     "qjit_bf16_from_f32": (ctypes.c_uint16, [ctypes.c_float]),

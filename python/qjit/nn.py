@@ -6,8 +6,9 @@
 `from_linear` quantizes the weight once (on the CPU, with qjit's host helpers or torch's
 round-to-nearest-even, then moved to the weight's device) into the layout of DESIGN §2;
 `forward` is one activation quantizer (where the scheme has one) and one GEMM on the current
-stream, through the `qjit::quant` and `qjit::gemm` torch.library ops, so that
-`torch.compile` traces it whole and a CUDA graph captures it.  The activations keep their
+stream, through the `qjit::linear` torch.library op (`qjit::gemm` without a quantizer), so
+that `torch.compile` traces it whole and a CUDA graph captures it; on sm_90a the GEMM starts
+under its quantizer's run (qjit_linear_launch).  The activations keep their
 dtype (bf16 or f16); so does the output.
 
 Schemes (weights; activations):
@@ -127,5 +128,5 @@ class QuantLinear(torch.nn.Module):
                             f"expected {self.act_dtype}")
         if self.quant is None:
             return torch.ops.qjit.gemm(self.gemm, x, self.weight, self.bias, None, self.scale_b)
-        xq, xs = torch.ops.qjit.quant(self.quant, x)
-        return torch.ops.qjit.gemm(self.gemm, xq, self.weight, self.bias, xs, self.scale_b)
+        return torch.ops.qjit.linear(self.quant, self.gemm, x, self.weight, self.bias,
+                                     self.scale_b)

@@ -165,6 +165,16 @@ class Gemm(_PerDevice):
         return _variants_of([v], 1)[0]
 
     def __call__(self, a, b, out=None, bias=None, scale_a=None, scale_b=None, zeros_b=None):
+        args, out, lead, n, dev = self._args(a, b, out, bias, scale_a, scale_b, zeros_b)
+        stream = torch.cuda.current_stream(dev).cuda_stream
+        h = self.handle(dev, stream)
+        with torch.cuda.device(dev):
+            _check(lib.qjit_gemm_launch(h, args, stream))
+        return out.view(lead + (n,)) if len(lead) != 1 else out
+
+    def _args(self, a, b, out, bias, scale_a, scale_b, zeros_b):
+        """The launch's GemmArgs with every argument checked, the output (made where out is
+        None), the activations' leading shape, N and the device."""
         d = self.desc
         _tensor(a, "a", None)
         dev = a.device
@@ -208,11 +218,7 @@ class Gemm(_PerDevice):
             raise _bad("argument 'zeros_b' is given but the descriptor has zeros=0")
         args = _lib.GemmArgs(_ptr(a), _ptr(b), _ptr(out), _ptr(bias), _ptr(scale_a), _ptr(scale_b),
                              _ptr(zeros_b), m, n, k, lda, ldb, ldd)
-        stream = torch.cuda.current_stream(dev).cuda_stream
-        h = self.handle(dev, stream)
-        with torch.cuda.device(dev):
-            _check(lib.qjit_gemm_launch(h, args, stream))
-        return out.view(lead + (n,)) if len(lead) != 1 else out
+        return args, out, lead, n, dev
 
 
 class Quant(_PerDevice):
@@ -268,11 +274,23 @@ class Quant(_PerDevice):
     def __call__(self, x, clip=None, out=None, scale=None):
         d = self.desc
         _tensor(x, "x", None)
-        dev = x.device
         if d._c.cols:
             if clip not in (None, 1.0) or out is not None or scale is not None:
                 raise _bad("layout=cols takes no clip, out or scale arguments")
             return self._cols(x)
+        args, qv, scale, ws, dev = self._args(x, clip, out, scale)
+        stream = torch.cuda.current_stream(dev).cuda_stream
+        h = self.handle(dev, stream)
+        with torch.cuda.device(dev):
+            _check(lib.qjit_quant_launch(h, args, stream))
+        return qv, scale
+
+    def _args(self, x, clip, out, scale):
+        """The row-wise launch's QuantArgs with every argument checked, q as [..., K] (made
+        where out is None), the scales (made where scale is None), the workspace tensor that
+        must live until the launch (or None) and the device."""
+        d = self.desc
+        dev = x.device
         if x.dim() < 1:
             raise _bad(f"argument 'x': shape {list(x.shape)}, expected [M, K] or [..., K]")
         lead, k = tuple(x.shape[:-1]), x.shape[-1]
@@ -302,25 +320,32 @@ class Quant(_PerDevice):
             if d.scale == "tensor" else None
         args = _lib.QuantArgs(_ptr(x2), _ptr(out), _ptr(scale), _ptr(ws), m, k, ldx, k,
                               float(clip) if clip is not None else 0.0)
-        stream = torch.cuda.current_stream(dev).cuda_stream
-        h = self.handle(dev, stream)
-        with torch.cuda.device(dev):
-            _check(lib.qjit_quant_launch(h, args, stream))
         qv = out.view(lead + (qshape[1],)) if len(lead) != 1 else out
-        return qv, scale
+        return args, qv, scale, ws, dev
 
 
 def quant_linear(quant, gemm, x, b, bias=None, scale_b=None, zeros_b=None, clip=None):
     """A quantized linear layer: x quantized by `quant` (a Quant, QuantDesc or text), then
     `gemm` (a Gemm, Desc or text) with A and scale_a from the quantizer, on the current
-    stream: capturable as one graph.  The GEMM must read what the quantizer writes."""
+    stream: capturable as one graph.  The GEMM must read what the quantizer writes.  One
+    qjit_linear_launch: on sm_90a the GEMM starts early, under the quantizer's run (the
+    quantizer writes none of what the GEMM reads before it waits)."""
     q = quant if isinstance(quant, Quant) else _quant_of(str(quant))
     g = gemm if isinstance(gemm, Gemm) else _gemm_of(str(gemm))
     if g.desc.a != q.desc.out or g.desc.sa != q.desc.scale:
         raise _bad(f"{q.desc} writes a={q.desc.out} sa={q.desc.scale}, but {g.desc} reads "
                    f"a={g.desc.a} sa={g.desc.sa}")
-    xq, xs = q(x, clip=clip)
-    return g(xq, b, bias=bias, scale_a=xs, scale_b=scale_b, zeros_b=zeros_b)
+    if q.desc._c.cols:
+        raise _bad(f"{q.desc}: a layout=cols quantizer does not feed a linear layer")
+    _tensor(x, "x", None)
+    qa, xq, xs, ws, dev = q._args(x, clip, None, None)
+    ga, out, lead, n, _ = g._args(xq, b, None, bias, xs, scale_b, zeros_b)
+    la = _lib.LinearArgs(qa.x, qa.ldx, qa.q, qa.scale, qa.workspace, qa.clip, ga)
+    stream = torch.cuda.current_stream(dev).cuda_stream
+    qh, gh = q.handle(dev, stream), g.handle(dev, stream)
+    with torch.cuda.device(dev):
+        _check(lib.qjit_linear_launch(qh, gh, la, stream))
+    return out.view(lead + (n,)) if len(lead) != 1 else out
 
 
 # ---------------------------------------------------------------- torch.library
@@ -358,6 +383,19 @@ if hasattr(torch, "library") and hasattr(torch.library, "custom_op"):
     def quant_op(desc: str, x: torch.Tensor, clip: float = 1.0) -> Tuple[torch.Tensor, torch.Tensor]:
         """(q, scale) of x by quantization descriptor `desc` (text form), current stream."""
         return _quant_of(desc)(x, clip=clip)
+
+    @torch.library.custom_op("qjit::linear", mutates_args=())
+    def linear_op(quant: str, gemm: str, x: torch.Tensor, b: torch.Tensor,
+                  bias: Optional[torch.Tensor] = None, scale_b: Optional[torch.Tensor] = None,
+                  zeros_b: Optional[torch.Tensor] = None, clip: float = 1.0) -> torch.Tensor:
+        """x quantized by `quant`, then the GEMM `gemm` (text forms), in one launch call on the
+        current stream (quant_linear)."""
+        return quant_linear(quant, gemm, x, b, bias, scale_b, zeros_b, clip)
+
+    @linear_op.register_fake
+    def _linear_fake(quant, gemm, x, b, bias=None, scale_b=None, zeros_b=None, clip=1.0):
+        d = _gemm_of(gemm).desc
+        return x.new_empty(tuple(x.shape[:-1]) + (b.shape[0],), dtype=_DT[d.out])
 
     @quant_op.register_fake
     def _quant_fake(desc, x, clip=1.0):

@@ -688,7 +688,8 @@ class TestTorchGPU(unittest.TestCase):
         groups of 128, MXFP8 -- each a quantize of its input and a GEMM with a dequantizing
         epilogue, captured whole in one CUDA graph for batch sizes 1-4 and 64 and replayed
         100 times with new inputs, bitwise equal to eager every time; then the same stack
-        through the torch.library ops under torch.compile, bitwise equal to eager."""
+        through the torch.library ops under torch.compile (the quantizer and the GEMM as two
+        ops, launched plainly, and as one qjit::linear op), bitwise equal to eager."""
         gen = torch.Generator().manual_seed(11)
         e4m3 = torch.float8_e4m3fn
         dims = [512, 1024, 768, 512, 256]
@@ -717,10 +718,15 @@ class TestTorchGPU(unittest.TestCase):
                 x = qjit.ops.quant_linear(q, g, x, w, scale_b=s)
             return x
 
-        def through_ops(x):
+        def through_ops(x):  # the quantizer and the GEMM as two ops: two plain launches
             for q, g, w, s in layers:
                 xq, xs = torch.ops.qjit.quant(q, x)
                 x = torch.ops.qjit.gemm(g, xq, w, None, xs, s)
+            return x
+
+        def through_linear_op(x):  # one op, qjit_linear_launch as eager's
+            for q, g, w, s in layers:
+                x = torch.ops.qjit.linear(q, g, x, w, None, s)
             return x
 
         for m in (1, 2, 3, 4, 64):
@@ -737,9 +743,12 @@ class TestTorchGPU(unittest.TestCase):
                 self.assertTrue(torch.equal(y, ref), m)
                 self.assertTrue(torch.isfinite(ref.float()).all() and ref.abs().max() > 0, m)
         compiled = torch.compile(through_ops, fullgraph=True)
+        compiled_linear = torch.compile(through_linear_op, fullgraph=True)
         for m in (1, 4, 64):
             x = torch.randn(m, dims[0], device=self.dev, dtype=torch.bfloat16)
-            self.assertTrue(torch.equal(compiled(x), eager(x)), m)
+            ref = eager(x)
+            self.assertTrue(torch.equal(compiled(x), ref), m)  # early start or not, same bytes
+            self.assertTrue(torch.equal(compiled_linear(x), ref), m)
 
     def test_quant_linear_layers(self):
         """qjit.nn.QuantLinear for every scheme against the float Linear it was made from
