@@ -57,6 +57,11 @@ int qjit_desc_dtype_bits(qjit_dtype t)
     return (unsigned)t < QJIT_DTYPE_COUNT ? dtype_bits[t] : 0;
 }
 
+size_t qjit_desc_bytes(qjit_dtype t, int64_t rows, int64_t cols)
+{
+    return (size_t)((rows * cols * qjit_desc_dtype_bits(t) + 7) / 8);
+}
+
 int64_t qjit_desc_scale_count(const qjit_gemm_desc *d, bool is_a, int64_t m, int64_t n,
                               int64_t k, qjit_dtype *type)
 {

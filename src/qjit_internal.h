@@ -55,6 +55,8 @@ QJIT_HIDDEN void qjit_buf_free(qjit_buf *b);
 QJIT_HIDDEN const char *qjit_desc_dtype_name(qjit_dtype t);      /* "bf16"; NULL if bad */
 QJIT_HIDDEN const char *qjit_desc_scale_name(qjit_scale_mode m); /* "group" (no size); NULL if bad */
 QJIT_HIDDEN int qjit_desc_dtype_bits(qjit_dtype t);              /* 16, 8, 4, 32 */
+/* Bytes of a rows × cols matrix of t (4-bit types two a byte). */
+QJIT_HIDDEN size_t qjit_desc_bytes(qjit_dtype t, int64_t rows, int64_t cols);
 /* Elements of the scale tensor of side A (is_a) or B of an M×N×K problem, as a launch reads
  * them (dense; a zero-point tensor has as many), and their type. */
 QJIT_HIDDEN int64_t qjit_desc_scale_count(const qjit_gemm_desc *d, bool is_a, int64_t m,

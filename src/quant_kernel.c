@@ -379,35 +379,30 @@ typedef struct span {
     uintptr_t lo, hi; /* [lo, hi) */
 } span;
 
-static span span_of(const char *name, const void *p, int64_t elems, int bits)
+static span span_of(const char *name, const void *p, qjit_dtype t, int64_t elems)
 {
     const uintptr_t lo = (uintptr_t)p;
-    return (span){name, lo, p && elems > 0 ? lo + (uintptr_t)((elems * bits + 7) / 8) : lo};
+    return (span){name, lo, p && elems > 0 ? lo + qjit_desc_bytes(t, 1, elems) : lo};
 }
 
 /* The first of the GEMM's weight-side operands (B, scale_b, zeros_b) that overlaps what the
  * quantizer writes (xq, xs, workspace), or QJIT_OK: gemv reads the weight side before it
- * waits for the quantizer (the early start), so they must be apart. */
-static qjit_status apart(const qjit_quant *q, const qjit_gemm_desc *g, const qjit_quant_args *qa,
+ * waits for the quantizer (the early start), so they must be apart.  The quantizer's
+ * outputs are the GEMM's A side (a = q's out, sa = q's scale: checked before), so both
+ * sides' extents come from the GEMM's descriptor. */
+static qjit_status apart(const qjit_gemm_desc *g, const qjit_quant_args *qa,
                          const qjit_gemm_args *ga)
 {
-    const qjit_quant_desc *d = &q->desc;
-    const int64_t m = qa->m, k = qa->k;
-    const int64_t xs = d->scale == QJIT_SCALE_TENSOR ? 1
-                       : d->scale == QJIT_SCALE_ROW  ? m
-                       : d->scale == QJIT_SCALE_BLOCK ? m * ((k + 127) / 128)
-                                                      : m * ((k + 31) / 32);
+    qjit_dtype sat, sbt;
+    const int64_t nsa = qjit_desc_scale_count(g, true, ga->m, ga->n, ga->k, &sat),
+                  nsb = qjit_desc_scale_count(g, false, ga->m, ga->n, ga->k, &sbt);
     const span wrote[3] = {
-        span_of("xq", qa->q, m * k, qjit_desc_dtype_bits(d->out)),
-        span_of("xs", qa->scale, xs, d->scale == QJIT_SCALE_MX ? 8 : 32),
-        span_of("workspace", qa->workspace,
-                d->scale == QJIT_SCALE_TENSOR ? QJIT_QUANT_WORKSPACE_BYTES : 0, 8)};
-    qjit_dtype st;
-    const int64_t nsb = qjit_desc_scale_count(g, false, ga->m, ga->n, ga->k, &st);
-    const span read[3] = {span_of("b", ga->b, ga->n * ga->ldb, qjit_desc_dtype_bits(g->b)),
-                          span_of("scale_b", ga->scale_b, nsb, qjit_desc_dtype_bits(st)),
-                          span_of("zeros_b", ga->zeros_b, g->zeros ? nsb : 0,
-                                  qjit_desc_dtype_bits(g->group_scale))};
+        span_of("xq", qa->q, g->a, ga->m * ga->k), span_of("xs", qa->scale, sat, nsa),
+        span_of("workspace", qa->workspace, QJIT_DTYPE_S8,
+                g->sa == QJIT_SCALE_TENSOR ? QJIT_QUANT_WORKSPACE_BYTES : 0)};
+    const span read[3] = {span_of("b", ga->b, g->b, ga->n * ga->ldb),
+                          span_of("scale_b", ga->scale_b, sbt, nsb),
+                          span_of("zeros_b", ga->zeros_b, g->group_scale, g->zeros ? nsb : 0)};
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 3; j++)
             if (wrote[i].lo < read[j].hi && read[j].lo < wrote[i].hi)
@@ -449,7 +444,7 @@ qjit_status qjit_linear_launch(const qjit_quant *q, const qjit_gemm *g,
         return st;
     if (ga.m > 0 && ga.n > 0 && (st = qjit_gemm_check_launch(g, &ga)) != QJIT_OK)
         return st;
-    if (ga.m > 0 && ga.n > 0 && (st = apart(q, &info.desc, &qa, &ga)) != QJIT_OK)
+    if (ga.m > 0 && ga.n > 0 && (st = apart(&info.desc, &qa, &ga)) != QJIT_OK)
         return st;
     if ((st = qjit_quant_launch(q, &qa, stream)) != QJIT_OK)
         return st;

@@ -16,12 +16,6 @@
 #include <unistd.h>
 
 /* ------------------------------------------------------------ operands */
-static int bits_of(qjit_dtype t) { return qjit_desc_dtype_bits(t); }
-
-size_t qjit_tune_bytes(qjit_dtype t, int64_t rows, int64_t cols)
-{
-    return (size_t)((rows * cols * bits_of(t) + 7) / 8);
-}
 
 static uint64_t next(uint64_t *s)
 {
@@ -202,12 +196,12 @@ qjit_status qjit_tune_operands_make(const qjit_cu_api *cu, const qjit_gemm_desc 
     qjit_dtype sat, sbt;
     int64_t nsa = qjit_desc_scale_count(d, true, m, n, k, &sat),
             nsb = qjit_desc_scale_count(d, false, m, n, k, &sbt);
-    o->a_bytes = qjit_tune_bytes(d->a, m, k);
-    o->b_bytes = qjit_tune_bytes(d->b, n, k);
-    o->sa_bytes = qjit_tune_bytes(sat, 1, nsa);
-    o->sb_bytes = qjit_tune_bytes(sbt, 1, nsb);
-    o->d_bytes = qjit_tune_bytes(d->out, m, n);
-    o->bias_bytes = qjit_tune_bytes(d->out, 1, n);
+    o->a_bytes = qjit_desc_bytes(d->a, m, k);
+    o->b_bytes = qjit_desc_bytes(d->b, n, k);
+    o->sa_bytes = qjit_desc_bytes(sat, 1, nsa);
+    o->sb_bytes = qjit_desc_bytes(sbt, 1, nsb);
+    o->d_bytes = qjit_desc_bytes(d->out, m, n);
+    o->bias_bytes = qjit_desc_bytes(d->out, 1, n);
     /* the weights (B, its scales and zero points) in copies, read from DRAM as a model's
      * are; the activations (A and its scales) once, warm in L2 as a model's are when the
      * kernel before wrote them: with A in copies too, the tuner preferred prefill tiles

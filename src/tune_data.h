@@ -21,8 +21,6 @@ typedef struct qjit_tune_operands {
 /* Random operands for problem p of descriptor d (values in the ranges the kernels' checks
  * use, the same for any thread count), the weights in as many copies as cover `rotate` bytes, uploaded
  * to the device; freed with qjit_tune_operands_free. */
-/* Bytes of a rows × cols matrix of t (4-bit types two a byte). */
-QJIT_HIDDEN size_t qjit_tune_bytes(qjit_dtype t, int64_t rows, int64_t cols);
 QJIT_HIDDEN qjit_status qjit_tune_operands_make(const qjit_cu_api *cu, const qjit_gemm_desc *d,
                                                 const qjit_tune_problem *p, uint64_t rotate,
                                                 qjit_tune_operands *o);

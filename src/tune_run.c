@@ -698,7 +698,7 @@ qjit_status qjit_gemm_tune(qjit_context *ctx, const qjit_gemm_desc *d,
     /* the host's copies of the outputs, once for the largest */
     size_t out_bytes = 16;
     for (size_t i = 0; i < n; i++) {
-        const size_t b = qjit_tune_bytes(d->out, problems[i].m, problems[i].n);
+        const size_t b = qjit_desc_bytes(d->out, problems[i].m, problems[i].n);
         out_bytes = b > out_bytes ? b : out_bytes;
     }
     if (st == QJIT_OK)
