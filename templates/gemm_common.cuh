@@ -60,6 +60,16 @@ typedef unsigned char u8;
 typedef unsigned short u16;
 typedef unsigned int u32;
 typedef unsigned long long u64;
+// One byte of what the kernel before this one may have written (A's scales): a coherent load,
+// never the read-only path (ld.global.nc, __ldg), whose data must not change while the
+// kernel runs; under an early start the kernel before runs during this one's life (read
+// that way, gemv's tokens held the previous graph replay's on the H100).
+__device__ __forceinline__ u32 ld_u8_coherent(const void *p)
+{
+    u32 r;
+    asm volatile("ld.global.u8 %0, [%1];" : "=r"(r) : "l"(p));
+    return r;
+}
 % if OUT == "f32" then
 typedef float out_t;
 % else

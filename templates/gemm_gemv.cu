@@ -270,21 +270,27 @@ typedef float acc_t;
 
 // Loads that leave zeros where !p.  The zeros are written in the same asm, so nothing reads
 // the destination between the load's issue and its use (a select after a load would wait
-// for it, which serializes the ring).  B bypasses L1 (read once); A and scales use it.
+// for it, which serializes the ring).  B bypasses L1 (read once); A and scales use it.  B
+// and its scales take the read-only path (ld.global.nc); A and its scales, which the kernel
+// before may have written, coherent loads (ld16, lda_*): under an early start that kernel
+// runs during this one's life, which .nc's contract forbids, and on the H100 the tokens read
+// by .nc held the previous graph replay's (ld.global.cg cost up to 28% at M = 16, the
+// warps across the rows no longer sharing them through L1).
 // G = false: the loads of the passes wholly inside K, which need neither (a row past N or a
 // token past M reads row 0, and only outputs that are never stored use it).
 template <bool G> struct guard { static constexpr bool on = G; };
-% for _, f in ipairs({{"ld16_stream", ".L1::no_allocate"}, {"ld16", ""}}) do
+% local A_LD = "ld.global"
+% for _, f in ipairs({{"ld16_stream", "ld.global.nc.L1::no_allocate"}, {"ld16", A_LD}}) do
 template <bool G> __device__ __forceinline__ uint4 $(f[1])(const void *ptr, bool p)
 {
     uint4 r;
     if (G)
         asm volatile("{\n.reg .pred q;\nsetp.ne.b32 q, %5, 0;\n"
                      "mov.b32 %0, 0; mov.b32 %1, 0; mov.b32 %2, 0; mov.b32 %3, 0;\n"
-                     "@q ld.global.nc$(f[2]).v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
+                     "@q $(f[2]).v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
                      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(ptr), "r"((int)p));
     else
-        asm volatile("ld.global.nc$(f[2]).v4.u32 {%0, %1, %2, %3}, [%4];\n"
+        asm volatile("$(f[2]).v4.u32 {%0, %1, %2, %3}, [%4];\n"
                      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(ptr));
     return r;
 }
@@ -310,22 +316,24 @@ using qc::gs_t;
 using qc::gs_f32;
 % end
 // The scales, loaded as the weights are (zero where !p): f32 group or block scales, 16-bit
-// group scales, e8m0 bytes.
+// group scales, e8m0 bytes; ld_* for B's, lda_* (coherent) for A's.
 % local loaders = {}
 % if (GROUPF and GS == "f32") or BLOCK then loaders[#loaders + 1] = {"float", "f32", "f", "b32"} end
 % if GROUPF and GS ~= "f32" then loaders[#loaders + 1] = {"u16", "u16", "h", "b16"} end
 % if BMX then loaders[#loaders + 1] = {"u16", "u8", "h", "b16"} end
 % for _, l in ipairs(loaders) do
-template <bool G> __device__ __forceinline__ $(l[1]) ld_$(l[2])(const void *ptr, bool p)
+%   for _, side in ipairs({{"ld_", "ld.global.nc"}, {"lda_", A_LD}}) do
+template <bool G> __device__ __forceinline__ $(l[1]) $(side[1])$(l[2])(const void *ptr, bool p)
 {
     $(l[1]) r;
     if (!G)
-        asm volatile("ld.global.nc.$(l[2]) %0, [%1];\n" : "=$(l[3])"(r) : "l"(ptr));
+        asm volatile("$(side[2]).$(l[2]) %0, [%1];\n" : "=$(l[3])"(r) : "l"(ptr));
     else
         asm volatile("{\n.reg .pred q;\nsetp.ne.b32 q, %2, 0;\nmov.$(l[4]) %0, 0;\n"
-                     "@q ld.global.nc.$(l[2]) %0, [%1];\n}\n" : "=$(l[3])"(r) : "l"(ptr), "r"((int)p));
+                     "@q $(side[2]).$(l[2]) %0, [%1];\n}\n" : "=$(l[3])"(r) : "l"(ptr), "r"((int)p));
     return r;
 }
+%   end
 % end
 % LDG = GROUPF and (GS == "f32" and "ld_f32" or "ld_u16") or nil
 
@@ -739,14 +747,14 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
 % if AMX then
 #pragma unroll
         for (int t = 0; t < NT; ++t)
-            ea[d][t] = ld_u8<G>(etok[t] + s * (STEP / 32), in && aok[t]);
+            ea[d][t] = lda_u8<G>(etok[t] + s * (STEP / 32), in && aok[t]);
 % end
 % if SA == "block" then
 #pragma unroll
         for (int t = 0; t < NT; ++t)
 #pragma unroll
             for (int e = 0; e < 2; ++e)
-                fa[d][t][e] = ld_f32<G>(farow[t][e] + s * STEP / 128, s < nsteps && faok[t][e]);
+                fa[d][t][e] = lda_f32<G>(farow[t][e] + s * STEP / 128, s < nsteps && faok[t][e]);
 % end
     };
 

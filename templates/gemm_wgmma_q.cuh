@@ -423,7 +423,7 @@ struct mx_side {
             u32 at;
             if (r < BM) { // uniform per pass: BM*4 is a multiple of 128
                 if (m0 + r < M && kb < KB)
-                    c = __ldg(sa + (long long)(m0 + r) * KB + kb);
+                    c = qc::ld_u8_coherent(sa + (long long)(m0 + r) * KB + kb); // the quantizer's, maybe
                 at = dst + i * 4;
             } else {
                 const int n = r - BM;

@@ -105,10 +105,18 @@ __device__ __forceinline__ bool vec_ok(const qjit_quant_params &p)
 // The raw bits of the chunk at value i of the row at x + base (i a multiple of $(VEC)):
 // values at or past `end` read as 0, a magnitude that changes no max and a code never
 // stored.  ld16 when vec_ok, ld_values otherwise; callers branch once, outside their loops,
-// so that a thread's loads issue together.
+// so that a thread's loads issue together.  x is what the kernel before this one may have
+// written, and under the early start that kernel runs during this one's life: a coherent
+// load, never the read-only path (ld.global.nc, __ldg), whose data must not change while the
+// kernel runs.
 __device__ __forceinline__ uint4 ld16(const void *x, long long base, long long i, long long end)
 {
-    return i < end ? __ldg((const uint4 *)((const char *)x + (base + i) * $(ESZ))) : make_uint4(0, 0, 0, 0);
+    uint4 r = make_uint4(0, 0, 0, 0);
+    if (i < end)
+        asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                     : "l"((const char *)x + (base + i) * $(ESZ)));
+    return r;
 }
 
 __device__ __forceinline__ uint4 ld_values(const void *x, long long base, long long i, long long end)
