@@ -268,6 +268,37 @@ static void test_bad_launch(qjit_context *ctx)
 }
 
 /* ------------------------------------------------------------ early start (QJIT_PDL) */
+/* n device matrices [h][h] of bf16 values in ±0.04. */
+static void small_weights(void **w, int n, int h)
+{
+    uint16_t *hw = malloc((size_t)h * h * 2);
+    for (int i = 0; i < n; i++) {
+        for (size_t j = 0; j < (size_t)h * h; j++)
+            hw[j] = qjit_bf16_from_f32(uni(-1.0f, 1.0f) * 0.04f);
+        CK(cudaMalloc(&w[i], (size_t)h * h * 2));
+        CK(cudaMemcpy(w[i], hw, (size_t)h * h * 2, cudaMemcpyHostToDevice));
+    }
+    free(hw);
+}
+
+/* Two contexts over one cache, one made under QJIT_PDL=pdl and one without it, and the bf16
+ * auto handle of each. */
+static void early_and_plain(const char *dir, const char *pdl, qjit_context **early,
+                            qjit_context **plain, qjit_gemm **ge, qjit_gemm **gp)
+{
+    setenv("QJIT_PDL", pdl, 1);
+    qjit_options o;
+    qjit_options_init(&o);
+    o.cache_dir = dir;
+    CHECK_OK(qjit_context_create(&o, early));
+    unsetenv("QJIT_PDL");
+    CHECK_OK(qjit_context_create(&o, plain));
+    qjit_gemm_desc d;
+    CHECK_OK(qjit_gemm_desc_parse("gemm a=bf16 b=bf16 out=bf16", &d));
+    CHECK_OK(qjit_context_get_gemm(*early, &d, NULL, ge));
+    CHECK_OK(qjit_context_get_gemm(*plain, &d, NULL, gp));
+}
+
 /* A chain of GEMMs where each reads the previous one's output (X1 = X0·W1ᵀ, X2 = X1·W2ᵀ,
  * ...), launched back to back with programmatic stream serialization (a context made with
  * QJIT_PDL=1): each kernel may start before the previous one ends, and its
@@ -277,32 +308,15 @@ static void test_bad_launch(qjit_context *ctx)
  * (M = 1, 16) and a prefill one (M = 333), the auto handle's kernels. */
 static void test_pdl_chain(const char *dir)
 {
-    setenv("QJIT_PDL", "1", 1);
-    qjit_options o;
-    qjit_options_init(&o);
-    o.cache_dir = dir;
     qjit_context *early, *plain;
-    CHECK_OK(qjit_context_create(&o, &early));
-    unsetenv("QJIT_PDL");
-    CHECK_OK(qjit_context_create(&o, &plain));
-    qjit_gemm_desc d;
     qjit_gemm *ge, *gp;
-    CHECK_OK(qjit_gemm_desc_parse("gemm a=bf16 b=bf16 out=bf16", &d));
-    CHECK_OK(qjit_context_get_gemm(early, &d, NULL, &ge));
-    CHECK_OK(qjit_context_get_gemm(plain, &d, NULL, &gp));
+    early_and_plain(dir, "1", &early, &plain, &ge, &gp);
     enum { STEPS = 6, H = 2048 };
     static const int64_t ms[] = {1, 16, 333};
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     void *w[STEPS];
-    uint16_t *hw = malloc((size_t)H * H * 2);
-    for (int i = 0; i < STEPS; i++) { /* small weights: the chain's values stay near 1 */
-        for (size_t j = 0; j < (size_t)H * H; j++)
-            hw[j] = qjit_bf16_from_f32(uni(-1.0f, 1.0f) * 0.04f);
-        CK(cudaMalloc(&w[i], (size_t)H * H * 2));
-        CK(cudaMemcpy(w[i], hw, (size_t)H * H * 2, cudaMemcpyHostToDevice));
-    }
-    free(hw);
+    small_weights(w, STEPS, H); /* the chain's values stay near 1 */
     for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
         const int64_t m = ms[mi];
         const size_t nb = (size_t)m * H * 2;
@@ -391,32 +405,15 @@ static void test_pdl_chain(const char *dir)
  * vouches that no kernel writes them just before.) */
 static void test_pdl_weights_written(const char *dir)
 {
-    setenv("QJIT_PDL", "2", 1);
-    qjit_options o;
-    qjit_options_init(&o);
-    o.cache_dir = dir;
     qjit_context *early, *plain;
-    CHECK_OK(qjit_context_create(&o, &early));
-    unsetenv("QJIT_PDL");
-    CHECK_OK(qjit_context_create(&o, &plain));
-    qjit_gemm_desc d;
     qjit_gemm *ge, *gp;
-    CHECK_OK(qjit_gemm_desc_parse("gemm a=bf16 b=bf16 out=bf16", &d));
-    CHECK_OK(qjit_context_get_gemm(early, &d, NULL, &ge));
-    CHECK_OK(qjit_context_get_gemm(plain, &d, NULL, &gp));
+    early_and_plain(dir, "2", &early, &plain, &ge, &gp);
     enum { PAIRS = 4, H = 2048, R = 16 };
     static const int64_t ms[] = {1, 16};
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    void *w[PAIRS]; /* [H][H] */
-    uint16_t *hw = malloc((size_t)H * H * 2);
-    for (int i = 0; i < PAIRS; i++) {
-        for (size_t j = 0; j < (size_t)H * H; j++)
-            hw[j] = qjit_bf16_from_f32(uni(-1.0f, 1.0f) * 0.04f);
-        CK(cudaMalloc(&w[i], (size_t)H * H * 2));
-        CK(cudaMemcpy(w[i], hw, (size_t)H * H * 2, cudaMemcpyHostToDevice));
-    }
-    free(hw);
+    void *w[PAIRS];
+    small_weights(w, PAIRS, H);
     for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
         const int64_t m = ms[mi];
         /* per run (0 synchronized, 1 eager early, 2 graph): X [m][H], Y_i [R][H], Z_i [m][R] */
