@@ -2,10 +2,11 @@
 # Here, with no GPU: build, then fill tunecache/ for the GPU machine: every candidate
 # qjit-tune will time for the descriptors of cache/tune/descriptors.txt on sm_90a (their
 # heuristics' kernels and the default and small-m sweeps), the shipped tuning records
-# (cache/tune/*.db), and every kernel an auto handle of the default manifest's sm_90a lines
+# (cache/tune/*.db, and cache/tune/*.db.tar.xz as the build unpacked them into build/tune/),
+# and every kernel an auto handle of the default manifest's sm_90a lines
 # and of the benchmarks' pairs loads with those records (tools/bench_step.py,
 # bench_grid.py, probe_decode.py).  Carried to the GPU machine with the library
-# (scripts/tune-h100.sh, the benchmarks with QJIT_CACHE_DIR=tunecache), it leaves device
+# (scripts/tune.sh, the benchmarks with QJIT_CACHE_DIR=tunecache), it leaves device
 # time to measuring.  With every descriptor it is about 90 MB; it is also written as
 # tunecache.tar.xz (about 3 MB), which a device call carries where the directory would not fit.
 set -euo pipefail
@@ -13,7 +14,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/scripts/device-prep.sh"
 cache="${QJIT_PREP_CACHE:-$root/tunecache}" # (QJIT_PREP_CACHE: another directory)
 manifest="$(mktemp)"
-# QJIT_TUNE_MATCH (as scripts/tune-h100.sh takes it): only those descriptors' candidates,
+# QJIT_TUNE_MATCH (as scripts/tune.sh takes it): only those descriptors' candidates,
 # to keep one call's carry small when the list is tuned over several calls.
 grep -v '^#' "$root/cache/tune/descriptors.txt" | grep -v '^$' | grep -E -- "${QJIT_TUNE_MATCH:-.}" |
 while read -r d; do
@@ -33,7 +34,7 @@ if db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'tuning'").fetcho
 db.close()
 PY
 fi
-for t in "$root"/cache/tune/*.db; do
+for t in "$root"/cache/tune/*.db "$root"/build/tune/*.db; do
   [ -e "$t" ] && "$root/build/tools/qjit-cache" --db "$cache/qjit.db" merge "$t"
 done
 if [ "${QJIT_PREP_LEAN:-0}" = 1 ]; then

@@ -3,8 +3,9 @@
  * with nothing to tune, bad problems, NULL arguments, and, on a machine without a GPU, a
  * clear QJIT_ERROR_NO_DEVICE with nothing recorded.  The measuring itself is
  * test_gpu_dispatch's.  And the tuning records shipped in cache/tune/ (measured on the
- * H100 by scripts/tune-h100.sh): merged into a fresh cache as scripts/run.sh merges them,
- * they give that GPU's handles their winners and leave another GPU's on the heuristic.
+ * H100 and the H200 by scripts/tune.sh): merged into a fresh cache as scripts/run.sh
+ * merges them, they give each GPU's handles its own winners and leave another GPU's on
+ * the heuristic.
  */
 #include "qjit.h"
 #include "qjit_internal.h"
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #define H100 "NVIDIA H100 80GB HBM3"
+#define H200 "NVIDIA H200"
 
 static void test_shipped(void)
 {
@@ -23,15 +25,23 @@ static void test_shipped(void)
     char db[1200];
     snprintf(db, sizeof db, "%s/qjit.db", dir);
     qjit_cache_db *h = NULL;
-    uint64_t added = 0, bad = 0;
     CHECK_OK(qjit_cache_db_open(db, 1, &h));
     if (!h)
         return;
-    CHECK_OK(qjit_cache_db_merge(h, QJIT_SOURCE_DIR "/cache/tune/h100.db", &added, &bad));
-    qjit_cache_stats cs;
-    CHECK_OK(qjit_cache_db_stats(h, &cs));
-    CHECK(bad == 0 && cs.tuning_rows >= 200, "shipped records: %llu tuning rows, %llu bad",
-          (unsigned long long)cs.tuning_rows, (unsigned long long)bad);
+    /* as scripts/run.sh merges them: cache/tune/h100.db as it is, h200.db as the build
+     * unpacked cache/tune/h200.db.tar.xz */
+    static const char *const shipped[] = {QJIT_SOURCE_DIR "/cache/tune/h100.db",
+                                          QJIT_BINARY_DIR "/tune/h200.db"};
+    for (size_t i = 0; i < sizeof shipped / sizeof shipped[0]; i++) {
+        uint64_t added = 0, bad = 0;
+        qjit_cache_stats before, after;
+        CHECK_OK(qjit_cache_db_stats(h, &before));
+        CHECK_OK(qjit_cache_db_merge(h, shipped[i], &added, &bad));
+        CHECK_OK(qjit_cache_db_stats(h, &after));
+        CHECK(bad == 0 && after.tuning_rows >= before.tuning_rows + 200,
+              "%s: %llu tuning rows added, %llu bad", shipped[i],
+              (unsigned long long)(after.tuning_rows - before.tuning_rows), (unsigned long long)bad);
+    }
     qjit_cache_db_close(h);
 
     qjit_options o;
@@ -39,12 +49,18 @@ static void test_shipped(void)
     o.cache_dir = dir;
     qjit_context *ctx;
     CHECK_OK(qjit_context_create(&o, &ctx));
+    /* the fastest measured at m, 4096 x 4096, on each GPU; the last three differ between
+     * the two, so each GPU's handle must take its own records */
     static const struct {
-        const char *desc, *winner; /* the fastest measured at m, 4096 x 4096 */
+        const char *gpu, *desc, *winner;
         int64_t m;
     } cases[] = {
-        {"gemm a=bf16 b=bf16 out=bf16", "kernel=gemv tile=8x16x32 warps=1x4 stages=8", 1},
-        {"gemm a=s8 b=s8 sa=row sb=col out=bf16", "kernel=wgmma_i8 tile=128x256x128 warps=2x1 stages=3", 4096},
+        {H100, "gemm a=bf16 b=bf16 out=bf16", "kernel=gemv tile=8x16x32 warps=1x4 stages=8", 1},
+        {H100, "gemm a=s8 b=s8 sa=row sb=col out=bf16", "kernel=wgmma_i8 tile=128x256x128 warps=2x1 stages=3", 4096},
+        {H100, "gemm a=bf16 b=bf16 out=bf16", "kernel=gemv tile=32x16x32 warps=1x4 stages=2", 64},
+        {H200, "gemm a=bf16 b=bf16 out=bf16", "kernel=wgmma tile=64x128x64 warps=1x1 stages=6", 64},
+        {H100, "gemm a=s8 b=s8 sa=row sb=col out=bf16", "kernel=gemv tile=8x16x64 warps=1x4 stages=4", 16},
+        {H200, "gemm a=s8 b=s8 sa=row sb=col out=bf16", "kernel=gemv tile=16x16x64 warps=1x8 stages=4", 16},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         qjit_gemm_desc d;
@@ -52,7 +68,7 @@ static void test_shipped(void)
         const int b = qjit_m_bucket(cases[i].m);
         /* the GPU the records were measured on: its problems tuned, the winner as measured */
         qjit_dispatch dp;
-        CHECK_OK(qjit_select_dispatch(ctx, &d, QJIT_ARCH_SM90A, H100, true, &dp));
+        CHECK_OK(qjit_select_dispatch(ctx, &d, QJIT_ARCH_SM90A, cases[i].gpu, true, &dp));
         bool found = false;
         for (size_t p = 0; p < dp.nproblems; p++) {
             if (dp.problems[p].n != 4096 || dp.problems[p].k != 4096)
@@ -60,14 +76,14 @@ static void test_shipped(void)
             found = dp.problems[p].has[b];
             char text[256];
             qjit_desc_text(&dp.problems[p].desc[b], text, sizeof text);
-            CHECK(found && strstr(text, cases[i].winner), "%s m=%lld 4096x4096 on the H100: "
-                  "tuned %d, runs %s", cases[i].desc, (long long)cases[i].m, found, text);
+            CHECK(found && strstr(text, cases[i].winner), "%s m=%lld 4096x4096 on %s: "
+                  "tuned %d, runs %s", cases[i].desc, (long long)cases[i].m, cases[i].gpu, found, text);
         }
-        CHECK(found && dp.nproblems >= 3, "%s: %zu tuned problems on the H100, 4096x4096 %s",
-              cases[i].desc, dp.nproblems, found ? "found" : "missing");
+        CHECK(found && dp.nproblems >= 3, "%s: %zu tuned problems on %s, 4096x4096 %s",
+              cases[i].desc, dp.nproblems, cases[i].gpu, found ? "found" : "missing");
         qjit_dispatch_free(&dp);
         /* another GPU: no record is its, so every problem runs the heuristic */
-        CHECK_OK(qjit_select_dispatch(ctx, &d, QJIT_ARCH_SM90A, "NVIDIA H200", true, &dp));
+        CHECK_OK(qjit_select_dispatch(ctx, &d, QJIT_ARCH_SM90A, "NVIDIA A100-SXM4-80GB", true, &dp));
         CHECK(dp.nproblems == 0, "%s: %zu tuned problems for another GPU", cases[i].desc,
               dp.nproblems);
         qjit_dispatch_free(&dp);

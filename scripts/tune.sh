@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# On the lent H100, over a carried build/ and a cache that qjit-precompile filled here with
-# every candidate (scripts/tune-prep.sh): qjit-tune measures and records the candidates of
-# the descriptors in cache/tune/descriptors.txt over the Llama 3 layer shapes (its small-m
+# On a GPU machine (the H100 and the H200 so far), over a carried build/ and a cache that
+# qjit-precompile filled on a CPU machine with every candidate (scripts/tune-prep.sh):
+# qjit-tune measures and records the candidates of the descriptors in
+# cache/tune/descriptors.txt over the Llama 3 layer shapes (its small-m
 # sweep at M <= 64, the default sweep above), each descriptor under a time limit so that one
 # slow descriptor cannot take the lease.  The tables go to $OUT/tune.txt; after each
 # descriptor the records so far are exported to $OUT/tuned.db.xz (packed: every
-# descriptor's rows pass the size a device call returns).  Unpacked and merged into
-# cache/tune/h100.db with `qjit-cache merge` (the newer measurement of a candidate wins),
-# they ship with the repository (docs/BENCH.md).
+# descriptor's rows pass the size a device call returns).  Their rows name the GPU they were
+# measured on; kept to that GPU's rows, they ship with the repository as
+# cache/tune/h100.db (merged into it with `qjit-cache merge`: the newer measurement of a
+# candidate wins) or packed, as cache/tune/h200.db.tar.xz (docs/BENCH.md).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build"
@@ -30,7 +32,7 @@ match="${QJIT_TUNE_MATCH:-.}"
 part="${QJIT_TUNE_PART:-1/1}"
 pi="${part%/*}" pn="${part#*/}"
 if ! [[ "$pi" =~ ^[0-9]+$ && "$pn" =~ ^[0-9]+$ ]] || [ "$pn" -lt 1 ] || [ "$pi" -lt 1 ] || [ "$pi" -gt "$pn" ]; then
-  echo "tune-h100: QJIT_TUNE_PART is '$part' (must be i/n with 1 <= i <= n)" >&2
+  echo "tune: QJIT_TUNE_PART is '$part' (must be i/n with 1 <= i <= n)" >&2
   exit 2
 fi
 start=$SECONDS
@@ -43,7 +45,7 @@ grep -v '^#' "$root/cache/tune/descriptors.txt" | grep -v '^$' | grep -E -- "$ma
     --nk "$nk" --m "$m" "$d" 2>&1 | grep -v '^qjit-tune: \(compile\|time\)' |
     tee -a "$out/tune.txt" | tail -n 32
   # the records so far, tuning rows only (a later limit or a lost lease keeps them)
-  python3 - "$cache/qjit.db" "$out/tuned.db" <<'PY' || echo "tune-h100: could not copy the records"
+  python3 - "$cache/qjit.db" "$out/tuned.db" <<'PY' || echo "tune: could not copy the records"
 import os, sqlite3, sys
 if os.path.exists(sys.argv[2]):
     os.remove(sys.argv[2])
@@ -54,8 +56,8 @@ dst.commit()
 dst.execute("VACUUM")
 dst.close()
 PY
-  xz -9f "$out/tuned.db" || echo "tune-h100: could not pack the records"
+  xz -9f "$out/tuned.db" || echo "tune: could not pack the records"
   # the descriptor's seconds and the run's so far (the whole manifest's time, summed over
   # calls where a call's limit splits it with QJIT_TUNE_MATCH)
-  echo "tune-h100: $((SECONDS - t0)) s for this descriptor, $((SECONDS - start)) s so far" | tee -a "$out/tune.txt"
+  echo "tune: $((SECONDS - t0)) s for this descriptor, $((SECONDS - start)) s so far" | tee -a "$out/tune.txt"
 done
