@@ -5,9 +5,9 @@
 # cache/tune/descriptors.txt over the Llama 3 layer shapes (its small-m
 # sweep at M <= 64, the default sweep above), each descriptor under a time limit so that one
 # slow descriptor cannot take the lease.  The tables go to $OUT/tune.txt; after each
-# descriptor the records so far are exported to $OUT/tuned.db.xz (packed: every
-# descriptor's rows pass the size a device call returns).  Their rows name the GPU they were
-# measured on; kept to that GPU's rows, they ship with the repository as
+# descriptor the records so far, this GPU's rows only, are exported to $OUT/tuned.db.xz
+# (packed: every descriptor's rows pass the size a device call returns).  Their rows name
+# the GPU they were measured on; they ship with the repository as
 # cache/tune/h100.db (merged into it with `qjit-cache merge`: the newer measurement of a
 # candidate wins) or packed, as cache/tune/h200.db.tar.xz (docs/BENCH.md).
 set -uo pipefail
@@ -36,6 +36,8 @@ if ! [[ "$pi" =~ ^[0-9]+$ && "$pn" =~ ^[0-9]+$ ]] || [ "$pn" -lt 1 ] || [ "$pi" 
   exit 2
 fi
 start=$SECONDS
+# the GPU's name as the records give it (cuDeviceGetName: "NVIDIA H200"); empty: keep every row
+gpu="$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 2>/dev/null | head -n 1)"
 grep -v '^#' "$root/cache/tune/descriptors.txt" | grep -v '^$' | grep -E -- "$match" |
   awk -v i="$pi" -v n="$pn" '{ l[NR] = $0 } END { for (r = 1; r <= NR; r++) if (int((r - 1) * n / NR) + 1 == i) print l[r] }' |
   while read -r d; do
@@ -44,14 +46,17 @@ grep -v '^#' "$root/cache/tune/descriptors.txt" | grep -v '^$' | grep -E -- "$ma
   timeout "$limit" "$build/tools/qjit-tune" --reps 10 --cache-dir "$cache" \
     --nk "$nk" --m "$m" "$d" 2>&1 | grep -v '^qjit-tune: \(compile\|time\)' |
     tee -a "$out/tune.txt" | tail -n 32
-  # the records so far, tuning rows only (a later limit or a lost lease keeps them)
-  python3 - "$cache/qjit.db" "$out/tuned.db" <<'PY' || echo "tune: could not copy the records"
+  # the records so far, tuning rows only (a later limit or a lost lease keeps them), and
+  # only this GPU's (the cache also holds the shipped records of the others)
+  python3 - "$cache/qjit.db" "$out/tuned.db" "$gpu" <<'PY' || echo "tune: could not copy the records"
 import os, sqlite3, sys
 if os.path.exists(sys.argv[2]):
     os.remove(sys.argv[2])
 src, dst = sqlite3.connect(sys.argv[1]), sqlite3.connect(sys.argv[2])
 src.backup(dst)
 dst.execute("DELETE FROM kernels")
+if sys.argv[3]:
+    dst.execute("DELETE FROM tuning WHERE gpu != ?", (sys.argv[3],))
 dst.commit()
 dst.execute("VACUUM")
 dst.close()
