@@ -6,8 +6,8 @@ A step of one layer is its four projections (qkv, o, gate_up, down), each a GEMM
 layer's activations [M, K] by its weight [N, K].  L layers' worth of distinct weights
 (enough that L2, 50 MB on the H100 and 60 on the H200, holds none of them at the next
 replay) go into one CUDA graph of 4·L launches; the time per layer is the median replay
-over L.  The ideal is the layer's minimum bytes (weights, scales, activations and outputs, each moved once) over the copy
-bandwidth measured in the same run.  Peers: cuBLAS (`torch.mm`) for bf16,
+over L.  The ideal is the layer's minimum bytes (weights, scales, activations and outputs,
+each moved once) over the copy bandwidth measured in the same run.  Peers: cuBLAS (`torch.mm`) for bf16,
 `torch._weight_int4pack_mm` for W4A16 g128, `torch._int_mm` for W8A8 (int32 out, no
 scales; M padded to 32 where it needs M > 16), `torch._scaled_mm` with row-wise scales for
 FP8 (M padded to 16).  W8A16, W4A8 and MXFP8 have no torch path here and run alone.
