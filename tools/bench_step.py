@@ -3,20 +3,21 @@
 path for the same pair, in the same run, as CUDA-graph replays.
 
 A step of one layer is its four projections (qkv, o, gate_up, down), each a GEMM of the
-layer's activations [M, K] by its weight [N, K].  L layers' worth of distinct weights
+layer's activations [M, K] by its weight [N, K]. L layers' worth of distinct weights
 (enough that L2, 50 MB on the H100 and 60 on the H200, holds none of them at the next
 replay) go into one CUDA graph of 4·L launches; the time per layer is the median replay
-over L.  The ideal is the layer's minimum bytes (weights, scales, activations and outputs,
-each moved once) over the copy bandwidth measured in the same run.  Peers: cuBLAS (`torch.mm`) for bf16,
-`torch._weight_int4pack_mm` for W4A16 g128, `torch._int_mm` for W8A8 (int32 out, no
-scales; M padded to 32 where it needs M > 16), `torch._scaled_mm` with row-wise scales for
-FP8 (M padded to 16).  W8A16, W4A8 and MXFP8 have no torch path here and run alone.
-Activations are already in each pair's type (the quantizers are bench_quantize.py's);
-with --quantize, the pairs of quantized activations are timed again (rows "PAIR+q", no
-peer) with each projection's quantizer (bf16 in, qjit's quantizer of the pair's mode)
-launched before its GEMM in the graph, as a W8A8 or FP8 model runs them: one
-qjit_linear_launch a projection, as qjit.ops.quant_linear and qjit.nn launch a quantized layer
-(on sm_90a the GEMM starts under its quantizer), or with --quantize-apart two plain launches.
+over L. The ideal is the layer's minimum bytes (weights, scales, activations and outputs,
+each moved once) over the copy bandwidth measured in the same run. Peers: cuBLAS
+(`torch.mm`) for bf16, `torch._weight_int4pack_mm` for W4A16 g128, `torch._int_mm` for
+W8A8 (int32 out, no scales; M padded to 32 where it needs M > 16), `torch._scaled_mm` with
+row-wise scales for FP8 (M padded to 16). W8A16, W4A8 and MXFP8 have no torch path here
+and run alone. Activations are already in each pair's type (the quantizers are
+bench_quantize.py's); with --quantize, the pairs of quantized activations are timed again
+(rows "PAIR+q", no peer) with each projection's quantizer (bf16 in, qjit's quantizer of
+the pair's mode) launched before its GEMM in the graph, as a W8A8 or FP8 model runs them:
+one qjit_linear_launch a projection, as qjit.ops.quant_linear and qjit.nn launch a
+quantized layer (on sm_90a the GEMM starts under its quantizer), or with --quantize-apart
+two plain launches.
 
     LD_LIBRARY_PATH=build python3 tools/bench_step.py [--lib build/libqjit.so]
         [--models 8b,70b] [--m 1,4,16,32,64] [--quantize [--quantize-apart]] [--csv out.csv]
