@@ -505,7 +505,8 @@ static void test_mx_every_bf16(qjit_context *ctx)
  * them: one qjit_linear_launch) captured once as a CUDA graph and replayed with new
  * activations gives the bytes of eager launches (the two plain ones), q, scales and output
  * alike, at batch 1 to 4, for every quantizer mode (s4 row has no GEMM reading it: the
- * quantizer alone). */
+ * quantizer alone): replays one at a time with the host between, then replays queued
+ * back to back. */
 static void test_decode_step(qjit_context *ctx)
 {
     static const struct {
@@ -632,6 +633,53 @@ static void test_decode_step(qjit_context *ctx)
             CHECK(differ == 0 && unwritten == 0,
                   "%s%s%s m=%lld: %ld of 20 replays differ from eager launches, %ld left the output unwritten",
                   steps[t].quant, g ? " -> " : "", g ? steps[t].gemm : "", (long long)m, differ, unwritten);
+            /* Back to back, as a model replays it (and as Python's graph test did when the
+             * read-only token loads kept a replay before's): NR replays queued with no host
+             * wait between, each after a device copy of its own activations into the graph's
+             * input and followed by copies of its q, scales and output; then each against
+             * eager launches on the same activations. */
+            enum { NR = 8 };
+            const size_t ob = qb + sb + (g ? db : 0);
+            buf XR, OR;
+            buf_make(&XR, NR * xb);
+            buf_make(&OR, NR * ob);
+            for (size_t i = 0; i < NR * xb / 2; i++)
+                ((uint16_t *)XR.h)[i] = qjit_bf16_from_f32(uni(-4, 4));
+            buf_up(&XR);
+            for (int r = 0; r < NR; r++) {
+                char *o = (char *)OR.d + r * ob;
+                CK(cudaMemcpyAsync(X.d, (char *)XR.d + r * xb, xb, cudaMemcpyDeviceToDevice, s));
+                CK(cudaGraphLaunch(exec, s));
+                CK(cudaMemcpyAsync(o, Q[1].d, qb, cudaMemcpyDeviceToDevice, s));
+                CK(cudaMemcpyAsync(o + qb, S[1].d, sb, cudaMemcpyDeviceToDevice, s));
+                if (g)
+                    CK(cudaMemcpyAsync(o + qb + sb, D[1].d, db, cudaMemcpyDeviceToDevice, s));
+            }
+            CK(cudaStreamSynchronize(s));
+            CK(cudaMemcpy(OR.h, OR.d, OR.n, cudaMemcpyDeviceToHost));
+            long late = 0;
+            for (int r = 0; r < NR; r++) {
+                CK(cudaMemcpy(X.d, (char *)XR.d + r * xb, xb, cudaMemcpyDeviceToDevice));
+                CK(cudaMemset(Q[0].d, 0xa5, qb));
+                CK(cudaMemset(D[0].d, 0xa5, db));
+                CHECK_OK(qjit_quant_launch(qh, &qa[0], (struct CUstream_st *)s));
+                if (g)
+                    CHECK_OK(qjit_gemm_launch(g, &ga[0], (struct CUstream_st *)s));
+                CK(cudaStreamSynchronize(s));
+                const char *o = (const char *)OR.h + r * ob;
+                CK(cudaMemcpy(Q[0].h, Q[0].d, qb, cudaMemcpyDeviceToHost));
+                CK(cudaMemcpy(S[0].h, S[0].d, sb, cudaMemcpyDeviceToHost));
+                bool same = !memcmp(Q[0].h, o, qb) && !memcmp(S[0].h, o + qb, sb);
+                if (g) {
+                    CK(cudaMemcpy(D[0].h, D[0].d, db, cudaMemcpyDeviceToHost));
+                    same &= !memcmp(D[0].h, o + qb + sb, db);
+                }
+                late += !same;
+            }
+            CHECK(late == 0, "%s%s%s m=%lld: %ld of %d back-to-back replays differ from eager launches on their activations",
+                  steps[t].quant, g ? " -> " : "", g ? steps[t].gemm : "", (long long)m, late, (int)NR);
+            buf_free(&XR);
+            buf_free(&OR);
             CK(cudaGraphExecDestroy(exec));
             CK(cudaGraphDestroy(graph));
             CK(cudaStreamDestroy(s));
