@@ -7,9 +7,9 @@
 # slow descriptor cannot take the lease.  The tables go to $OUT/tune.txt; after each
 # descriptor the records so far, this GPU's rows only, are exported to $OUT/tuned.db.xz
 # (packed: every descriptor's rows pass the size a device call returns).  Their rows name
-# the GPU they were measured on; they ship with the repository as
-# cache/tune/h100.db (merged into it with `qjit-cache merge`: the newer measurement of a
-# candidate wins) or packed, as cache/tune/h200.db.tar.xz (docs/BENCH.md).
+# the GPU they were measured on; merged into that GPU's shipped records with `qjit-cache
+# merge` (the newer measurement of a candidate wins) and packed again, they ship with the
+# repository as cache/tune/NAME.db.tar.xz (h100, h200; docs/BENCH.md).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build"

@@ -1,7 +1,7 @@
 /*
  * test_gpu_precompile.c — what qjit-precompile writes, with no GPU involved, is exactly
  * what a later qjit_get_gemm on the GPU loads: as scripts/run.sh does, the shipped tuning
- * records (cache/tune/h100.db) are merged into a fresh cache and the tool fills it for
+ * records (cache/tune/NAME.db.tar.xz) are merged into a fresh cache and the tool fills it for
  * sm_90a from a small manifest and from the GEMM lines of cache/manifests/default.txt that
  * run there; a fresh context on that cache then gets every descriptor (arch=auto lines
  * resolved from the device), launches each at M = 1, 16, 256 and 4096 (every M bucket's
@@ -83,16 +83,19 @@ int main(void)
     fclose(f);
     /* as scripts/run.sh: the shipped tuning records first, so their winners are compiled
      * too and this GPU's handles load them */
-    char db[1300], shipped[1200];
+    char db[1300];
     snprintf(db, sizeof db, "%s/qjit.db", dir);
-    snprintf(shipped, sizeof shipped, "%s/../../cache/tune/h100.db", self);
     qjit_cache_db *h = NULL;
-    uint64_t merged = 0, bad = 0;
     CHECK_OK(qjit_cache_db_open(db, 1, &h));
-    if (h) {
-        CHECK_OK(qjit_cache_db_merge(h, shipped, &merged, &bad));
-        qjit_cache_db_close(h);
+    for (int i = 0; h && i < tl_nshipped_gpus; i++) {
+        const char *shipped = tl_shipped_records(tl_shipped_gpus[i]);
+        uint64_t merged = 0, bad = 0;
+        CHECK(shipped != NULL, "no shipped records %s", tl_shipped_gpus[i]);
+        if (shipped)
+            CHECK_OK(qjit_cache_db_merge(h, shipped, &merged, &bad));
     }
+    if (h)
+        qjit_cache_db_close(h);
     snprintf(cmd, sizeof cmd, "'%s/../tools/qjit-precompile' --quiet --arch sm_90a --cache-dir '%s' '%s'",
              self, dir, path);
     int rc = system(cmd);

@@ -483,7 +483,8 @@ static void precompile_all(qjit_context *ctx, const char *filter)
     free(text);
 }
 
-/* The configurations that the shipped tuning records (cache/tune/h100.db) make auto run:
+/* The configurations that the shipped tuning records (cache/tune/NAME.db.tar.xz, one a GPU)
+ * make auto run on their GPUs:
  * every winner, checked as test_cluster_split checks a descriptor (decode and multi-tile M,
  * N and K off the tile, graph replays against eager launches), since a record serves every
  * M of its bucket while the tuner checked it at one. */
@@ -514,20 +515,27 @@ static int collect_winner(void *user, const qjit_cache_tuning_entry *e)
 
 static void test_shipped_winners(qjit_context *ctx, const char *filter, int max_shapes)
 {
-    /* the repository's records: from the working directory (the device runs the tests
-     * from a copy of the repository), else from the source tree this test was built in */
-    const char *path = getenv("QJIT_TUNE_DB");
-    if (!path)
-        path = access("cache/tune/h100.db", R_OK) == 0 ? "cache/tune/h100.db"
-                                                        : QJIT_SOURCE_DIR "/cache/tune/h100.db";
-    qjit_cache_db *db = NULL;
+    /* the repository's records (tl_shipped_records), or QJIT_TUNE_DB alone; a winner that
+     * two GPUs share is checked once */
+    const char *only = getenv("QJIT_TUNE_DB");
     winners w = {0};
-    CHECK_OK(qjit_cache_db_open(path, 0, &db));
-    if (db) {
-        CHECK_OK(qjit_cache_db_tuning(db, NULL, collect_winner, &w));
-        qjit_cache_db_close(db);
+    for (int i = 0; i < (only ? 1 : tl_nshipped_gpus); i++) {
+        const char *path = only ? only : tl_shipped_records(tl_shipped_gpus[i]);
+        CHECK(path != NULL, "no shipped records %s", tl_shipped_gpus[i]);
+        if (!path)
+            continue;
+        const int before = w.n;
+        qjit_cache_db *db = NULL;
+        CHECK_OK(qjit_cache_db_open(path, 0, &db));
+        if (db) {
+            CHECK_OK(qjit_cache_db_tuning(db, NULL, collect_winner, &w));
+            qjit_cache_db_close(db);
+        }
+        CHECK(w.n - before >= (before ? 1 : 20), "%s: %d winning configurations not seen before",
+              path, w.n - before);
+        printf("shipped tuning records: %d winning configurations in %s not seen before\n",
+               w.n - before, path);
     }
-    CHECK(w.n >= 20, "%s: %d winning configurations", path, w.n);
     int keep = 0;
     for (int i = 0; i < w.n; i++)
         if ((!filter || tl_matches_any(w.text[i], filter)) && !(skip && tl_matches_any(w.text[i], skip)))
@@ -535,7 +543,7 @@ static void test_shipped_winners(qjit_context *ctx, const char *filter, int max_
     precompile_texts(ctx, w.text, keep);
     for (int i = 0; i < keep; i++)
         test_cluster_split(ctx, w.text[i], max_shapes, false);
-    printf("shipped tuning records: %d winning configurations in %s, %d checked\n", w.n, path, keep);
+    printf("shipped tuning records: %d winning configurations, %d checked\n", w.n, keep);
     free(w.text);
 }
 

@@ -28,18 +28,19 @@ static void test_shipped(void)
     CHECK_OK(qjit_cache_db_open(db, 1, &h));
     if (!h)
         return;
-    /* as scripts/run.sh merges them: cache/tune/h100.db as it is, h200.db as the build
-     * unpacked cache/tune/h200.db.tar.xz */
-    static const char *const shipped[] = {QJIT_SOURCE_DIR "/cache/tune/h100.db",
-                                          QJIT_BINARY_DIR "/tune/h200.db"};
-    for (size_t i = 0; i < sizeof shipped / sizeof shipped[0]; i++) {
+    /* as scripts/run.sh merges them: cache/tune/NAME.db.tar.xz as the build unpacked them */
+    for (int i = 0; i < tl_nshipped_gpus; i++) {
+        const char *path = tl_shipped_records(tl_shipped_gpus[i]);
+        CHECK(path != NULL, "no shipped records %s", tl_shipped_gpus[i]);
+        if (!path)
+            continue;
         uint64_t added = 0, bad = 0;
         qjit_cache_stats before, after;
         CHECK_OK(qjit_cache_db_stats(h, &before));
-        CHECK_OK(qjit_cache_db_merge(h, shipped[i], &added, &bad));
+        CHECK_OK(qjit_cache_db_merge(h, path, &added, &bad));
         CHECK_OK(qjit_cache_db_stats(h, &after));
         CHECK(bad == 0 && after.tuning_rows >= before.tuning_rows + 200,
-              "%s: %llu tuning rows added, %llu bad", shipped[i],
+              "%s: %llu tuning rows added, %llu bad", path,
               (unsigned long long)(after.tuning_rows - before.tuning_rows), (unsigned long long)bad);
     }
     qjit_cache_db_close(h);

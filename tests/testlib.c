@@ -78,6 +78,37 @@ const char *tl_tmpdir(const char *tag)
     return p;
 }
 
+const char *const tl_shipped_gpus[] = {"h100", "h200"};
+const int tl_nshipped_gpus = (int)(sizeof tl_shipped_gpus / sizeof tl_shipped_gpus[0]);
+
+const char *tl_shipped_records(const char *name)
+{
+    static char found[4][1024];
+    static int slot;
+    char *p = found[slot++ % 4];
+    snprintf(p, 1024, "%s/tune/%s.db", QJIT_BINARY_DIR, name);
+    if (access(p, R_OK) == 0)
+        return p;
+    snprintf(p, 1024, "build/tune/%s.db", name);
+    if (access(p, R_OK) == 0)
+        return p;
+    char archive[1024];
+    snprintf(archive, sizeof archive, "cache/tune/%s.db.tar.xz", name);
+    if (access(archive, R_OK) != 0)
+        snprintf(archive, sizeof archive, "%s/cache/tune/%s.db.tar.xz", QJIT_SOURCE_DIR, name);
+    if (access(archive, R_OK) != 0)
+        return NULL;
+    const char *dir = tl_tmpdir(name);
+    if (!dir)
+        return NULL;
+    char cmd[2200];
+    snprintf(cmd, sizeof cmd, "tar -xJf '%s' -C '%s'", archive, dir);
+    if (system(cmd) != 0)
+        return NULL;
+    snprintf(p, 1024, "%s/%s.db", dir, name);
+    return access(p, R_OK) == 0 ? p : NULL;
+}
+
 int tl_matches_any(const char *text, const char *any)
 {
     char part[64];

@@ -38,6 +38,14 @@ int tl_finish(const char *name);
 /* A fresh empty directory under $TMPDIR (or /tmp); static storage per call.  Removed
  * with everything in it when the process exits (QJIT_TEST_KEEP=1 keeps it). */
 const char *tl_tmpdir(const char *tag);
+/* The tuning records shipped as cache/tune/NAME.db.tar.xz, as an SQLite file: the build's
+ * unpacked copy (build/tune/NAME.db of the build this test is of, else of the working
+ * directory: a GPU machine runs the tests from a copy of the repository), else the archive
+ * unpacked with tar into a scratch directory.  Static storage per call; NULL if none. */
+const char *tl_shipped_records(const char *name);
+/* The names of the shipped records: every GPU the repository carries tuning for. */
+extern const char *const tl_shipped_gpus[];
+extern const int tl_nshipped_gpus;
 /* Whether text contains one of the '|'-separated substrings of `any` (the GPU tests'
  * QJIT_TEST_FILTER and QJIT_TEST_SKIP). */
 int tl_matches_any(const char *text, const char *any);
