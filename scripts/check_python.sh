@@ -4,7 +4,7 @@
 # installed copy, with no build-tree variables.  torch is installed too (PyPI's wheel; no
 # GPU here), so that argument checks on tensors, the torch.library ops and their fakes
 # under torch.compile are tested; the GPU tests skip.  At least QJIT_PY_MIN_RUN tests must
-# run (not skip): 17 that need only the package (the layout check skips: no abi_dump
+# run (not skip): 18 that need only the package (the layout check skips: no abi_dump
 # here), 3 numpy and 8 torch ones (the benchmark scripts' --help among them); fewer means
 # numpy or torch went missing.
 set -euo pipefail
@@ -17,7 +17,7 @@ python3 -m venv "$work/venv"
 cd "$work"
 rc=0
 env -u PYTHONPATH -u QJIT_LIBRARY QJIT_CACHE_DIR="$work/cache" \
-  "$work/venv/bin/python" "$root/tests/python/run_tests.py" --min-run "${QJIT_PY_MIN_RUN:-28}" \
+  "$work/venv/bin/python" "$root/tests/python/run_tests.py" --min-run "${QJIT_PY_MIN_RUN:-29}" \
   2>&1 | tail -30 || rc=$?
 cd "$root"
 [ "${QJIT_PY_KEEP:-0}" = 1 ] || rm -rf "$work"

@@ -19,7 +19,8 @@ from ._lib import lib
 __all__ = ["QjitError", "Desc", "QuantDesc", "get_quant", "Context", "default_context", "version", "resolve",
            "supports", "sweep", "variants", "precompile", "precompile_manifest",
            "read_manifest_line", "m_bucket", "m_bucket_max", "cache_default_path",
-           "cache_stats", "cache_verify", "get_gemm", "tune_record", "tune"]
+           "cache_stats", "cache_verify", "cache_merge", "shipped_records",
+           "merge_shipped_records", "get_gemm", "tune_record", "tune"]
 __version__ = lib.qjit_version_string().decode()
 
 
@@ -425,6 +426,55 @@ def cache_verify(path=None, repair=False):
     rep["path"] = os.fspath(path) if path else cache_default_path()
     rep["ok"] = bool(r.integrity_ok) and r.rows_bad == 0 and r.tuning_bad == 0
     return rep
+
+
+def cache_merge(other, path=None):
+    """Add the rows of the cache DB file other to a cache DB file (default: the default
+    writable cache), as `qjit-cache merge` does: rows it already has stay, rows that do not
+    verify are skipped, and tuning records are added (the newer measurement of a candidate
+    stays).  Returns (kernels added, kernels skipped)."""
+    target = os.fspath(path) if path else cache_default_path()
+    os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
+    added, bad = ctypes.c_uint64(), ctypes.c_uint64()
+    with _DB(target, True) as db:
+        _check(lib.qjit_cache_db_merge(db, os.fspath(other).encode(), ctypes.byref(added),
+                                       ctypes.byref(bad)))
+    return added.value, bad.value
+
+
+def shipped_records():
+    """The tuning records qjit ships, one packed SQLite file a GPU they were measured on
+    (NAME.db.tar.xz: h100, h200): the installed package's tune/, or cache/tune/ of the
+    source tree the package is imported from."""
+    import glob
+    here = os.path.dirname(os.path.abspath(__file__))
+    for d in (os.path.join(here, "tune"), os.path.join(here, "..", "..", "cache", "tune")):
+        found = sorted(glob.glob(os.path.join(d, "*.db.tar.xz")))
+        if found:
+            return found
+    return []
+
+
+def merge_shipped_records(path=None):
+    """Merge the shipped tuning records into a cache DB file (default: the default cache),
+    as scripts/run.sh does: a handle on a GPU they were measured on then runs their winners,
+    and another GPU's ignores them.  Returns {archive: tuning records added}."""
+    import tarfile
+    import tempfile
+    target = os.fspath(path) if path else cache_default_path()
+    out = {}
+    for archive in shipped_records():
+        with tempfile.TemporaryDirectory() as tmp, tarfile.open(archive, "r:xz") as t:
+            member = next((m for m in t.getmembers() if m.isfile() and m.name.endswith(".db")), None)
+            if member is None:
+                raise QjitError(f"{archive}: holds no .db file")
+            db = os.path.join(tmp, "records.db")
+            with t.extractfile(member) as src, open(db, "wb") as dst:
+                dst.write(src.read())
+            before = cache_stats(target)["tuning_rows"] if os.path.exists(target) else 0
+            cache_merge(db, target)
+            out[os.path.basename(archive)] = cache_stats(target)["tuning_rows"] - before
+    return out
 
 
 # ---------------------------------------------------------------- GPU (torch)

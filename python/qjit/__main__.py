@@ -1,6 +1,6 @@
 """python -m qjit: the package's tools from the command line.
 
-    python -m qjit precompile MANIFEST... [--arch sm_90a,...] [--cache-dir DIR]
+    python -m qjit precompile MANIFEST... [--arch sm_90a,...] [--cache-dir DIR] [--no-records]
     python -m qjit stats [--db PATH]
     python -m qjit verify [--db PATH] [--repair]
     python -m qjit variants DESCRIPTOR [--arch sm_90a]
@@ -9,6 +9,7 @@
 Exit status 0, 1 when something failed (printed), 2 for a usage error.
 """
 import argparse
+import os
 import sys
 
 import qjit
@@ -19,6 +20,10 @@ def _context(args):
 
 
 def cmd_precompile(args):
+    if not args.no_records:  # the shipped tuning records first, as scripts/run.sh: their winners compile too
+        db = os.path.join(args.cache_dir, "qjit.db") if args.cache_dir else None
+        for name, added in qjit.merge_shipped_records(db).items():
+            print(f"{name}: {added} tuning records merged")
     ctx = _context(args)
     archs = args.arch.split(",")
     failed = 0
@@ -98,6 +103,8 @@ def main(argv=None):
     p.add_argument("manifest", nargs="+")
     p.add_argument("--arch", default="sm_90a")
     p.add_argument("--cache-dir")
+    p.add_argument("--no-records", action="store_true",
+                   help="leave out the tuning records qjit ships (their winners are then not compiled)")
     p.set_defaults(fn=cmd_precompile)
     p = sub.add_parser("stats", help="a cache file's rows and sizes")
     p.add_argument("--db")

@@ -216,6 +216,7 @@ SIGNATURES = {
     "qjit_cache_db_close": (None, [c_void_p]),
     "qjit_cache_db_stats": (_S, [c_void_p, P(CacheStats)]),
     "qjit_cache_db_verify": (_S, [c_void_p, c_int, c_void_p, c_void_p, P(VerifyReport)]),
+    "qjit_cache_db_merge": (_S, [c_void_p, c_char_p, P(c_uint64), P(c_uint64)]),
 }
 
 

@@ -255,6 +255,20 @@ class TestOffline(unittest.TestCase):
         self.assertEqual(err.getvalue().strip().splitlines(),
                          [f"{missing}: cannot open manifest: No such file or directory"])
 
+    def test_shipped_records(self):
+        # the records qjit ships (the package's tune/, or the source tree's cache/tune/),
+        # merged as scripts/run.sh and `python -m qjit precompile` merge them
+        names = sorted(os.path.basename(p) for p in qjit.shipped_records())
+        self.assertEqual(names, ["h100.db.tar.xz", "h200.db.tar.xz"])
+        db = os.path.join(self.dir.name, "merged.db")
+        res = qjit.merge_shipped_records(db)
+        self.assertEqual(sorted(res), names)
+        for name in names:
+            self.assertGreaterEqual(res[name], 38000, name)
+        self.assertEqual(qjit.cache_stats(db)["tuning_rows"], sum(res.values()))
+        again = qjit.merge_shipped_records(db)  # nothing new the second time
+        self.assertEqual(sorted(again.values()), [0, 0])
+
     def test_tuned_result_is_listed(self):
         w4 = "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16"
         cfg = qjit.sweep(w4, "sm_90a", "small-m", self.ctx)[-1]
