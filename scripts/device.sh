@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs on the lent H100 over a carried build/ (built on a CPU machine by
+# Runs on a GPU machine (the H100, the H200) over a carried build/ (built on a CPU machine by
 # scripts/device-prep.sh): new kernels first where QJIT_NEW_FIRST=1 (new_gemv below), then
 # every GPU test, test_gpu_quant_kernels first
 # (each under QJIT_TEST_LIMIT seconds; QJIT_SANITIZE=1 adds compute-sanitizer passes over

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the lent H100: Nsight Compute over one decode GEMM of each pair and its torch peer
+# On a GPU machine (the H100, the H200): Nsight Compute over one decode GEMM of each pair and its torch peer
 # (tools/probe_decode.py, two launches each), profiled with the sections that say where a memory-bound kernel's time goes: throughput against the peaks, DRAM bytes,
 # the launch's grid and occupancy, and the warps' stall reasons.  Writes $OUT/decode.ncu-rep
 # (the report), $OUT/ncu.csv (one row per kernel and metric) and $OUT/ncu.txt (a summary
