@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: set up, build, merge the tuning records shipped in cache/tune/ (measured
-# on the GPUs they name; a handle on another GPU ignores them; the packed *.db.tar.xz as
-# the build unpacked them into build/tune/) into the cache, and fill it
+# on the GPUs they name; a handle on another GPU ignores them), as the build unpacked them
+# into build/tune/, into the cache, and fill it
 # from the shipped manifest with qjit-precompile, the records' winners included (no GPU
 # needed).  Extra arguments go to qjit-precompile.
 set -euo pipefail
@@ -17,7 +17,7 @@ for a in "$@"; do
 done
 if [ -n "$dir" ]; then db="$dir/qjit.db"; else db="$("$build/tools/qjit-cache" path)"; fi
 mkdir -p "$(dirname "$db")"
-for t in "$root"/cache/tune/*.db "$build"/tune/*.db; do
+for t in "$build"/tune/*.db; do
   [ -e "$t" ] && "$build/tools/qjit-cache" --db "$db" merge "$t"
 done
 exec "$build/tools/qjit-precompile" "$@" "$root/cache/manifests/default.txt"

@@ -2,7 +2,7 @@
 # Here, with no GPU: build, then fill tunecache/ for the GPU machine: every candidate
 # qjit-tune will time for the descriptors of cache/tune/descriptors.txt on sm_90a (their
 # heuristics' kernels and the default and small-m sweeps), the shipped tuning records
-# (cache/tune/*.db, and cache/tune/*.db.tar.xz as the build unpacked them into build/tune/),
+# (cache/tune/*.db.tar.xz, as the build unpacked them into build/tune/),
 # and every kernel an auto handle of the default manifest's sm_90a lines
 # and of the benchmarks' pairs loads with those records (tools/bench_step.py,
 # bench_grid.py, probe_decode.py).  Carried to the GPU machine with the library
@@ -34,7 +34,7 @@ if db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'tuning'").fetcho
 db.close()
 PY
 fi
-for t in "$root"/cache/tune/*.db "$root"/build/tune/*.db; do
+for t in "$root"/build/tune/*.db; do
   [ -e "$t" ] && "$root/build/tools/qjit-cache" --db "$cache/qjit.db" merge "$t"
 done
 if [ "${QJIT_PREP_LEAN:-0}" = 1 ]; then

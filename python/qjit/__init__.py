@@ -459,6 +459,7 @@ def merge_shipped_records(path=None):
     """Merge the shipped tuning records into a cache DB file (default: the default cache),
     as scripts/run.sh does: a handle on a GPU they were measured on then runs their winners,
     and another GPU's ignores them.  Returns {archive: tuning records added}."""
+    import shutil
     import tarfile
     import tempfile
     target = os.fspath(path) if path else cache_default_path()
@@ -470,7 +471,7 @@ def merge_shipped_records(path=None):
                 raise QjitError(f"{archive}: holds no .db file")
             db = os.path.join(tmp, "records.db")
             with t.extractfile(member) as src, open(db, "wb") as dst:
-                dst.write(src.read())
+                shutil.copyfileobj(src, dst)
             before = cache_stats(target)["tuning_rows"] if os.path.exists(target) else 0
             cache_merge(db, target)
             out[os.path.basename(archive)] = cache_stats(target)["tuning_rows"] - before
