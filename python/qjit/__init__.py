@@ -468,7 +468,7 @@ def merge_shipped_records(path=None):
         with tempfile.TemporaryDirectory() as tmp, tarfile.open(archive, "r:xz") as t:
             member = next((m for m in t.getmembers() if m.isfile() and m.name.endswith(".db")), None)
             if member is None:
-                raise QjitError(f"{archive}: holds no .db file")
+                raise QjitError(_lib.STATUS.index("QJIT_ERROR_CACHE"), f"{archive}: holds no .db file")
             db = os.path.join(tmp, "records.db")
             with t.extractfile(member) as src, open(db, "wb") as dst:
                 shutil.copyfileobj(src, dst)

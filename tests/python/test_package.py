@@ -268,6 +268,22 @@ class TestOffline(unittest.TestCase):
         self.assertEqual(qjit.cache_stats(db)["tuning_rows"], sum(res.values()))
         again = qjit.merge_shipped_records(db)  # nothing new the second time
         self.assertEqual(sorted(again.values()), [0, 0])
+        # an archive that holds no database: a clear error, and no cache file written
+        import tarfile
+        from unittest import mock
+        bad = os.path.join(self.dir.name, "x.db.tar.xz")
+        note = os.path.join(self.dir.name, "note.txt")
+        with open(note, "w") as f:
+            f.write("not a database\n")
+        with tarfile.open(bad, "w:xz") as t:
+            t.add(note, arcname="note.txt")
+        fresh = os.path.join(self.dir.name, "fresh.db")
+        with mock.patch.object(qjit, "shipped_records", return_value=[bad]):
+            with self.assertRaises(qjit.QjitError) as e:
+                qjit.merge_shipped_records(fresh)
+        self.assertIn("x.db.tar.xz: holds no .db file", str(e.exception))
+        self.assertEqual(e.exception.status, "QJIT_ERROR_CACHE")
+        self.assertFalse(os.path.exists(fresh))
 
     def test_tuned_result_is_listed(self):
         w4 = "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16"
