@@ -23,13 +23,14 @@
 % -- quant_mma_space: the configurations the quantized mma.sync families (mma_wq, mma_i8,
 % -- mma_f8) sweep: 64x64 warp tiles over 64..256-wide tiles of BK 64, and for small M the
 % -- decode tiles of 16 rows (a K tile of 128, one warp row of four: the heuristic's
-% -- 16x128x128 w1x4 and neighbours with more loads in flight -- deeper rings, wider tiles --
+% -- 16x128x128 w1x4 at 3 stages and neighbours with more loads in flight -- deeper rings, wider tiles --
 % -- which is what the weight stream is short of at 1.7 CTAs an SM, docs/NOTES.md), then
 % -- tiles of 32 and 64 rows.  Their family{...} says `space = quant_mma_space`.
 % quant_mma_space = spaces{
 %   default = {config(128, 128, 64, 2, 2, 3), config(128, 256, 64, 2, 4, 3), config(64, 128, 64, 2, 2, 3),
 %              config(64, 64, 64, 2, 2, 3), config(128, 128, 64, 2, 2, 4)},
-%   ["small-m"] = {config(16, 128, 128, 1, 4, 4), config(16, 128, 128, 1, 4, 6), config(16, 256, 128, 1, 4, 4),
+%   ["small-m"] = {config(16, 128, 128, 1, 4, 3), config(16, 128, 128, 1, 4, 4), config(16, 128, 128, 1, 4, 6),
+%                  config(16, 256, 128, 1, 4, 4),
 %                  config(16, 64, 128, 1, 4, 6), config(32, 128, 128, 1, 4, 4),
 %                  config(64, 128, 64, 2, 2, 3), config(64, 64, 64, 2, 2, 3), config(64, 64, 64, 2, 2, 4),
 %                  -- K split across a cluster where the tiles leave SMs idle (mma_i8, mma_f8)

@@ -50,9 +50,11 @@
 %                -- narrow tiles for M = 128-256 on 4096-wide layers (32 tiles of 128x128 for 132 SMs)
 %                config(128, 64, 64, 2, 1, 8), config(64, 128, 64, 1, 1, 8)},
 %     -- and the decode tile with K split across a cluster (narrow layers: 4096 wide is 32
-%     -- tiles of 64x128 for 132 SMs; the launch splits only where tiles leave SMs idle)
+%     -- tiles of 64x128 for 132 SMs; the launch splits only where tiles leave SMs idle), by 4
+%     -- and 8, and 64x64 by 4 (256 CTAs there): at M = 64 on 4096x4096 auto runs 64x128 unsplit
+%     -- at 0.68x cuBLAS on the H200 and 4096x14336 the 4-way split at 0.83x (docs/BENCH.md)
 %     ["small-m"] = {config(64, 256, 64, 1, 1, 4), config(64, 128, 64, 1, 1, 6), config(128, 128, 64, 2, 1, 5),
-%                    config(64, 128, 64, 1, 1, 6, 4)},
+%                    config(64, 128, 64, 1, 1, 6, 4), config(64, 128, 64, 1, 1, 6, 8), config(64, 64, 64, 1, 1, 8, 4)},
 %   },
 %   plan = function()
 %     if not ((A == "f16" or A == "bf16") and B == A) then unsupported("gemm_wgmma: A and B must both be f16 or both bf16") end

@@ -620,6 +620,10 @@ int main(int argc, char **argv)
         "gemm a=bf16 b=bf16 out=bf16 bias=1 kernel=wgmma tile=128x256x64 warps=2x1 stages=3 split=8",
         "gemm a=f16 b=f16 out=f32 bias=0 kernel=wgmma tile=128x128x64 warps=2x1 stages=5 split=4",
         "gemm a=bf16 b=bf16 out=f16 kernel=wgmma tile=64x256x64 warps=1x1 stages=4 split=8",
+        /* the small-m sweep's decode tiles of wgmma split by 8, and 64x64 by 4 */
+        "gemm a=bf16 b=bf16 out=bf16 kernel=wgmma tile=64x128x64 warps=1x1 stages=6 split=8",
+        "gemm a=f16 b=f16 out=f16 bias=1 kernel=wgmma tile=64x64x64 warps=1x1 stages=8 split=4",
+        "gemm a=bf16 b=u4 sb=group:128 gs=bf16 zeros=1 out=bf16 kernel=mma_wq tile=16x128x128 warps=1x4 stages=3",
         "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 kernel=wgmma_wqr tile=128x64x64 warps=1x1 stages=8 split=4",
         "gemm a=bf16 b=u4 sb=group:128 gs=bf16 zeros=1 out=f32 bias=1 kernel=wgmma_wqr tile=128x128x64 warps=1x2 stages=6 split=2",
         "gemm a=bf16 b=s8 sb=col out=bf16 kernel=wgmma_wqr tile=128x64x64 warps=1x1 stages=8 split=4",
