@@ -59,7 +59,7 @@ static void test_shipped(void)
         {H100, "gemm a=bf16 b=bf16 out=bf16", "kernel=gemv tile=8x16x32 warps=1x4 stages=8", 1},
         {H100, "gemm a=s8 b=s8 sa=row sb=col out=bf16", "kernel=wgmma_i8 tile=128x256x128 warps=2x1 stages=3", 4096},
         {H100, "gemm a=bf16 b=bf16 out=bf16", "kernel=gemv tile=32x16x32 warps=1x4 stages=2", 64},
-        {H200, "gemm a=bf16 b=bf16 out=bf16", "kernel=wgmma tile=64x128x64 warps=1x1 stages=6", 64},
+        {H200, "gemm a=bf16 b=bf16 out=bf16", "kernel=wgmma tile=64x64x64 warps=1x1 stages=8 split=4", 64},
         {H100, "gemm a=s8 b=s8 sa=row sb=col out=bf16", "kernel=gemv tile=8x16x64 warps=1x4 stages=4", 16},
         {H200, "gemm a=s8 b=s8 sa=row sb=col out=bf16", "kernel=gemv tile=16x16x64 warps=1x8 stages=4", 16},
     };
