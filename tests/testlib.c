@@ -109,15 +109,17 @@ const char *tl_shipped_records(const char *name)
     return access(p, R_OK) == 0 ? p : NULL;
 }
 
+/* whether text holds one of the '|'-separated parts of any, each of any length (a whole
+ * resolved descriptor among them) */
 int tl_matches_any(const char *text, const char *any)
 {
-    char part[64];
+    const size_t len = strlen(text);
     for (const char *p = any;;) {
         const char *bar = strchr(p, '|');
-        size_t n = bar ? (size_t)(bar - p) : strlen(p);
-        snprintf(part, sizeof part, "%.*s", (int)n, p);
-        if (strstr(text, part))
-            return 1;
+        const size_t n = bar ? (size_t)(bar - p) : strlen(p);
+        for (size_t i = 0; i + n <= len; i++)
+            if (!strncmp(text + i, p, n))
+                return 1;
         if (!bar)
             return 0;
         p = bar + 1;
