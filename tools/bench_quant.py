@@ -47,6 +47,29 @@ class Qjit:
         self.lib.qjit_linear_launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p,
                                                 ctypes.POINTER(LinearArgs), ctypes.c_void_p]
 
+    def records_note(self, gpu, path=None):
+        """A line saying how many tuning records the cache (path, or the default cache that
+        the default context uses) holds for this GPU: with none, every auto handle runs the
+        heuristics, and a benchmark of auto says so at its top."""
+        import os
+        import sqlite3
+        if path is None:
+            buf = ctypes.create_string_buffer(4096)
+            if self.lib.qjit_cache_default_path(buf, ctypes.c_size_t(len(buf)), None) != 0:
+                return f"# tuning records: no default cache ({self.lib.qjit_last_error().decode()})"
+            path = buf.value.decode()
+        if not os.path.exists(path):
+            return f"# tuning records: none for {gpu} ({path} does not exist): auto runs the heuristics"
+        try:
+            db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            n = db.execute("SELECT count(*) FROM tuning WHERE gpu = ?", (gpu,)).fetchone()[0]
+            db.close()
+        except sqlite3.Error as e:
+            return f"# tuning records: {path} unreadable ({e})"
+        if n == 0:
+            return f"# tuning records: none for {gpu} in {path}: auto runs the heuristics"
+        return f"# tuning records: {n} for {gpu} in {path}"
+
     def get(self, text, ctx=None):
         """The handle of a descriptor, through the default context or ctx (a qjit.Context, or
         a qjit_context pointer)."""

@@ -279,6 +279,7 @@ def main():
     bw = copy_bandwidth()
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}; copy bandwidth "
           f"{bw / 1e12:.2f} TB/s (read + write); µs per layer, median of {o.reps} graph replays")
+    print(q.records_note(torch.cuda.get_device_name()))
     print(f"{'model':5} {'pair':6} {'M':>4} {'layers':>6} {'qjit us':>9} {'peer us':>9} "
           f"{'qjit %ideal':>11} {'peer %ideal':>11} {'peer/qjit':>9} {'bf16 cuBLAS/qjit':>16}")
     rows = []
