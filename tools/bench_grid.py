@@ -176,8 +176,7 @@ def main():
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}; µs per launch, median "
           f"of {o.reps} graph replays over weight copies covering {o.rotate_mb} MB" +
           (f"; copy bandwidth {bw / 1e9:.0f} GB/s (the ideal: a cell's bytes over it)" if bw else ""))
-    print(q.records_note(torch.cuda.get_device_name(),
-                         os.path.join(o.cache_dir, "qjit.db") if o.cache_dir else None))
+    print(q.records_note(torch.cuda.get_device_name()))  # the cache of QJIT_CACHE_DIR, set above
     print(f"{'model':5} {'pair':6} {'M':>5} {'N x K':>12} {'auto us':>9} {'best us':>9} "
           f"{'auto/best':>9} {'peer us':>9} {'peer/auto':>9} {'TFLOP/s':>8} {'%peak':>6} "
           f"{'%ideal':>6} {'peer%':>6}  best named")

@@ -12,6 +12,8 @@ GB/s of the minimum bytes (A, B, scales and D, each moved once), TFLOP/s (2·M·
 """
 import argparse
 import ctypes
+import os
+import sqlite3
 import statistics
 import sys
 
@@ -51,8 +53,6 @@ class Qjit:
         """A line saying how many tuning records the cache (path, or the default cache that
         the default context uses) holds for this GPU: with none, every auto handle runs the
         heuristics, and a benchmark of auto says so at its top."""
-        import os
-        import sqlite3
         if path is None:
             buf = ctypes.create_string_buffer(4096)
             if self.lib.qjit_cache_default_path(buf, ctypes.c_size_t(len(buf)), None) != 0:
