@@ -636,6 +636,15 @@ int main(int argc, char **argv)
         "gemm a=e4m3 b=e4m3 sa=block sb=block out=bf16 kernel=mma_f8 tile=16x128x64 warps=1x4 stages=4 split=8",
         "gemm a=e4m3 b=e4m3 sa=mx sb=mx out=bf16 kernel=mma_f8 tile=16x128x128 warps=1x4 stages=4 split=8",
         "gemm a=e2m1 b=e2m1 sa=mx sb=mx out=f32 kernel=mma_f8 tile=16x128x128 warps=1x4 stages=4 split=4",
+        /* the small-m sweep's decode tiles of eight warps along the columns (mma_wq splits K
+         * at launch where the tiles leave SMs idle, the others by name; unsplit: below) */
+        "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 kernel=mma_wq tile=16x256x128 warps=1x8 stages=4",
+        "gemm a=bf16 b=u4 sb=group:128 gs=bf16 zeros=1 out=bf16 kernel=mma_wq tile=16x256x128 warps=1x8 stages=4",
+        "gemm a=f16 b=s4 sb=group:128 gs=f16 out=f16 kernel=mma_wq tile=16x128x128 warps=1x8 stages=4",
+        "gemm a=bf16 b=e2m1 sb=mx out=bf16 kernel=mma_wq tile=16x256x128 warps=1x8 stages=4",
+        "gemm a=bf16 b=s8 sb=col out=bf16 kernel=mma_wq tile=16x128x128 warps=1x8 stages=4",
+        "gemm a=s8 b=s4 sa=row sb=group:128 gs=f32 out=bf16 kernel=mma_i8 tile=16x128x128 warps=1x8 stages=4 split=8",
+        "gemm a=e4m3 b=e4m3 sa=block sb=block out=bf16 kernel=mma_f8 tile=16x128x128 warps=1x8 stages=4 split=8",
         /* gemv's split: each transform, the register and the shared-memory rings, int32 sums
          * as they are and folded */
         "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 kernel=gemv tile=16x64x128 warps=4x2 stages=2 split=8",
@@ -677,6 +686,13 @@ int main(int argc, char **argv)
         "gemm a=e4m3 b=e4m3 sa=block sb=block out=bf16 kernel=gemv",
         "gemm a=bf16 b=e2m1 sb=mx out=bf16 kernel=gemv",
         "gemm a=e4m3 b=e4m3 sa=mx sb=mx out=bf16 kernel=gemv",
+        /* the quantized mma families' decode tiles of eight warps along the columns */
+        "gemm a=s8 b=s8 sa=row sb=col out=bf16 kernel=mma_i8 tile=16x256x128 warps=1x8 stages=4",
+        "gemm a=s8 b=s4 sa=row sb=col out=bf16 kernel=mma_i8 tile=16x256x128 warps=1x8 stages=4",
+        "gemm a=e4m3 b=e4m3 sa=row sb=col out=bf16 kernel=mma_f8 tile=16x256x128 warps=1x8 stages=4",
+        "gemm a=e4m3 b=e4m3 sa=tensor sb=tensor out=bf16 kernel=mma_f8 tile=16x256x128 warps=1x8 stages=4",
+        "gemm a=e4m3 b=e4m3 sa=mx sb=mx out=bf16 kernel=mma_f8 tile=16x256x128 warps=1x8 stages=4",
+        "gemm a=e2m1 b=e2m1 sa=mx sb=mx out=bf16 kernel=mma_f8 tile=16x256x128 warps=1x8 stages=4",
     };
     replay_each(ctx, replays, sizeof replays / sizeof replays[0], filter, max_shapes, false);
     if ((!filter || tl_matches_any("kernel=wgmma_tma", filter)) &&
