@@ -193,35 +193,38 @@ __device__ __forceinline__ void unpack(const uint4 &w, float (&v)[$(VEC)])
 }
 
 // The chunk's codes into the row of q at qrow (value i at byte i, or nibble i of byte i/2),
-// those at or past `end` not at all.
+// those at or past `end` not at all.  A code is the low byte (nibble) of c[j]; the bits
+// above it are anything (code_of leaves its rounding constant there), so the bytes are
+// gathered by PRMT, which takes whole low bytes, and a nibble pair as 16·c1 + (c0 & 15),
+// whose bits past the byte PRMT leaves behind.
 __device__ __forceinline__ void store_codes(u8 *qrow, long long i, const u32 (&c)[$(VEC)], long long end, bool vec)
 {
     if (i >= end)
         return;
 %   if PACKED then
     if (vec) {
-%     if VEC == 8 then
-        u32 w = 0;
+        u32 b[$(VEC // 2)]; // a byte of two codes in the low byte of each
 #pragma unroll
-        for (int j = 0; j < 8; j++)
-            w |= c[j] << (4 * j);
-        *(u32 *)(qrow + i / 2) = w;
+        for (int j = 0; j < $(VEC // 2); j++)
+            b[j] = c[2 * j + 1] * 16u + (c[2 * j] & 0xfu);
+%     if VEC == 8 then
+        *(u32 *)(qrow + i / 2) = __byte_perm(__byte_perm(b[0], b[1], 0x0040), __byte_perm(b[2], b[3], 0x0040), 0x5410);
 %     else
-        *(unsigned short *)(qrow + i / 2) = (unsigned short)(c[0] | c[1] << 4 | c[2] << 8 | c[3] << 12);
+        *(unsigned short *)(qrow + i / 2) = (unsigned short)__byte_perm(b[0], b[1], 0x0040);
 %     end
         return;
     }
 #pragma unroll
     for (int j = 0; j < $(VEC); j += 2) // K is even: a pair is in or out together
         if (i + j < end)
-            qrow[(i + j) / 2] = (u8)(c[j] | c[j + 1] << 4);
+            qrow[(i + j) / 2] = (u8)((c[j] & 0xfu) | c[j + 1] << 4);
 %   else
     if (vec) {
 %     if VEC == 8 then
-        *(uint2 *)(qrow + i) = make_uint2(c[0] | c[1] << 8 | c[2] << 16 | c[3] << 24,
-                                          c[4] | c[5] << 8 | c[6] << 16 | c[7] << 24);
+        *(uint2 *)(qrow + i) = make_uint2(__byte_perm(__byte_perm(c[0], c[1], 0x0040), __byte_perm(c[2], c[3], 0x0040), 0x5410),
+                                          __byte_perm(__byte_perm(c[4], c[5], 0x0040), __byte_perm(c[6], c[7], 0x0040), 0x5410));
 %     else
-        *(u32 *)(qrow + i) = c[0] | c[1] << 8 | c[2] << 16 | c[3] << 24;
+        *(u32 *)(qrow + i) = __byte_perm(__byte_perm(c[0], c[1], 0x0040), __byte_perm(c[2], c[3], 0x0040), 0x5410);
 %     end
         return;
     }
@@ -301,8 +304,21 @@ __device__ __forceinline__ divisor divisor_of(float s, float clip)
 }
 
 %   if INT then
-// The code of a quotient: rounded to the nearest integer, saturated.
+// The code of a quotient: rounded to the nearest integer, ties to even, saturated, as the
+// low $(OUT == "s4" and "nibble" or "byte") of the result (two's complement; the bits above are not the code's).
+// The clamp first and then the rounding (its bounds are integers, so the clamped value rounds
+// to the clamp of the rounded one), and the rounding by adding 1.5·2^23: the sum lies where
+// floats step by 1, so it is rounded to an integer, ties to even, and that integer is its
+// low significand bits.  Three floating-point operations and no conversion.  t is finite
+// here (the fast path: a finite group, a normal scale).
 __device__ __forceinline__ u32 code_of(float t)
+{
+    const float c = fminf(fmaxf(t, -$(QMAX + 1).0f), $(QMAX).0f);
+    return __float_as_uint(__fadd_rn(c, 12582912.0f));
+}
+
+// The same by conversion, for the slow path, where t may be NaN (code 0) or infinite.
+__device__ __forceinline__ u32 code_of_any(float t)
 {
     int q = __float2int_rn(t);
     q = q < -$(QMAX + 1) ? -$(QMAX + 1) : q > $(QMAX) ? $(QMAX) : q;
@@ -319,7 +335,7 @@ __device__ __noinline__ u32 encode_slow(float v, float s)
         return 0;
     const float t = __fdiv_rn(v, s);
 %   if INT then
-    return code_of(t);
+    return code_of_any(t);
 %   else
     return e4m3x2(0.0f, t);
 %   end
