@@ -13,7 +13,9 @@
 // Scales: col and tensor multiply the f32 accumulator in the epilogue (B̂ is an exact small
 // integer in A's type).  group, on warp tiles of at most two m16 tiles, keeps B̂ = q − round(z)
 // exact too and sums each group into f32 partials that are folded in times s (minus the
-// fractional rest of z times the group's sums of A, an mma against ones); on taller warp
+// fractional rest of z times the group's sums of A, an mma against ones); with bf16 A and
+// zero points the fold takes the whole offset instead, B̂ = 128 + q as the LOP3 leaves it,
+// minus (128 + z)·s times the group's sums of A; on taller warp
 // tiles, short of registers, it builds B̂ = (q − z)·s in A's type, q − z exact and the
 // product rounded once.  mx sums each 32-k block apart too and adds it times 2^(e−127),
 // which keeps any e8m0 exponent in range and propagates 0xFF as NaN.
@@ -57,8 +59,16 @@
 %     -- Group scales on warp tiles with room for a second set of accumulators: B̂ = q − round(z)
 %     -- exactly, each group summed apart in f32 and folded in times s (see the main loop).
 %     local FOLD = SB == "group" and MT_ <= 2
+%     -- With bf16 tokens and zero points the fold also takes B's offset: B̂ is the LOP3's
+%     -- value, B + q exactly (B = MAGIC + OFF, below), and −(B + z)·s times the group's sums
+%     -- of A (the mma against ones the zero points need anyway) is folded in f32, where the
+%     -- add of each pair would otherwise cost an HFMA2 (H200: u4 with zeros 5-8% faster at
+%     -- M = 16-32; s4, which would need the sums of A only for this, was level at 16 tokens
+%     -- and 3-6% slower at 32, so it keeps the add).  f16 keeps it too: its magic of 1024
+%     -- would leave the sums too little of f32's precision.
+%     local RAW = FOLD and A == "bf16" and ZEROS
 %     local GPT, ES = 0, 0                     -- scale entries per B tile row, bytes per entry
-%     if SB == "group" then GPT = math.max(1, BK // GROUP); ES = FOLD and (ZEROS and 12 or 4) or (ZEROS and 8 or 4) end
+%     if SB == "group" then GPT = math.max(1, BK // GROUP); ES = FOLD and (RAW and 8 or ZEROS and 12 or 4) or (ZEROS and 8 or 4) end
 %     if SB == "mx" then GPT = BK // 32; ES = 2 end
 %     local STAGE_BYTES = BM * BK * 2 + BN * RB + BN * GPT * ES
 %     local NP, SMEM = ring_staging("gemm_wq", STAGES * STAGE_BYTES, BN // WN)
@@ -81,7 +91,7 @@
 %     return {threads = THREADS, smem = SMEM, k_multiple = KMUL, ld_multiple = LDM, align = 16,
 %             cluster_k = CLUSTER and 8 or 1, k_chunk = CLUSTER and BK * KG or 0,
 %             THREADS = THREADS, BITS = BITS, KC = KC, RB = RB, MT_ = MT_, NT_ = NT_, BBUF = BBUF,
-%             ABUF = ABUF, FOLD = FOLD, GPT = GPT, ES = ES, STAGE_BYTES = STAGE_BYTES, NP = NP,
+%             ABUF = ABUF, FOLD = FOLD, RAW = RAW, GPT = GPT, ES = ES, STAGE_BYTES = STAGE_BYTES, NP = NP,
 %             SMEM = SMEM, CLUSTER = CLUSTER, KG = KG, LDM = LDM, KMUL = KMUL, REGS = REGS, MINB = MINB}
 %   end,
 % }
@@ -255,6 +265,8 @@ __device__ __forceinline__ void deq4(u32 (&o)[4], u32 x)
 // into q + 8; adding nz = −round($(MAGIC) + $(OFF) + z) then leaves q − z exactly when z is
 // whole.  The rest r of z is carried apart: by ns in B̂ = (q − z)·s + ns (in-fragment group
 // scales, rounded once) or by the f32 fold; col, tensor and plain groups get the exact q.
+// Under RAW (zero points, bf16) the fold carries the whole offset and B̂ is the LOP3's
+// $(MAGIC) + q.
 __device__ __forceinline__ u32 nib2(u32 y)
 {
     u32 d; // b ? a ^ c : c with b = the two nibble masks, c = the magic and the flip bits
@@ -268,6 +280,14 @@ __device__ __forceinline__ void deq4(u32 (&o)[4], u32 x, u32 nz, u32 s, u32 ns)
     o[1] = hfma2(hadd2(nib2(x >> 4), nz), s, ns);
     o[2] = hfma2(hadd2(nib2(x >> 8), nz), s, ns);
     o[3] = hfma2(hadd2(nib2(x >> 12), nz), s, ns);
+}
+%     elseif RAW then
+__device__ __forceinline__ void deq4(u32 (&o)[4], u32 x)
+{
+    o[0] = nib2(x);
+    o[1] = nib2(x >> 4);
+    o[2] = nib2(x >> 8);
+    o[3] = nib2(x >> 12);
 }
 %     elseif FOLD and ZEROS then
 __device__ __forceinline__ void deq4(u32 (&o)[4], u32 x, u32 nz)
@@ -368,7 +388,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
 %     if FOLD then
     // in planes of [GPT][BN]: the f32 s (exact for any GS), read as a pair for the two
     // columns a thread holds; with zeros also c = −r·s and the pair nz, nz (see deq4),
-    // where nz = −round(B + z) and r = B + z − round(B + z) is the rest of z (B = $(MAGIC + OFF)).
+    // where nz = −round(B + z) and r = B + z − round(B + z) is the rest of z (B = $(MAGIC + OFF));
+    // under RAW s and c = −(B + z)·s only.
 %     else
     // as deq4's operands: the pair (s, s); with zeros, s | nz << 16 (split again at use,
     // which holds fewer registers) and the pair (ns, ns).
@@ -399,7 +420,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
 %     if FOLD then
                 float *plane = reinterpret_cast<float *>(smem + stage - smem0 + SC_OFF);
                 plane[e] = s;
-%       if ZEROS then
+%       if RAW then
+                plane[SC_N + e] = -($(MAGIC + OFF).f + gs_f32(pend_z[i])) * s;
+%       elseif ZEROS then
                 const float zb = $(MAGIC + OFF).f + gs_f32(pend_z[i]);
                 const u32 zh = to_h(zb);
                 plane[SC_N + e] = -(zb - from_h(zh)) * s;
@@ -552,8 +575,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
     qc::zero(part);
     float2 fs[NT];
 %   if ZEROS then
-    // With zero points the group's part holds Σ A·(q − z + r): rs, the group's sums of A
-    // (an mma against ones), carries the −r·s correction, c = fc.
+    // With zero points the group's part holds Σ A·(q − z + r), under RAW Σ A·(B + q): rs, the
+    // group's sums of A (an mma against ones), carries the −r·s or −(B + z)·s correction,
+    // c = fc.
     float rs[MT][4];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
@@ -561,6 +585,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
         for (int j = 0; j < 4; ++j)
             rs[mt][j] = 0.f;
     float2 fc[NT];
+%   end
+%   if ZEROS and not RAW then
     u32 nzr[NT]; // nz of the B row this lane dequantizes, for the current group
     auto read_nz = [&](u32 stage, int nt, int s) {
         const int gi = GPT > 1 ? s * KC / $(GROUP) : 0;
@@ -627,7 +653,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
 #pragma unroll
                 for (int nt = 0; nt < NT; ++nt)
                     read_sc(rd, nt, s);
-%   if ZEROS then
+%   if ZEROS and not RAW then
             if (s * KC % $(GROUP) == 0) // a new group (or a new tile of one)
 #pragma unroll
                 for (int nt = 0; nt < NT; ++nt)
@@ -685,7 +711,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
 %   elseif SB == "group" and ZEROS and not FOLD then
                 deq4(b, bq[$(BBUF == 2 and "s & 1" or "0")][nt], __byte_perm(sc[nt][0], 0, 0x3232),
                      __byte_perm(sc[nt][0], 0, 0x1010), sc[nt][1]);
-%   elseif FOLD and ZEROS then
+%   elseif FOLD and ZEROS and not RAW then
                 deq4(b, bq[$(BBUF == 2 and "s & 1" or "0")][nt], nzr[nt]);
 %   elseif SB == "group" and not FOLD then
                 deq4(b, bq[$(BBUF == 2 and "s & 1" or "0")][nt], $(h2(-(MAGIC + OFF))), sc[nt][0], 0x80008000u);
