@@ -20,6 +20,17 @@ def _context(args):
 
 
 def cmd_precompile(args):
+    # every manifest readable before anything is written: a missing one is one line, exit 1
+    unreadable = 0
+    for path in args.manifest:
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as e:  # one line, as qjit-precompile says it
+            print(f"{path}: cannot open manifest: {e.strerror}", file=sys.stderr)
+            unreadable += 1
+    if unreadable:
+        return 1
     if not args.no_records:  # the shipped tuning records first, as scripts/run.sh: their winners compile too
         db = os.path.join(args.cache_dir, "qjit.db") if args.cache_dir else None
         for name, added in qjit.merge_shipped_records(db).items():

@@ -246,14 +246,18 @@ class TestOffline(unittest.TestCase):
         with contextlib.redirect_stderr(err):
             self.assertEqual(main(["stats", "--db", os.path.join(self.dir.name, "none.db")]), 1)
         self.assertIn("qjit:", err.getvalue())
-        # a missing manifest: one line naming it, no traceback, exit 1
+        # a missing manifest: one line naming it, no traceback, exit 1, and nothing written
+        # (the shipped records are merged only once every manifest opens)
         out, err = io.StringIO(), io.StringIO()
         missing = os.path.join(self.dir.name, "missing.txt")
+        fresh = os.path.join(self.dir.name, "fresh-cache")
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            rc = main(["precompile", missing, "--cache-dir", self.dir.name])
+            rc = main(["precompile", missing, "--cache-dir", fresh])
         self.assertEqual(rc, 1)
         self.assertEqual(err.getvalue().strip().splitlines(),
                          [f"{missing}: cannot open manifest: No such file or directory"])
+        self.assertEqual(out.getvalue(), "")
+        self.assertFalse(os.path.exists(os.path.join(fresh, "qjit.db")))
 
     def test_shipped_records(self):
         # the records qjit ships (the package's tune/, or the source tree's cache/tune/),
