@@ -12,7 +12,9 @@
 # samples the warps' stalls at each SASS instruction (the source view) and writes
 # $OUT/source.csv (ncu's source page) and $OUT/source.txt (each kernel's instructions with
 # the most stall samples).  QJIT_NCU_METRICS adds metrics by name (comma-separated, e.g.
-# the L2 slices' balance: lts__t_sectors_srcunit_tex_op_read.max and .avg), each printed in
+# the L2 slices' balance: lts__t_sectors_srcunit_tex_op_read.max and .avg, or ncu's
+# regex:NAME form, e.g. the pipes' shares:
+# 'regex:sm__inst_executed_pipe_[a-z_]*\.avg\.pct_of_peak_sustained_active'), each printed in
 # the summary beside the sections' figures.
 # Usage: bash scripts/ncu-decode.sh [MxNxK] [pairs]
 set -uo pipefail
@@ -46,7 +48,7 @@ rc=$?
 ncu --import "$out/decode.ncu-rep" --csv --page details > "$out/ncu.csv" 2>> "$out/ncu.err"
 # the lines a reader wants first: kernel, duration, DRAM throughput, grid, top stalls
 python3 - "$out/ncu.csv" "${QJIT_NCU_METRICS:-}" > "$out/ncu.txt" <<'PY'
-import csv, sys
+import csv, re, sys
 rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
 if not rows:
     sys.exit("no ncu rows")
@@ -64,7 +66,11 @@ for r in rows[1:]:
     tensor = name.startswith("sm__pipe_tensor_op_") and name.endswith("active.avg.pct_of_peak_sustained_active")
     banks = name in ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
                      "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum")
-    if name in want or tensor or banks or name in added:
+    # an added entry "regex:R" (ncu's own form) takes every metric whose name R matches whole,
+    # its values of 0 left out
+    by_regex = any(a.startswith("regex:") and re.fullmatch(a[6:], name) and value not in ("0", "0.00")
+                   for a in added)
+    if name in want or tensor or banks or name in added or by_regex:
         seen.setdefault(key, []).append(f"{name}={value}{r[col['Metric Unit']]}")
     elif name.startswith("smsp__average_warps_issue_stalled_"):
         try:
