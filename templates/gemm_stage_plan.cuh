@@ -35,9 +35,9 @@
 %                  config(64, 128, 64, 2, 2, 3), config(64, 64, 64, 2, 2, 3), config(64, 64, 64, 2, 2, 4),
 %                  -- K split across a cluster where the tiles leave SMs idle (mma_i8, mma_f8)
 %                  config(16, 64, 128, 1, 4, 6, 4), config(16, 128, 128, 1, 4, 4, 8),
-%                  -- eight warps along the columns: the decode tiles at M = 16 issue an
-%                  -- instruction a warp every 3.5 cycles with about 7 warps an SM (ncu on the
-%                  -- H200, bf16 x s4 g128 16x28672x4096: 16x256x128 w1x4, 158 registers, two
-%                  -- CTAs an SM), so twice the warps at the same shared memory (114 registers)
+%                  -- eight warps along the columns: twice the warps an SM at the same shared
+%                  -- memory.  On the H200 they won W8A8 and FP8 at M = 16 on the widest layers
+%                  -- (2-5%); W4A16 ties the four-warp tile, its bound being the ALU pipe, not
+%                  -- warps (docs/NOTES.md).  mma_wq takes the unsplit one only (it splits at launch)
 %                  config(16, 256, 128, 1, 8, 4), config(16, 128, 128, 1, 8, 4, 8)},
 % }

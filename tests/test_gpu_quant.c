@@ -285,8 +285,8 @@ static const struct {
     {" kernel=wgmma_mx tile=128x64x128 warps=2x1 stages=6", "sa=mx sb=mx", true},
     /* 64x96 consumer tiles: MXFP4 with two parts and a total (overlapped promotion) */
     {" kernel=wgmma_mx tile=128x96x128 warps=2x1 stages=5", "sa=mx sb=mx", true},
-    /* mma_wq's decode tiles of 16 and 32 tokens: the group fold (with bf16 tokens and 4-bit
-     * weights it also carries the LOP3's offset and the zero points, through the sums of A) */
+    /* mma_wq's decode tiles of 16 and 32 tokens: the group fold (with bf16 tokens and zero
+     * points it also carries the LOP3's offset, through the sums of A) */
     {" kernel=mma_wq tile=16x128x128 warps=1x4 stages=3", WEIGHT_ONLY, false},
     {" kernel=mma_wq tile=32x128x128 warps=1x4 stages=4", WEIGHT_ONLY, false},
     {" kernel=wgmma_wq", WEIGHT_ONLY, true},
