@@ -312,6 +312,11 @@ static const struct {
      * leave SMs idle: the tests' narrow N) */
     {" kernel=wgmma_wqr tile=128x128x64 warps=1x2 stages=6 split=2", WQR_PAIRS, false},
     {" kernel=wgmma_wqr tile=128x64x64 warps=1x1 stages=8 split=4", WQR_PAIRS, false},
+    /* the decode tiles: 16 and 32 tokens (the wgmma's N) by two consumers of 64 weights, 16
+     * tokens by one (W4A8's K tile is 128: these are refused for it, by name) */
+    {" kernel=wgmma_wqr tile=16x128x64 warps=1x2 stages=8", WQR_PAIRS, false},
+    {" kernel=wgmma_wqr tile=32x128x64 warps=1x2 stages=8", WQR_PAIRS, false},
+    {" kernel=wgmma_wqr tile=16x64x64 warps=1x1 stages=8", WQR_PAIRS, false},
     /* W4A8 (int8 wgmma, 128 of K a tile): the 128-token tile of two consumers (with groups: a
      * part and a total), 256 tokens in one and in two output passes, one consumer of 64 */
     {" kernel=wgmma_wqr tile=128x128x128 warps=1x2 stages=6", "a=s8 b=s4", false},
@@ -632,6 +637,11 @@ int main(int argc, char **argv)
         "gemm a=bf16 b=u4 sb=group:128 gs=bf16 zeros=1 out=f32 bias=1 kernel=wgmma_wqr tile=128x128x64 warps=1x2 stages=6 split=2",
         "gemm a=bf16 b=s8 sb=col out=bf16 kernel=wgmma_wqr tile=128x64x64 warps=1x1 stages=8 split=4",
         "gemm a=bf16 b=e2m1 sb=mx out=bf16 kernel=wgmma_wqr tile=128x128x64 warps=1x2 stages=6 split=2",
+        /* its decode tiles split by 2 and 4 */
+        "gemm a=bf16 b=s4 sb=group:128 gs=bf16 out=bf16 kernel=wgmma_wqr tile=16x128x64 warps=1x2 stages=8 split=2",
+        "gemm a=bf16 b=u4 sb=group:128 gs=bf16 zeros=1 out=bf16 kernel=wgmma_wqr tile=16x64x64 warps=1x1 stages=8 split=4",
+        "gemm a=bf16 b=e2m1 sb=mx out=bf16 kernel=wgmma_wqr tile=32x64x64 warps=1x1 stages=8 split=4",
+        "gemm a=f16 b=s4 sb=group:128 gs=f16 out=f16 bias=1 kernel=wgmma_wqr tile=16x64x64 warps=1x1 stages=8 split=4",
         "gemm a=s8 b=s8 sa=row sb=col out=bf16 kernel=mma_i8 tile=16x128x128 warps=1x4 stages=4 split=8",
         "gemm a=s8 b=s4 sa=row sb=col out=bf16 kernel=mma_i8 tile=16x128x128 warps=1x4 stages=4 split=8",
         "gemm a=s8 b=s4 sa=row sb=group:128 gs=f32 out=bf16 kernel=mma_i8 tile=16x128x128 warps=1x4 stages=4 split=8",
