@@ -105,12 +105,7 @@
 %              -- 4096-8192-wide layers)
 %              config(128, 64, 64, 1, 1, 8, 4), config(128, 128, 64, 1, 2, 6, 2), config(256, 128, 64, 1, 2, 4, 2),
 %              config(256, 64, 64, 1, 1, 5, 4)},
-%   ["small-m"] = {config(64, 128, 64, 1, 2, 8), config(128, 128, 64, 1, 2, 6), config(64, 64, 64, 1, 1, 8),
-%                  -- decode tiles: 16 or 32 tokens (the wgmma's N) by the weight rows, a weight
-%                  -- dequantized once a token tile in the consumer's registers; K split across a
-%                  -- cluster where the layer's tiles leave SMs idle
-%                  config(16, 128, 64, 1, 2, 8), config(32, 128, 64, 1, 2, 8), config(16, 64, 64, 1, 1, 8),
-%                  config(16, 128, 64, 1, 2, 8, 2), config(16, 64, 64, 1, 1, 8, 4), config(32, 64, 64, 1, 1, 8, 4)},
+%   ["small-m"] = {config(64, 128, 64, 1, 2, 8), config(128, 128, 64, 1, 2, 6), config(64, 64, 64, 1, 1, 8)},
 % }
 % local wqr_space8 = {
 %   default = {config(256, 128, 128, 1, 2, 3), config(256, 128, 128, 1, 2, 4), config(128, 128, 128, 1, 2, 6),
