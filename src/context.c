@@ -61,6 +61,8 @@ qjit_status qjit_context_create(const qjit_options *o, qjit_context **out)
     const char *pdl = getenv("QJIT_PDL");
     c->pdl = pdl && *pdl && strcmp(pdl, "0") != 0;
     c->pdl_quant = !pdl || !*pdl || strcmp(pdl, "0") != 0;
+    const char *occ = getenv("QJIT_SPLIT_OCC");
+    c->split_occ = occ && *occ && strcmp(occ, "0") != 0;
     const char *v = getenv("QJIT_CACHE_VERIFY");
     qjit_cache_config cfg = {c->cache_dir, c->shipped, o->memory_only, c->opt.cache_max_bytes,
                              c->log, o->verify_cache || (v && *v && strcmp(v, "0") != 0)};

@@ -82,6 +82,8 @@ static void load(void)
     memcpy(&api.TensorMapEncodeTiled, &encode, sizeof encode);
     void *clusters = dlsym(lib, "cuOccupancyMaxActiveClusters");
     memcpy(&api.OccupancyMaxActiveClusters, &clusters, sizeof clusters);
+    void *blocks = dlsym(lib, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    memcpy(&api.OccupancyMaxActiveBlocksPerMultiprocessor, &blocks, sizeof blocks);
     CUresult r = api.Init(0);
     if (r != CUDA_SUCCESS) {
         const char *n = "?";

@@ -115,7 +115,7 @@ static qjit_status kernel_make(qjit_context *ctx, const qjit_cu_api *cu, CUconte
     k->out_bytes = dtype_bytes(r->out);
     k->pdl = ctx->pdl && r->arch == QJIT_ARCH_SM90A;
     k->early = ctx->pdl_quant && r->arch == QJIT_ARCH_SM90A;
-    k->gf = (qjit_grid_facts){r->bm, r->bn, r->split_k, 0, 1, 0, 1, 0, 0};
+    k->gf = (qjit_grid_facts){r->bm, r->bn, r->split_k, 0, 1, 0, 1, 0, 0, 0};
     if (plan->persistent || plan->cluster_k > 1 || plan->cluster_m > 1) {
         int sms = 0;
         if (cu->DeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) ==
@@ -140,6 +140,15 @@ static qjit_status kernel_make(qjit_context *ctx, const qjit_cu_api *cu, CUconte
     }
     if (plan->cluster_m > 1)
         k->gf.max_clusters = max_clusters(k);
+    /* QJIT_SPLIT_OCC: a kernel that splits K across a cluster at launch plans for as many CTAs
+     * a SM as fit at once (registers, shared memory, threads), not two */
+    int fit = 0;
+    if (ctx->split_occ && k->gf.cluster_k > 1 && !plan->persistent &&
+        cu->OccupancyMaxActiveBlocksPerMultiprocessor &&
+        cu->OccupancyMaxActiveBlocksPerMultiprocessor(&fit, k->fn, plan->threads, plan->smem) ==
+            CUDA_SUCCESS &&
+        fit > 0)
+        k->gf.per_sm = fit < 8 ? fit : 8;
     int regs = 0;
     if (cu->FuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, k->fn) == CUDA_SUCCESS)
         k->registers = (unsigned)regs;
@@ -582,9 +591,9 @@ void qjit_launch_grid(const qjit_grid_facts *f, int64_t m, int64_t n, int64_t k,
         grid[0] = (unsigned)f->persistent_ctas; /* the CTAs walk the tiles */
         grid[1] = 1;
     }
-    if (f->cluster_k > 1 && f->sms > 0 && tiles <= (uint64_t)f->sms) {
+    const uint64_t per_sm = f->persistent_ctas ? 1 : f->per_sm > 0 ? (uint64_t)f->per_sm : 2;
+    if (f->cluster_k > 1 && f->sms > 0 && 2 * tiles <= per_sm * (uint64_t)f->sms) {
         const int64_t chunks = (k + f->k_chunk - 1) / f->k_chunk;
-        const uint64_t per_sm = f->persistent_ctas ? 1 : 2;
         unsigned c = (unsigned)(per_sm * (uint64_t)f->sms / tiles);
         if (c > (unsigned)f->cluster_k)
             c = (unsigned)f->cluster_k;

@@ -453,6 +453,7 @@ typedef struct qjit_grid_facts {
     int cluster_k, k_chunk;
     int cluster_m, max_clusters;
     int sms;
+    int per_sm; /* CTAs a SM a K split plans for (0: two; a persistent kernel: one) */
 } qjit_grid_facts;
 /* The grid and cluster dimensions of an m×n×k launch: arithmetic only (gemm.c says how). */
 QJIT_HIDDEN void qjit_launch_grid(const qjit_grid_facts *f, int64_t m, int64_t n, int64_t k,
@@ -493,6 +494,7 @@ struct qjit_context {
     qjit_compiling *compiling;   /* compiles under way, by cache key (any CUDA context) */
     bool pdl;                    /* $QJIT_PDL: sm_90 GEMM launches may start early */
     bool pdl_quant;              /* and quantizer launches (unless QJIT_PDL=0) */
+    bool split_occ;              /* $QJIT_SPLIT_OCC: a K split fills the SMs' occupancy */
     qjit_stats stats;
 };
 

@@ -80,6 +80,15 @@ int main(void)
     g = run(&split, 1, 28672, 8192);
     EXPECT(g, 224, 1, 1, 1, 1, 1, "no split: 224 tiles > 132 SMs");
     covers(&split, g, 1, 28672, "no split");
+    /* the same kernel where four CTAs fit a SM (QJIT_SPLIT_OCC: per_sm from the occupancy):
+     * 224 tiles split by 528/224 = 2; 448 tiles are more than half of 528, no split */
+    qjit_grid_facts split4 = {16, 128, 1, 0, 8, 128, 1, 0, 132, 4};
+    g = run(&split4, 16, 28672, 4096);
+    EXPECT(g, 224, 1, 2, 1, 1, 2, "per_sm 4: 16x28672x4096 (224 tiles: 528/224 = 2)");
+    g = run(&split4, 16, 4096, 4096);
+    EXPECT(g, 32, 1, 8, 1, 1, 8, "per_sm 4: 16x4096x4096 (32 tiles: at most 8)");
+    g = run(&split4, 16, 57344, 8192);
+    EXPECT(g, 448, 1, 1, 1, 1, 1, "per_sm 4: 448 tiles, no split");
 
     /* K split across a cluster in a persistent kernel (wgmma named split=8), which fills an SM
      * alone: about one CTA a SM, and then one tile a CTA (its ring holds the rank's tile) */
