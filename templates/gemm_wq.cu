@@ -346,6 +346,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
     const u8 *b_src = B + (long long)(n0 + b_r) * ldb_bytes + b_c * 16;
     const long long a_pass = LDA_ROWS * p.lda, b_pass = LDB_ROWS * ldb_bytes;
     const int a_rows = M - m0 - a_r, b_rows = N - n0 - b_r; // rows of A and B left to read
+    const bool b_rows_full = n0 + BN <= N;                   // every B row of the tile in N
 
     // K tiles [kt0, kt1) of this CTA: all of them, or with K split across the gridDim.z CTAs
     // of a cluster (see the top), rank blockIdx.z's share of whole $(KG)-tile units.
@@ -370,6 +371,15 @@ extern "C" __global__ void __launch_bounds__(THREADS, $(MINB)) qjit_gemm_kernel(
                 cp_async16(stage + swz_a(r, a_c), in && a_bytes ? pa : A, in ? a_bytes : 0);
         }
         const u8 *pb = b_src + kt * BK * BITS / 8;
+        if (b_rows_full && (kt + 1) * BK <= K) { // the tile wholly inside N and K: no bounds
+#pragma unroll
+            for (int i = 0; i < (BN + LDB_ROWS - 1) / LDB_ROWS; ++i, pb += b_pass) {
+                const int r = b_r + i * LDB_ROWS;
+                if (BN % LDB_ROWS == 0 || r < BN)
+                    cp_async16_b(stage + A_BYTES + swz_b(r, b_c), pb, 16);
+            }
+            return;
+        }
 #pragma unroll
         for (int i = 0; i < (BN + LDB_ROWS - 1) / LDB_ROWS; ++i, pb += b_pass) {
             const int r = b_r + i * LDB_ROWS;
