@@ -57,9 +57,12 @@ qjit_status qjit_context_create(const qjit_options *o, qjit_context **out)
     }
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
-    /* QJIT_PDL: unset, the quantizers start early and the GEMMs do not; 0, none; else all */
+    /* QJIT_PDL: unset, the quantizers start early and the GEMMs do not; 0, none; 2, all, the
+     * GEMMs reading nothing before their wait; else all, gemv reading its first weights
+     * before it (the caller vouches that no kernel writes a GEMM's weights just before it) */
     const char *pdl = getenv("QJIT_PDL");
     c->pdl = pdl && *pdl && strcmp(pdl, "0") != 0;
+    c->pdl_weights = c->pdl && strcmp(pdl, "2") != 0;
     c->pdl_quant = !pdl || !*pdl || strcmp(pdl, "0") != 0;
     const char *occ = getenv("QJIT_SPLIT_OCC");
     c->split_occ = occ && *occ && strcmp(occ, "0") != 0;

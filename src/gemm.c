@@ -30,6 +30,7 @@ typedef struct kernel {
     qjit_grid_facts gf; /* what the launch geometry depends on besides the sizes */
     int out_bytes;
     bool pdl;   /* launched with programmatic stream serialization (QJIT_PDL, sm_90a) */
+    bool pdl_weights; /* and told it may read B before its wait (QJIT_PDL not 2) */
     bool early; /* may be so launched where the caller vouches for it (sm_90a, QJIT_PDL not 0) */
 } kernel;
 
@@ -114,6 +115,7 @@ static qjit_status kernel_make(qjit_context *ctx, const qjit_cu_api *cu, CUconte
     k->plan = *plan;
     k->out_bytes = dtype_bytes(r->out);
     k->pdl = ctx->pdl && r->arch == QJIT_ARCH_SM90A;
+    k->pdl_weights = k->pdl && ctx->pdl_weights;
     k->early = ctx->pdl_quant && r->arch == QJIT_ARCH_SM90A;
     k->gf = (qjit_grid_facts){r->bm, r->bn, r->split_k, 0, 1, 0, 1, 0, 0, 0};
     if (plan->persistent || plan->cluster_k > 1 || plan->cluster_m > 1) {
@@ -690,7 +692,8 @@ static qjit_status launch(const qjit_gemm *h, const qjit_gemm_args *a, CUstream 
     qjit_kernel_params p;
     unsigned grid[3], cluster[3];
     fill_config(k, a, grid, cluster, &p);
-    p.flags = pdl ? QJIT_KERNEL_EARLY : 0; /* as the launch below asks */
+    /* as the launch below asks; the weight side early where the caller vouches for it */
+    p.flags = pdl ? QJIT_KERNEL_EARLY | (early || k->pdl_weights ? QJIT_KERNEL_EARLY_WEIGHTS : 0) : 0;
     /* the kernel's parameters: p, then its maps (A, B where plan.tma is 1, A by tma_rows) */
     CUtensorMap maps[3];
     void *params[4] = {&p, &maps[0], &maps[1], &maps[2]};

@@ -110,8 +110,10 @@ _Static_assert(sizeof(qjit_kernel_params) == 112 && __builtin_offsetof(qjit_kern
                "qjit_kernel_params: fourteen 8-byte fields, as docs/TEMPLATES.md states");
 /* flags: the launch asked for an early start (programmatic dependent launch, QJIT_PDL=1), so
  * the kernel's qc::pdl_wait may wait for the whole kernel before it (gemm_common.cuh,
- * qc::EARLY_START) */
+ * qc::EARLY_START); and the kernel before writes none of B, scale_b, zeros_b, so they may be
+ * read before that wait (qc::EARLY_WEIGHTS: QJIT_PDL set but not 2, or qjit_linear_launch) */
 #define QJIT_KERNEL_EARLY 1ull
+#define QJIT_KERNEL_EARLY_WEIGHTS 2ull
 
 /* ---------------------------------------------------------------- family.c */
 /* The configuration fields of a descriptor: what chooses among a family's kernels. */
@@ -493,6 +495,7 @@ struct qjit_context {
     qjit_inflight *inflight;     /* builds under way */
     qjit_compiling *compiling;   /* compiles under way, by cache key (any CUDA context) */
     bool pdl;                    /* $QJIT_PDL: sm_90 GEMM launches may start early */
+    bool pdl_weights;            /* and read their weights before the wait (QJIT_PDL not 2) */
     bool pdl_quant;              /* and quantizer launches (unless QJIT_PDL=0) */
     bool split_occ;              /* $QJIT_SPLIT_OCC: a K split fills the SMs' occupancy */
     qjit_stats stats;

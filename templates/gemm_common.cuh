@@ -44,6 +44,10 @@ __device__ __forceinline__ void pdl_launch()
 // p.flags bit: the launch asked for that early start (QJIT_KERNEL_EARLY), so pdl_wait may
 // wait for the whole kernel before this one
 constexpr unsigned long long EARLY_START = 1;
+// p.flags bit: the kernel before writes none of B, scale_b and zeros_b (QJIT_KERNEL_EARLY_WEIGHTS:
+// QJIT_PDL=1, or a quantizer's GEMM in qjit_linear_launch), so they may be read before the
+// wait; without it a kernel reads nothing before pdl_wait
+constexpr unsigned long long EARLY_WEIGHTS = 2;
 // bytes (a multiple of 16) from p (16-byte aligned) asked into L2, no register written and
 // nothing waited for (sm_90: one bulk prefetch; a hint, elsewhere nothing).
 __device__ __forceinline__ void prefetch_l2(const void *p, unsigned bytes)

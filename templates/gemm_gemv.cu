@@ -794,9 +794,10 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
     // alone was measured only while the tokens were read by the read-only path, which the
     // early start made wrong (docs/NOTES.md), and is to be measured again.  Without the early
     // start the prefetch only repeats the loads that come next and costs 1-9%, 4-bit weights
-    // the most; hence the two gates.  Before the ring's loads, while none of its registers is live (after them,
-    // ptxas spilled the 255-register tiles).
-    if (p.flags & qc::EARLY_START) {
+    // the most; hence the two gates, and only where the weights may be read before the wait
+    // (qc::EARLY_WEIGHTS, which comes with the early start).  Before the ring's loads, while
+    // none of its registers is live (after them, ptxas spilled the 255-register tiles).
+    if (p.flags & qc::EARLY_WEIGHTS) {
         constexpr int PF_BYTES = 256, BNC = 16 * RB * WR; // the CTA's rows
         const long long kb = (long long)K * RBYTES_NUM / RBYTES_DEN; // a row's bytes of K
 %   if SPLIT then
@@ -815,10 +816,14 @@ extern "C" __global__ void __launch_bounds__($(threads)) qjit_gemm_kernel(const 
             }
     }
 % end
-    // The weights do not depend on the kernel before this one (A, the activations, does):
-    // the first D steps of weights are on their way before the wait for it, so under an
-    // early start (QJIT_PDL=1) they load under that kernel's tail.  The next kernel is let
-    // start after the main loop (below).
+    // The weights do not depend on the kernel before this one where the launch says so
+    // (qc::EARLY_WEIGHTS: QJIT_PDL=1, or the quantizer's GEMM of qjit_linear_launch): the
+    // first D steps of weights are then on their way before the wait for it, and load under
+    // that kernel's tail.  Otherwise (an early start under QJIT_PDL=2, where the kernel before
+    // may have written them) the wait comes first.  The next kernel is let start after the
+    // main loop (below).
+    if (!(p.flags & qc::EARLY_WEIGHTS))
+        qc::pdl_wait();
 % if SR then
     // the ring's weights too, not yet committed: the tokens depend on the kernel before, so
     // they follow the wait, and step 0's commit closes a first group that holds every

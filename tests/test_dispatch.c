@@ -829,8 +829,39 @@ static void test_plan_tma(void)
           qjit_status_string(st), why, pl.tma_rows);
 }
 
+/* QJIT_PDL, read when a context is made: unset, only the quantizers start early; 0, nothing
+ * does; 2, the GEMMs too, reading nothing before their wait; any other value, the GEMMs too,
+ * `gemv` reading its first weights before it (qjit_gemm_launch's flags, gemm.c). */
+static void test_pdl_settings(void)
+{
+    static const struct {
+        const char *value;
+        bool pdl, weights, quant;
+    } cases[] = {{NULL, false, false, true}, {"", false, false, true}, {"0", false, false, false},
+                 {"1", true, true, true},    {"2", true, false, true}, {"yes", true, true, true}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].value)
+            setenv("QJIT_PDL", cases[i].value, 1);
+        else
+            unsetenv("QJIT_PDL");
+        qjit_options o;
+        qjit_options_init(&o);
+        o.memory_only = 1;
+        qjit_context *ctx;
+        CHECK_OK(qjit_context_create(&o, &ctx));
+        CHECK(ctx->pdl == cases[i].pdl && ctx->pdl_weights == cases[i].weights &&
+                  ctx->pdl_quant == cases[i].quant,
+              "QJIT_PDL=%s: GEMMs early %d, weights before the wait %d, quantizers early %d",
+              cases[i].value ? cases[i].value : "(unset)", ctx->pdl, ctx->pdl_weights,
+              ctx->pdl_quant);
+        qjit_context_destroy(ctx);
+    }
+    unsetenv("QJIT_PDL");
+}
+
 int main(void)
 {
+    test_pdl_settings();
     test_buckets();
     test_plan_tma();
     test_sweep_families();

@@ -4,7 +4,8 @@
  * tail shapes and padded leading dimensions; CUDA graph
  * capture replaying bit-identically; bad launch input rejected with nothing written;
  * a miss during capture refused without breaking the capture; a chain of GEMMs launched
- * with an early start (QJIT_PDL) equal to the synchronized chain.  Skips with no GPU.
+ * with an early start (QJIT_PDL) equal to the synchronized chain, and under QJIT_PDL=2 GEMMs
+ * whose weights the kernel before wrote.  Skips with no GPU.
  */
 #include "qjit.h"
 #include "testlib.h"
@@ -267,6 +268,37 @@ static void test_bad_launch(qjit_context *ctx)
 }
 
 /* ------------------------------------------------------------ early start (QJIT_PDL) */
+/* n device matrices [h][h] of bf16 values in ±0.04. */
+static void small_weights(void **w, int n, int h)
+{
+    uint16_t *hw = malloc((size_t)h * h * 2);
+    for (int i = 0; i < n; i++) {
+        for (size_t j = 0; j < (size_t)h * h; j++)
+            hw[j] = qjit_bf16_from_f32(uni(-1.0f, 1.0f) * 0.04f);
+        CK(cudaMalloc(&w[i], (size_t)h * h * 2));
+        CK(cudaMemcpy(w[i], hw, (size_t)h * h * 2, cudaMemcpyHostToDevice));
+    }
+    free(hw);
+}
+
+/* Two contexts over one cache, one made under QJIT_PDL=pdl and one without it, and the bf16
+ * auto handle of each. */
+static void early_and_plain(const char *dir, const char *pdl, qjit_context **early,
+                            qjit_context **plain, qjit_gemm **ge, qjit_gemm **gp)
+{
+    setenv("QJIT_PDL", pdl, 1);
+    qjit_options o;
+    qjit_options_init(&o);
+    o.cache_dir = dir;
+    CHECK_OK(qjit_context_create(&o, early));
+    unsetenv("QJIT_PDL");
+    CHECK_OK(qjit_context_create(&o, plain));
+    qjit_gemm_desc d;
+    CHECK_OK(qjit_gemm_desc_parse("gemm a=bf16 b=bf16 out=bf16", &d));
+    CHECK_OK(qjit_context_get_gemm(*early, &d, NULL, ge));
+    CHECK_OK(qjit_context_get_gemm(*plain, &d, NULL, gp));
+}
+
 /* A chain of GEMMs where each reads the previous one's output (X1 = X0·W1ᵀ, X2 = X1·W2ᵀ,
  * ...), launched back to back with programmatic stream serialization (a context made with
  * QJIT_PDL=1): each kernel may start before the previous one ends, and its
@@ -276,32 +308,15 @@ static void test_bad_launch(qjit_context *ctx)
  * (M = 1, 16) and a prefill one (M = 333), the auto handle's kernels. */
 static void test_pdl_chain(const char *dir)
 {
-    setenv("QJIT_PDL", "1", 1);
-    qjit_options o;
-    qjit_options_init(&o);
-    o.cache_dir = dir;
     qjit_context *early, *plain;
-    CHECK_OK(qjit_context_create(&o, &early));
-    unsetenv("QJIT_PDL");
-    CHECK_OK(qjit_context_create(&o, &plain));
-    qjit_gemm_desc d;
     qjit_gemm *ge, *gp;
-    CHECK_OK(qjit_gemm_desc_parse("gemm a=bf16 b=bf16 out=bf16", &d));
-    CHECK_OK(qjit_context_get_gemm(early, &d, NULL, &ge));
-    CHECK_OK(qjit_context_get_gemm(plain, &d, NULL, &gp));
+    early_and_plain(dir, "1", &early, &plain, &ge, &gp);
     enum { STEPS = 6, H = 2048 };
     static const int64_t ms[] = {1, 16, 333};
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     void *w[STEPS];
-    uint16_t *hw = malloc((size_t)H * H * 2);
-    for (int i = 0; i < STEPS; i++) { /* small weights: the chain's values stay near 1 */
-        for (size_t j = 0; j < (size_t)H * H; j++)
-            hw[j] = qjit_bf16_from_f32(uni(-1.0f, 1.0f) * 0.04f);
-        CK(cudaMalloc(&w[i], (size_t)H * H * 2));
-        CK(cudaMemcpy(w[i], hw, (size_t)H * H * 2, cudaMemcpyHostToDevice));
-    }
-    free(hw);
+    small_weights(w, STEPS, H); /* the chain's values stay near 1 */
     for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
         const int64_t m = ms[mi];
         const size_t nb = (size_t)m * H * 2;
@@ -382,6 +397,113 @@ static void test_pdl_chain(const char *dir)
     qjit_context_destroy(plain);
 }
 
+/* Under QJIT_PDL=2 every GEMM starts early but reads nothing before its wait, so a GEMM
+ * whose weights the kernel just before it wrote is right too: Y = X·Wᵢᵀ (16 × H, X's first
+ * 16 rows, zero past M), then Z = X·Yᵀ with Y as B (N = 16), the second `gemv` at decode M, back to back eagerly and as a
+ * graph, equal bit for bit to the synchronized launches of a context without the early
+ * start.  (Under QJIT_PDL=1 `gemv` reads its first weights before the wait: the caller
+ * vouches that no kernel writes them just before.) */
+static void test_pdl_weights_written(const char *dir)
+{
+    qjit_context *early, *plain;
+    qjit_gemm *ge, *gp;
+    early_and_plain(dir, "2", &early, &plain, &ge, &gp);
+    enum { PAIRS = 4, H = 2048, R = 16 };
+    static const int64_t ms[] = {1, 16};
+    cudaStream_t st;
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    void *w[PAIRS];
+    small_weights(w, PAIRS, H);
+    for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+        const int64_t m = ms[mi];
+        /* per run (0 synchronized, 1 eager early, 2 graph): X [m][H], Y_i [R][H], Z_i [m][R] */
+        void *x[3], *y[3][PAIRS], *z[3][PAIRS];
+        const size_t xb = (size_t)m * H * 2, yb = (size_t)R * H * 2, zb = (size_t)m * R * 2;
+        for (int r = 0; r < 3; r++) {
+            CK(cudaMalloc(&x[r], xb));
+            for (int i = 0; i < PAIRS; i++) {
+                CK(cudaMalloc(&y[r][i], yb));
+                CK(cudaMalloc(&z[r][i], zb));
+            }
+        }
+        /* Y = X·Wᵀ needs M = R rows of X: the first R rows of a 16-row X, its rows past m zero */
+        void *x16[3];
+        for (int r = 0; r < 3; r++) {
+            CK(cudaMalloc(&x16[r], (size_t)R * H * 2));
+            CK(cudaMemset(x16[r], 0, (size_t)R * H * 2));
+        }
+#define PAIR_LAUNCHES(g, r)                                                                     \
+    for (int i = 0; i < PAIRS; i++) {                                                           \
+        qjit_gemm_args ya = {x16[r], w[i], y[r][i], NULL, NULL, NULL, NULL, R, H, H, H, H, H};   \
+        qjit_gemm_args za = {x[r], y[r][i], z[r][i], NULL, NULL, NULL, NULL, m, R, H, H, H, R};  \
+        CHECK_OK(qjit_gemm_launch(g, &ya, (struct CUstream_st *)st));                           \
+        if (r == 0)                                                                              \
+            CK(cudaStreamSynchronize(st));                                                       \
+        CHECK_OK(qjit_gemm_launch(g, &za, (struct CUstream_st *)st));                           \
+        if (r == 0)                                                                              \
+            CK(cudaStreamSynchronize(st));                                                       \
+    }
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+        PAIR_LAUNCHES(ge, 2)
+        CK(cudaStreamEndCapture(st, &graph));
+        CK(cudaGraphInstantiate(&exec, graph, 0));
+        uint16_t *hx = malloc((size_t)R * H * 2), *hz[3];
+        for (int r = 0; r < 3; r++)
+            hz[r] = malloc(zb);
+        bool eager_same = true, graph_same = true, written = true;
+        for (int round = 0; round < 5; round++) {
+            for (size_t j = 0; j < (size_t)R * H; j++)
+                hx[j] = j < (size_t)m * H ? qjit_bf16_from_f32(uni(-1.0f, 1.0f)) : 0;
+            for (int r = 0; r < 3; r++) {
+                CK(cudaMemcpy(x16[r], hx, (size_t)R * H * 2, cudaMemcpyHostToDevice));
+                CK(cudaMemcpy(x[r], hx, xb, cudaMemcpyHostToDevice));
+                for (int i = 0; i < PAIRS && (r < 2 || round == 0); i++) {
+                    CK(cudaMemset(y[r][i], 0xff, yb));
+                    CK(cudaMemset(z[r][i], 0xff, zb));
+                }
+            }
+            CK(cudaDeviceSynchronize());
+            PAIR_LAUNCHES(gp, 0)
+            PAIR_LAUNCHES(ge, 1)
+            CK(cudaGraphLaunch(exec, st));
+            CK(cudaStreamSynchronize(st));
+            for (int i = 0; i < PAIRS; i++) {
+                for (int r = 0; r < 3; r++)
+                    CK(cudaMemcpy(hz[r], z[r][i], zb, cudaMemcpyDeviceToHost));
+                eager_same &= memcmp(hz[0], hz[1], zb) == 0;
+                graph_same &= memcmp(hz[0], hz[2], zb) == 0;
+                for (size_t j = 0; j < zb / 2; j++)
+                    written &= isfinite(qjit_bf16_to_f32(hz[0][j])) && hz[0][j] != 0xffff;
+            }
+        }
+#undef PAIR_LAUNCHES
+        CHECK(written, "m=%lld: the synchronized pairs left poison or overflowed", (long long)m);
+        CHECK(eager_same, "m=%lld: QJIT_PDL=2 launches of a GEMM whose B the kernel before wrote "
+                          "differ from synchronized ones", (long long)m);
+        CHECK(graph_same, "m=%lld: the QJIT_PDL=2 graph of those GEMMs differs from synchronized "
+                          "launches", (long long)m);
+        CK(cudaGraphExecDestroy(exec));
+        CK(cudaGraphDestroy(graph));
+        free(hx);
+        for (int r = 0; r < 3; r++) {
+            free(hz[r]);
+            cudaFree(x[r]);
+            cudaFree(x16[r]);
+            for (int i = 0; i < PAIRS; i++) {
+                cudaFree(y[r][i]);
+                cudaFree(z[r][i]);
+            }
+        }
+    }
+    for (int i = 0; i < PAIRS; i++)
+        cudaFree(w[i]);
+    CK(cudaStreamDestroy(st));
+    qjit_context_destroy(early);
+    qjit_context_destroy(plain);
+}
+
 static void test_warm_get(qjit_context *ctx)
 {
     qjit_gemm_desc d;
@@ -431,6 +553,7 @@ int main(void)
         test_bad_launch(ctx);
         test_warm_get(ctx);
         test_pdl_chain(o.cache_dir);
+        test_pdl_weights_written(o.cache_dir);
     }
     qjit_context_destroy(ctx);
     return tl_finish("test_gpu_gemm");
