@@ -546,21 +546,17 @@ typedef struct qjit_gemm_args {
  * QJIT_ERROR_INVALID_ARGUMENT names the devices) and launches nothing on error.
  * Does not allocate, synchronize, read device memory or load modules: legal inside
  * stream capture in any mode.  M == 0 or N == 0 launches nothing and returns QJIT_OK.
- * With QJIT_PDL=1 in the environment when the context was made, sm_90a GEMMs are launched
- * with programmatic stream serialization, and the quantizers (qjit_quant_launch) always are
- * unless QJIT_PDL=0 (they read nothing before the wait below): a kernel may be scheduled
- * while the previous one in the stream finishes, and waits
- * (griddepcontrol.wait) until that one's writes are visible before it reads anything the
- * previous kernel could have written; CUDA graphs keep the edge.  The gemv family reads its
- * first weights (B, scale_b, zeros_b) before that wait: under QJIT_PDL=1 they must not be
+ * sm_90a GEMMs, like the quantizers (qjit_quant_launch), are launched with programmatic
+ * stream serialization unless QJIT_PDL=0 was in the environment when the context was made:
+ * a kernel may be scheduled while the previous one in the stream finishes, and waits
+ * (griddepcontrol.wait) until that one's writes are visible before it reads anything; CUDA
+ * graphs keep the edge.  Results are the same bit for bit.  With QJIT_PDL=1 the gemv family
+ * also reads its first weights (B, scale_b, zeros_b) before that wait: they must then not be
  * written by the kernel just before it in the stream.  Under it, gemv with 8-bit weights behind
  * 8-bit tokens also asks each row's next bytes into L2 before that wait (a hint: it reads
- * nothing into registers).  Results are the same bit for bit.
- * Off for GEMMs unless asked for, because of that rule (a GEMM whose B is the output of the
- * GEMM before it would read it too early).  On the H100, with every family letting the next
- * kernel start after its main loop, the Llama 3 decode steps ran 1-3% faster with it at
- * M = 1 and up to 5% faster at M = 16, but for 70B FP8 at M = 16, 1-3% slower (docs/NOTES.md,
- * "The early start with every family's trigger after its main loop").
+ * nothing into registers).  On the H200 the GEMMs' early start made the Llama 3 8B decode
+ * steps of tools/bench_step.py 3-5% faster for W4A16 and W8A8 at M = 1 and moved the 70B
+ * steps by -1.7% to +1.0% (docs/NOTES.md, "The GEMMs' early start by default").
  * Thread-safe. */
 QJIT_API qjit_status qjit_gemm_launch(const qjit_gemm *g, const qjit_gemm_args *args,
                                       struct CUstream_st *stream);
@@ -722,8 +718,8 @@ QJIT_API qjit_status qjit_quant_get_desc(const qjit_quant *q, qjit_quant_desc *o
  * xs and the rest from gemm_args (its .a and .scale_a are ignored), both on `stream` in
  * that order, so one graph captures both.  g's descriptor must read what q writes: a =
  * q's out and sa = q's scale; both are checked before anything is launched.  On sm_90a
- * the GEMM is launched with the early start of QJIT_PDL=1 whatever QJIT_PDL says (unless
- * QJIT_PDL=0): the kernel just before it is the quantizer, which writes none of what the
+ * the GEMM is launched with the early start of QJIT_PDL=1, its first weights read before its
+ * wait, whatever QJIT_PDL says (unless QJIT_PDL=0): the kernel just before it is the quantizer, which writes none of what the
  * GEMM reads before its wait.  So xq, xs and workspace must not overlap b, scale_b or
  * zeros_b: QJIT_ERROR_INVALID_ARGUMENT names the two, and nothing is launched.  Results are
  * those of the two launches one after the other, bit for bit. */

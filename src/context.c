@@ -57,13 +57,14 @@ qjit_status qjit_context_create(const qjit_options *o, qjit_context **out)
     }
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
-    /* QJIT_PDL: unset, the quantizers start early and the GEMMs do not; 0, none; 2, all, the
-     * GEMMs reading nothing before their wait; else all, gemv reading its first weights
-     * before it (the caller vouches that no kernel writes a GEMM's weights just before it) */
+    /* QJIT_PDL: unset (or 2), every launch starts early, the GEMMs reading nothing before their
+     * wait; 0, none; any other value, all, gemv reading its first weights before its wait (the
+     * caller vouches that no kernel writes a GEMM's weights just before it) */
     const char *pdl = getenv("QJIT_PDL");
-    c->pdl = pdl && *pdl && strcmp(pdl, "0") != 0;
-    c->pdl_weights = c->pdl && strcmp(pdl, "2") != 0;
-    c->pdl_quant = !pdl || !*pdl || strcmp(pdl, "0") != 0;
+    const bool off = pdl && strcmp(pdl, "0") == 0;
+    c->pdl = !off;
+    c->pdl_weights = !off && pdl && *pdl && strcmp(pdl, "2") != 0;
+    c->pdl_quant = !off;
     const char *occ = getenv("QJIT_SPLIT_OCC");
     c->split_occ = occ && *occ && strcmp(occ, "0") != 0;
     const char *v = getenv("QJIT_CACHE_VERIFY");

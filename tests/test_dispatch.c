@@ -829,15 +829,15 @@ static void test_plan_tma(void)
           qjit_status_string(st), why, pl.tma_rows);
 }
 
-/* QJIT_PDL, read when a context is made: unset, only the quantizers start early; 0, nothing
- * does; 2, the GEMMs too, reading nothing before their wait; any other value, the GEMMs too,
- * `gemv` reading its first weights before it (qjit_gemm_launch's flags, gemm.c). */
+/* QJIT_PDL, read when a context is made: unset, empty or 2, every launch starts early, the
+ * GEMMs reading nothing before their wait; 0, nothing does; any other value, every launch,
+ * `gemv` reading its first weights before its wait (qjit_gemm_launch's flags, gemm.c). */
 static void test_pdl_settings(void)
 {
     static const struct {
         const char *value;
         bool pdl, weights, quant;
-    } cases[] = {{NULL, false, false, true}, {"", false, false, true}, {"0", false, false, false},
+    } cases[] = {{NULL, true, false, true}, {"", true, false, true}, {"0", false, false, false},
                  {"1", true, true, true},    {"2", true, false, true}, {"yes", true, true, true}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (cases[i].value)

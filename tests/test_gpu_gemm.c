@@ -281,8 +281,8 @@ static void small_weights(void **w, int n, int h)
     free(hw);
 }
 
-/* Two contexts over one cache, one made under QJIT_PDL=pdl and one without it, and the bf16
- * auto handle of each. */
+/* Two contexts over one cache, one made under QJIT_PDL=pdl and one under QJIT_PDL=0 (no early
+ * start), and the bf16 auto handle of each. */
 static void early_and_plain(const char *dir, const char *pdl, qjit_context **early,
                             qjit_context **plain, qjit_gemm **ge, qjit_gemm **gp)
 {
@@ -291,8 +291,9 @@ static void early_and_plain(const char *dir, const char *pdl, qjit_context **ear
     qjit_options_init(&o);
     o.cache_dir = dir;
     CHECK_OK(qjit_context_create(&o, early));
-    unsetenv("QJIT_PDL");
+    setenv("QJIT_PDL", "0", 1);
     CHECK_OK(qjit_context_create(&o, plain));
+    unsetenv("QJIT_PDL");
     qjit_gemm_desc d;
     CHECK_OK(qjit_gemm_desc_parse("gemm a=bf16 b=bf16 out=bf16", &d));
     CHECK_OK(qjit_context_get_gemm(*early, &d, NULL, ge));
