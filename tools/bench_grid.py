@@ -39,6 +39,7 @@ W8A8; each row also gives auto's TFLOP/s and its share of the dense peak its MMA
     LD_LIBRARY_PATH=build PYTHONPATH=python QJIT_LIBRARY=build/libqjit.so \\
         python3 tools/bench_grid.py [--pairs bf16,w8a8] [--m 1,16,128,4096]
         [--models 8b,70b] [--nk 14336x4096] [--cache-dir DIR] [--csv grid.csv] [--each]
+        [--also 'kernel=mma_wq tile=16x224x128 warps=1x7 stages=4;...']
 """
 import argparse
 import os
@@ -140,6 +141,9 @@ def main():
                     help="more turns for a cell whose auto is over the best (or the --then auto) by --confirm-above")
     ap.add_argument("--confirm-above", type=float, default=0.03)
     ap.add_argument("--each", action="store_true", help="print each named configuration's time")
+    ap.add_argument("--also", default="", metavar="FIELDS;FIELDS",
+                    help="more named configurations, timed beside the sweep's in each cell where the "
+                         "pair takes them (e.g. 'kernel=mma_i8 tile=16x224x128 warps=1x7 stages=4')")
     ap.add_argument("--interleave", action="store_true",
                     help="in each turn, replay auto's, the best's and the earlier auto's graphs "
                          "one after another (each graph captured once a cell), not each handle's "
@@ -206,6 +210,7 @@ def main():
                         cands = [str(v["desc"]) for v in heur
                                  if not v["tuned"] and v["m_min"] <= m <= v["m_max"]]
                         cands += [str(c) for c in qjit.sweep(desc, "sm_90a", sweep, ctx)]
+                        cands += [f"{desc} arch=sm_90a {x.strip()}" for x in o.also.split(";") if x.strip()]
                         for c in dict.fromkeys(cands):
                             try:
                                 h = q.get(c)
