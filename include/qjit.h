@@ -165,7 +165,10 @@ typedef struct qjit_gemm_desc {
                                2..8: the most CTAs of a cluster one output tile's K is split
                                across, chosen at launch when the tiles leave SMs idle and summed
                                in a fixed order (int32 sums exactly); mma_wq makes that choice
-                               itself (up to 8) at split=1 */
+                               itself (up to 8) at split=1.  The launch plans for two CTAs an
+                               SM; with QJIT_SPLIT_OCC=1 in the environment when the context
+                               is made, for as many as fit (an experiment: the shipped tuning
+                               records were measured without it; docs/NOTES.md) */
 } qjit_gemm_desc;
 
 /* Fill with defaults: a=f16 b=f16 out=f16, no scales, no bias, everything else auto. */
