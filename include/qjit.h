@@ -722,8 +722,8 @@ QJIT_API qjit_status qjit_quant_get_desc(const qjit_quant *q, qjit_quant_desc *o
  * that order, so one graph captures both.  g's descriptor must read what q writes: a =
  * q's out and sa = q's scale; both are checked before anything is launched.  On sm_90a
  * the GEMM is launched with the early start of QJIT_PDL=1, its first weights read before its
- * wait, whatever QJIT_PDL says (unless QJIT_PDL=0): the kernel just before it is the quantizer, which writes none of what the
- * GEMM reads before its wait.  So xq, xs and workspace must not overlap b, scale_b or
+ * wait, whatever QJIT_PDL says (unless QJIT_PDL=0): the kernel just before it is the
+ * quantizer, which writes none of what the GEMM reads before its wait.  So xq, xs and workspace must not overlap b, scale_b or
  * zeros_b: QJIT_ERROR_INVALID_ARGUMENT names the two, and nothing is launched.  Results are
  * those of the two launches one after the other, bit for bit. */
 typedef struct qjit_linear_args {

@@ -561,9 +561,10 @@ static qjit_status check_args(const kernel *g, const qjit_gemm_args *a)
 }
 
 /* The grid and the cluster shape (qjit_internal.h).  Kernels that split K across a cluster
- * (cluster_k) give each output tile, when there are no more tiles than SMs, enough CTAs for
- * about two a SM (one for a persistent kernel, which is made to fill an SM alone), at most
- * cluster_k and one K chunk each (clusters along z); each CTA then has one tile.  Kernels that
+ * (cluster_k) plan for per_sm CTAs a SM: two (QJIT_SPLIT_OCC: as many as fit), one for a
+ * persistent kernel, which is made to fill an SM alone.  When the tiles fill at most half of
+ * those, each output tile gets enough CTAs for about per_sm a SM, at most cluster_k and one K
+ * chunk each (clusters along z); each CTA then has one tile.  Kernels that
  * share B across CTAs of the same columns (cluster_m) go in clusters of cluster_m along x
  * when the output has that many tile rows, on a one-dimensional grid of whole clusters that
  * walk the units of cluster_m tiles (when persistent, as many as fit at once).  Both depend
